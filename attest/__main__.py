@@ -1,0 +1,5 @@
+import sys
+
+from attest.cli import main
+
+sys.exit(main())

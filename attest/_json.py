@@ -1,0 +1,147 @@
+"""Strict JSON in, canonical JSON (RFC 8785) out.
+
+Everything attest reads from outside goes through :func:`loads_strict`: bounded size and
+nesting, UTF-8 only (no BOM), no duplicate keys at any depth, no NaN/Infinity, and
+integers bounded to the interoperable range (|n| <= 2**53 - 1).
+
+:func:`canonical_bytes` produces RFC 8785 (JCS) bytes. For the documents attest writes
+(string keys, strings, integers within 2**53, booleans, null, lists and objects; no
+floats) JCS is exactly ``json.dumps`` with sorted keys, no whitespace and no ASCII
+escaping, which is several times faster than the general ``rfc8785`` serializer; any
+other document falls back to ``rfc8785`` itself. The test suite checks the two agree.
+
+    >>> canonical_bytes(loads_strict(b'{"b": 1, "a": [true, null]}'))
+    b'{"a":[true,null],"b":1}'
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import CommonCode, InputError
+
+MAX_SAFE_INT = 2**53 - 1
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 64
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_SAFE_INT:
+        raise ValueError(f"integer {text[:30]} is outside the interoperable range")
+    return value
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a parsed value, iteratively (no recursion a hostile input can exhaust)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def loads_strict(
+    data: bytes,
+    *,
+    what: str = "JSON document",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Parse ``data`` as strict JSON or raise :class:`InputError` with a precise code."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("loads_strict takes bytes")
+    if len(data) > max_bytes:
+        raise InputError(CommonCode.TOO_LARGE, f"{what} is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(CommonCode.BAD_JSON, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
+    if text.startswith("\ufeff"):
+        raise InputError(CommonCode.BAD_JSON, f"{what} starts with a byte-order mark")
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_pairs,
+            parse_constant=_reject_constant,
+            parse_int=_parse_int,
+        )
+    except _DuplicateKey as e:
+        raise InputError(CommonCode.DUPLICATE_KEY, f"{what} has the key {str(e)!r} twice in one object") from e
+    except RecursionError as e:
+        raise InputError(CommonCode.TOO_DEEP, f"{what} nests too deeply") from e
+    except ValueError as e:
+        raise InputError(CommonCode.BAD_JSON, f"{what} is not valid JSON: {e}") from e
+    if _depth(value, max_depth) > max_depth:
+        raise InputError(CommonCode.TOO_DEEP, f"{what} nests deeper than {max_depth} levels")
+    return value
+
+
+def _is_simple(value: Any) -> bool:
+    """True when json.dumps output is already RFC 8785 for this value."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, (bool, str)):
+            continue
+        if isinstance(item, int):
+            if abs(item) > MAX_SAFE_INT:
+                return False
+            continue
+        if isinstance(item, list):
+            stack.extend(item)
+            continue
+        if isinstance(item, dict):
+            for key in item:
+                # Key order: JCS sorts by UTF-16 code units, Python by code points; they agree
+                # on the Basic Multilingual Plane only.
+                if not isinstance(key, str) or any(ord(c) > 0xFFFF for c in key):
+                    return False
+            stack.extend(item.values())
+            continue
+        return False
+    return True
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """RFC 8785 canonical bytes of ``value``."""
+    if _is_simple(value):
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: not representable in any JSON text
+            raise InputError(CommonCode.BAD_JSON, "value holds a string that is not valid Unicode") from e
+    import rfc8785
+
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError) as e:
+        raise InputError(CommonCode.BAD_JSON, f"value cannot be canonicalized: {e}") from e

@@ -1,0 +1,1 @@
+"""attestation layer (see DESIGN.md "Layers")."""

@@ -1,0 +1,74 @@
+"""Command-line interface. Each command parses, calls one library function, renders.
+
+``main`` is the console-script entry point and the one place that maps exceptions to exit
+codes: 0 ok, 1 verification failed, 2 bad usage or unreadable input. No traceback reaches
+the user for any input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main"]
+
+
+def _register() -> object:
+    from . import _inventory
+    from ._app import app
+
+    _inventory.register(app)
+    for module in ("_attestation", "_freeze", "_build", "_evidence", "_demo"):
+        try:
+            mod = __import__(f"{__name__}.{module}", fromlist=["register"])
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{module}":
+                raise
+            continue
+        mod.register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    import typer
+    from typer.exceptions import TyperException
+
+    from ..errors import AttestError
+    from ._app import render_error
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in args
+    app = _register()
+    try:
+        rv = app(args=args, prog_name="attest", standalone_mode=False)  # type: ignore[operator]
+    except AttestError as err:
+        render_error(err, json_mode)
+        return err.exit_code
+    except typer.Exit as e:
+        return int(getattr(e, "exit_code", 1) or 0)
+    except TyperException as e:  # usage errors: typer renders them itself
+        show = getattr(e, "show", None)
+        if show is not None:
+            show()
+        else:
+            sys.stderr.write(f"attest: error: {e}\n")
+        return 2
+    except typer.Abort:
+        sys.stderr.write("attest: aborted\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("attest: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback, never exit 0
+        from ..errors import CommonCode, InputError
+
+        err = InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}")
+        render_error(err, json_mode)
+        return 2
+    # click returns the code of a typer.Exit in non-standalone mode; commands return None.
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""`attest inventory` and `attest check`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, print_findings, print_json, progress_bar
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inventory")(inventory)
+    app.command("check")(check)
+
+
+def inventory(
+    path: Path = typer.Argument(..., help="Root of the tree to inventory."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the inventory here (atomically)."),
+    digest: bool = typer.Option(False, "--digest", help="Print only the identity, sha256:<hex>."),
+    ignore: list[str] = typer.Option([], "--ignore", help="gitignore-style pattern; recorded in the inventory. Repeatable."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Write the closed inventory of the tree at PATH (RFC 8785 JSON, one line)."""
+    from .._fs import write_atomic
+    from ..inventory import inventory_tree
+
+    with progress_bar("hashing", json_mode) as progress:
+        inv = inventory_tree(path, ignore=ignore, progress=progress)
+    if output is not None:
+        write_atomic(output, inv.canonical + b"\n")
+    summary = {"ok": True, "identity": inv.identity, "entries": len(inv.entries), "files": inv.file_count, "bytes": inv.total_size}
+    if json_mode:
+        if output is None and not digest:
+            summary["inventory"] = inv.to_json()
+        if output is not None:
+            summary["output"] = str(output)
+        print_json(summary)
+    elif digest:
+        print(inv.identity)
+    elif output is None:
+        sys.stdout.buffer.write(inv.canonical + b"\n")
+    else:
+        print(f"wrote {output}: {len(inv.entries)} entries, {inv.file_count} files, {inv.total_size} bytes, identity {inv.identity}")
+
+
+def check(
+    path: Path = typer.Argument(..., help="Root of the tree to check."),
+    inventory_file: Path = typer.Option(..., "--inventory", help="The expected inventory."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Exit 0 only if the tree at PATH matches the inventory exactly; else list every difference."""
+    from .._fs import read_bounded
+    from ..errors import VerificationError
+    from ..inventory import Inventory, check_tree
+    from ..inventory._model import MAX_INVENTORY_BYTES
+
+    expected = Inventory.from_bytes(read_bounded(inventory_file, what="inventory", max_bytes=MAX_INVENTORY_BYTES))
+    with progress_bar("checking", json_mode) as progress:
+        findings = check_tree(path, expected, progress=progress)
+    if findings:
+        raise VerificationError(findings=findings)
+    if json_mode:
+        print_json({"ok": True, "identity": expected.identity, "entries": len(expected.entries)})
+    else:
+        print(f"OK: {path} matches {expected.identity} ({len(expected.entries)} entries)")
+
+
+__all__ = ["register", "print_findings"]

@@ -1,0 +1,1 @@
+"""freeze layer (see DESIGN.md "Layers")."""

@@ -1,0 +1,1 @@
+"""git layer (see DESIGN.md "Layers")."""

@@ -1,0 +1,183 @@
+"""The closed-inventory model: entries, canonical bytes, identity, strict parsing.
+
+    >>> inv = Inventory.from_entries([Entry("bin", EntryType.DIR, 0o755)])
+    >>> Inventory.from_bytes(inv.canonical).identity == inv.identity
+    True
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._json import MAX_SAFE_INT, canonical_bytes, loads_strict
+from ..errors import InputError
+from ._codes import InventoryCode
+from ._names import NAME_POLICY, check_path, sort_key
+
+FORMAT = "https://attest.dev/inventory/v1"
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+MAX_INVENTORY_BYTES = 512 * 1024 * 1024
+_SPECIAL_BITS = 0o7000
+
+
+class EntryType(enum.StrEnum):
+    FILE = "file"
+    DIR = "dir"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One path below the root. Files carry size and SHA-256; directories carry neither."""
+
+    path: str
+    type: EntryType
+    mode: int
+    size: int | None = None
+    sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "type": self.type.value, "mode": self.mode}
+        if self.type is EntryType.FILE:
+            out["size"] = self.size
+            out["digest"] = {"sha256": self.sha256}
+        return out
+
+
+def _bad(detail: str, path: str | None = None, code: InventoryCode = InventoryCode.BAD_INVENTORY) -> InputError:
+    return InputError(code, detail, path)
+
+
+def _entry_from_json(raw: Any, index: int) -> Entry:
+    if not isinstance(raw, dict):
+        raise _bad(f"entries[{index}] is not an object")
+    path = raw.get("path")
+    problem = check_path(path) if isinstance(path, str) else (InventoryCode.BAD_PATH, "the path is not a string")
+    if problem is not None:
+        raise _bad(f"entries[{index}]: {problem[1]}", path if isinstance(path, str) else None, problem[0])
+    kind = raw.get("type")
+    if kind == "file":
+        expected_keys = {"path", "type", "mode", "size", "digest"}
+    elif kind == "dir":
+        expected_keys = {"path", "type", "mode"}
+    else:
+        raise _bad(f"type {kind!r} is not 'file' or 'dir'", path)
+    if set(raw) != expected_keys:
+        raise _bad(f"fields {sorted(raw)} differ from the required {sorted(expected_keys)}", path)
+    mode = raw["mode"]
+    if type(mode) is not int or not 0 <= mode <= 0o7777:
+        raise _bad(f"mode {mode!r} is not an integer permission mask", path)
+    if mode & _SPECIAL_BITS:
+        raise _bad(f"mode {mode:o} has setuid, setgid or sticky bits", path, InventoryCode.SPECIAL_MODE)
+    if kind == "dir":
+        return Entry(path, EntryType.DIR, mode)
+    size = raw["size"]
+    if type(size) is not int or not 0 <= size <= MAX_SAFE_INT:
+        raise _bad(f"size {size!r} is not a non-negative integer", path)
+    digest = raw["digest"]
+    if not isinstance(digest, dict) or set(digest) != {"sha256"}:
+        raise _bad("digest must be exactly {'sha256': <hex>}", path)
+    value = digest["sha256"]
+    if not isinstance(value, str) or not _HEX64.match(value):
+        raise _bad("sha256 digest is not 64 lowercase hex digits", path)
+    return Entry(path, EntryType.FILE, mode, size, value)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A closed inventory. Construct with :meth:`from_entries` or :meth:`from_bytes`."""
+
+    entries: tuple[Entry, ...]
+    ignore: tuple[str, ...] = ()
+    canonical: bytes = field(default=b"", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canonical", canonical_bytes(self.to_json()))
+
+    @property
+    def identity(self) -> str:
+        """``sha256:<hex>`` over the canonical bytes: the tree's name everywhere else."""
+        return "sha256:" + hashlib.sha256(self.canonical).hexdigest()
+
+    @property
+    def digest_hex(self) -> str:
+        return hashlib.sha256(self.canonical).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "name_policy": NAME_POLICY,
+            "ignore": list(self.ignore),
+            "entries": [e.to_json() for e in self.entries],
+        }
+
+    def by_path(self) -> Mapping[str, Entry]:
+        return {e.path: e for e in self.entries}
+
+    @property
+    def file_count(self) -> int:
+        return sum(1 for e in self.entries if e.type is EntryType.FILE)
+
+    @property
+    def total_size(self) -> int:
+        return sum(e.size or 0 for e in self.entries)
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[Entry], ignore: Iterable[str] = ()) -> Inventory:
+        """Sort and validate entries produced by our own walker or a test."""
+        ordered = tuple(sorted(entries, key=lambda e: sort_key(e.path)))
+        _check_closed(ordered)
+        return cls(ordered, tuple(ignore))
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Inventory:
+        if not isinstance(doc, dict):
+            raise _bad("the inventory is not a JSON object")
+        required = {"format", "name_policy", "ignore", "entries"}
+        if set(doc) != required:
+            raise _bad(f"top-level fields {sorted(doc)} differ from the required {sorted(required)}")
+        if doc["format"] != FORMAT:
+            raise _bad(f"format {doc['format']!r} is not {FORMAT!r}")
+        if doc["name_policy"] != NAME_POLICY:
+            raise _bad(f"name policy {doc['name_policy']!r} is not {NAME_POLICY!r}")
+        ignore = doc["ignore"]
+        if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+            raise _bad("ignore must be a list of strings")
+        raw_entries = doc["entries"]
+        if not isinstance(raw_entries, list):
+            raise _bad("entries must be a list")
+        entries = tuple(_entry_from_json(raw, i) for i, raw in enumerate(raw_entries))
+        keys = [sort_key(e.path) for e in entries]
+        for i in range(1, len(keys)):
+            if keys[i - 1] >= keys[i]:
+                what = "repeated" if keys[i - 1] == keys[i] else "out of order"
+                raise _bad(f"entry is {what} (entries must be sorted by path components)", entries[i].path)
+        _check_closed(entries)
+        from ._walk import compile_ignore
+
+        compile_ignore(tuple(ignore))
+        return cls(entries, tuple(ignore))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, what: str = "inventory") -> Inventory:
+        """Parse exactly canonical bytes (optionally followed by one newline)."""
+        body = data[:-1] if data.endswith(b"\n") else data
+        inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
+        if inventory.canonical != body:
+            raise InputError(InventoryCode.BAD_INVENTORY, f"the {what} is not in RFC 8785 canonical form")
+        return inventory
+
+
+def _check_closed(entries: tuple[Entry, ...]) -> None:
+    """Every entry's parent is a directory entry of the same inventory (or the root)."""
+    kinds = {e.path: e.type for e in entries}
+    if len(kinds) != len(entries):
+        raise _bad("an entry is repeated")
+    for e in entries:
+        parent, sep, _ = e.path.rpartition("/")
+        if sep and kinds.get(parent) is not EntryType.DIR:
+            raise _bad(f"the parent {parent!r} is not a directory entry of the inventory", e.path)

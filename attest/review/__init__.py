@@ -1,0 +1,1 @@
+"""review layer (see DESIGN.md "Layers")."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Set up a development environment and run a `just` recipe: needs only python3 (>= 3.11) and git.
+
+    python3 bootstrap.py demo     # the end-to-end demonstration on embedded defaults
+    python3 bootstrap.py test     # the whole test suite
+
+Creates ./.venv, installs this project with its test extras and `rust-just` from the package
+registry (again only when pyproject.toml changed), then runs `.venv/bin/just RECIPE [ARGS...]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".attest-bootstrap"
+
+
+def run(*cmd: str | os.PathLike[str]) -> None:
+    result = subprocess.run([os.fspath(c) for c in cmd], cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(f"bootstrap: {' '.join(map(str, cmd))} failed with exit code {result.returncode}")
+
+
+def main() -> int:
+    if sys.version_info < (3, 11):
+        sys.exit(f"bootstrap: attest needs Python >= 3.11; this is {sys.version.split()[0]}")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + sys.version.encode()).hexdigest()
+    python = VENV / "bin" / "python"
+    if not python.exists() or not STAMP.exists() or STAMP.read_text().strip() != wanted:
+        print("bootstrap: creating .venv and installing attest with its test extras and just", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", ".[test]", "rust-just")
+        STAMP.write_text(wanted + "\n")
+    recipe = sys.argv[1:] or ["--list"]
+    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(VENV))
+    return subprocess.run([os.fspath(VENV / "bin" / "just"), *recipe], cwd=ROOT, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Shared fixtures: real filesystems under tmp_path, no mocks of os."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def make_tree(root: Path, spec: dict[str, bytes | dict | None]) -> Path:
+    """Create files (bytes) and directories (dict, or None for an empty one) under root."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, content in spec.items():
+        path = root / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+            os.chmod(path, 0o644)
+        else:
+            path.mkdir()
+            os.chmod(path, 0o755)
+            if content:
+                make_tree(path, content)
+    return root
+
+
+@pytest.fixture
+def sample_tree(tmp_path: Path) -> Path:
+    return make_tree(
+        tmp_path / "tree",
+        {
+            "README": b"hello\n",
+            "bin": {"tool": b"#!/bin/sh\necho hi\n"},
+            "lib": {"pkg": {"__init__.py": b"", "mod.py": b"X = 1\n"}},
+            "empty": None,
+        },
+    )

@@ -1,0 +1,280 @@
+"""Reading commits, trees and blobs from a repository's object database.
+
+git runs as a subprocess with a clean environment: no system or global config, no
+replace objects or grafts, no hooks, no pager, no terminal prompts. Objects are read with
+``git cat-file --batch`` and every object's bytes are re-hashed here, so a corrupted or
+substituted object fails with ``OBJECT_HASH_MISMATCH`` instead of being trusted. Trees
+are parsed from their raw bytes (never from a worktree: filters, ``autocrlf`` and
+smudge would change the bytes), and exported only as regular files and directories.
+
+    >>> with GitRepo.open("/src/attest") as repo:
+    ...     tree = repo.commit_tree("0123...full sha...")
+    ...     repo.export_tree(tree, "/tmp/out")          # refuses gitlinks and symlinks
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from types import TracebackType
+
+from ..errors import EnvironmentFailure, InputError, VerificationError
+from ..inventory import Entry, EntryType, Inventory
+from ._codes import GitCode
+from ._objects import (
+    MODE_EXEC,
+    MODE_GITLINK,
+    MODE_SYMLINK,
+    ObjectFormat,
+    TreeEntry,
+    is_full_sha,
+    object_id,
+    parse_commit_tree,
+    parse_tree,
+    verify_full_sha,
+)
+
+MAX_BLOB = 256 * 1024 * 1024
+MAX_ENTRIES = 200_000
+MAX_DEPTH = 128
+
+
+def git_env() -> dict[str, str]:
+    """The whole environment git runs with: nothing inherited that could change what it reads."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_ATTR_NOSYSTEM": "1",
+    }
+
+
+_GIT_ARGS = ("git", "--no-replace-objects", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
+class GitRepo:
+    """One repository's object database, read through a single ``cat-file --batch`` process."""
+
+    def __init__(self, git_dir: str, fmt: ObjectFormat) -> None:
+        self.git_dir = git_dir
+        self.object_format: ObjectFormat = fmt
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> GitRepo:
+        where = os.path.abspath(os.fspath(path))
+        if not os.path.isdir(where):
+            raise InputError(GitCode.NOT_A_REPOSITORY, "the repository path is not a directory", where)
+        out = _run(["-C", where, "rev-parse", "--absolute-git-dir", "--show-object-format"], where)
+        lines = out.decode("utf-8", "replace").splitlines()
+        if len(lines) != 2 or lines[1] not in ("sha1", "sha256"):
+            raise InputError(GitCode.NOT_A_REPOSITORY, f"unexpected answer from git rev-parse: {lines!r}", where)
+        return cls(lines[0], lines[1])  # type: ignore[arg-type]
+
+    def __enter__(self) -> GitRepo:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            assert proc.stdin is not None and proc.stdout is not None
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:  # a dead git: closing its pipes can only fail with EPIPE
+                    pass
+            proc.wait()
+
+    # -- objects -------------------------------------------------------------------------
+
+    def _batch(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            try:
+                self._proc = subprocess.Popen(
+                    [*_GIT_ARGS, f"--git-dir={self.git_dir}", "cat-file", "--batch"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    env=git_env(),
+                    cwd="/",
+                )
+            except OSError as e:
+                raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git: {e.strerror}") from e
+        return self._proc
+
+    def read_object(self, oid: str, expect: str | None = None, *, path: str | None = None) -> tuple[str, bytes]:
+        """``(kind, bytes)`` of object ``oid``, re-hashed here; ``expect`` checks the kind."""
+        verify_full_sha(oid, self.object_format, what="object id")
+        proc = self._batch()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(oid.encode() + b"\n")
+            proc.stdin.flush()
+            header = proc.stdout.readline()
+        except OSError as e:
+            self.close()
+            raise EnvironmentFailure(GitCode.GIT_FAILED, f"git cat-file failed: {e}") from e
+        parts = header.rstrip(b"\n").split(b" ")
+        if len(parts) == 2 and parts[1] == b"missing":
+            raise VerificationError(GitCode.OBJECT_MISSING, f"object {oid} is not in the repository", path)
+        if len(parts) != 3 or parts[0].decode("ascii", "replace") != oid:
+            self.close()
+            raise EnvironmentFailure(GitCode.GIT_FAILED, f"unexpected git cat-file header {header[:200]!r}", path)
+        kind = parts[1].decode("ascii", "replace")
+        size = int(parts[2])
+        if size > MAX_BLOB:
+            self.close()
+            raise VerificationError(GitCode.TREE_TOO_LARGE, f"object {oid} is {size} bytes; the limit is {MAX_BLOB}", path)
+        data = proc.stdout.read(size)
+        nl = proc.stdout.read(1)
+        if len(data) != size or nl != b"\n":
+            self.close()
+            raise EnvironmentFailure(GitCode.GIT_FAILED, f"git cat-file returned a short object {oid}", path)
+        if object_id(kind, data, self.object_format) != oid:
+            raise VerificationError(GitCode.OBJECT_HASH_MISMATCH, f"the bytes of {kind} {oid} do not hash to its id", path)
+        if expect is not None and kind != expect:
+            raise VerificationError(GitCode.WRONG_OBJECT_TYPE, f"object {oid} is a {kind}, not a {expect}", path)
+        return kind, data
+
+    def commit_tree(self, rev: str) -> str:
+        """The root tree id of commit ``rev``, which must be a full object id."""
+        verify_full_sha(rev, self.object_format, what="commit")
+        _, data = self.read_object(rev, "commit")
+        return parse_commit_tree(data, self.object_format)
+
+    def read_tree(self, oid: str, *, where: str = "") -> tuple[TreeEntry, ...]:
+        _, data = self.read_object(oid, "tree", path=where or None)
+        return parse_tree(data, self.object_format, where=where)
+
+    def subtree(self, tree: str, path: str) -> str:
+        """The tree id at ``path`` (``/``-separated, relative) below ``tree``; '' or '.' is the root."""
+        if path in ("", "."):
+            return tree
+        from ..inventory import check_path
+
+        problem = check_path(path)
+        if problem is not None:
+            raise InputError(GitCode.PATH_NOT_IN_TREE, problem[1], path)
+        current, walked = tree, ""
+        for part in path.split("/"):
+            walked = f"{walked}/{part}" if walked else part
+            match = [e for e in self.read_tree(current, where=walked.rpartition("/")[0]) if e.name == part]
+            if not match:
+                raise VerificationError(GitCode.PATH_NOT_IN_TREE, "no such entry in the tree", walked)
+            entry = match[0]
+            if entry.mode == MODE_SYMLINK:
+                raise VerificationError(GitCode.TREE_SYMLINK, "a path component is a symbolic link", walked)
+            if entry.mode == MODE_GITLINK:
+                raise VerificationError(GitCode.GITLINK, "a path component is a submodule (gitlink)", walked)
+            if not entry.is_tree:
+                raise VerificationError(GitCode.PATH_NOT_IN_TREE, "the path is not a directory", walked)
+            current = entry.oid
+        return current
+
+    def walk(self, tree: str) -> Iterator[tuple[str, TreeEntry]]:
+        """Every entry below ``tree`` as ``(relative path, entry)``, parents first.
+
+        Symbolic links and gitlinks are refused: an installed subtree holds regular files and
+        directories only (THREATS.md F).
+        """
+        stack: list[tuple[str, str, int]] = [(tree, "", 0)]
+        count = 0
+        while stack:
+            oid, prefix, depth = stack.pop()
+            for e in self.read_tree(oid, where=prefix):
+                rel = f"{prefix}/{e.name}" if prefix else e.name
+                count += 1
+                if count > MAX_ENTRIES:
+                    raise VerificationError(GitCode.TREE_TOO_LARGE, f"the tree has more than {MAX_ENTRIES} entries", rel)
+                if e.mode == MODE_SYMLINK:
+                    raise VerificationError(GitCode.TREE_SYMLINK, "symbolic links are not installed", rel)
+                if e.mode == MODE_GITLINK:
+                    raise VerificationError(GitCode.GITLINK, "submodules (gitlinks) are not installed", rel)
+                yield rel, e
+                if e.is_tree:
+                    if depth + 1 > MAX_DEPTH:
+                        raise VerificationError(GitCode.TREE_TOO_LARGE, f"the tree is deeper than {MAX_DEPTH}", rel)
+                    stack.append((e.oid, rel, depth + 1))
+
+    def tree_inventory(self, tree: str, *, file_mode: int = 0o644, exec_mode: int = 0o755, dir_mode: int = 0o755) -> Inventory:
+        """The closed inventory a faithful export of ``tree`` has, computed from objects alone."""
+        import hashlib
+
+        entries: list[Entry] = []
+        for rel, e in self.walk(tree):
+            if e.is_tree:
+                entries.append(Entry(rel, EntryType.DIR, dir_mode))
+            else:
+                _, data = self.read_object(e.oid, "blob", path=rel)
+                mode = exec_mode if e.mode == MODE_EXEC else file_mode
+                entries.append(Entry(rel, EntryType.FILE, mode, len(data), hashlib.sha256(data).hexdigest()))
+        return Inventory.from_entries(entries)
+
+    def export_tree(self, tree: str, dest: str | os.PathLike[str], *, file_mode: int = 0o644, exec_mode: int = 0o755, dir_mode: int = 0o755) -> int:
+        """Write ``tree`` below the existing empty directory ``dest``; return the file count.
+
+        Files are new inodes created with ``O_EXCL|O_NOFOLLOW`` through directory descriptors,
+        so nothing already present (or planted) under ``dest`` is followed or overwritten.
+        """
+        root = os.open(os.fspath(dest), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fds: dict[str, int] = {"": root}
+        files = 0
+        try:
+            for rel, e in self.walk(tree):
+                parent, _, name = rel.rpartition("/")
+                pfd = fds[parent]
+                if e.is_tree:
+                    os.mkdir(name, 0o700, dir_fd=pfd)
+                    fds[rel] = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+                    continue
+                _, data = self.read_object(e.oid, "blob", path=rel)
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=pfd)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fchmod(fd, exec_mode if e.mode == MODE_EXEC else file_mode)
+                finally:
+                    os.close(fd)
+                files += 1
+            # Directory modes last, so a read-only directory mode never blocks its own children.
+            for rel, fd in fds.items():
+                if rel:
+                    os.fchmod(fd, dir_mode)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        return files
+
+
+def _run(args: list[str], where: str) -> bytes:
+    try:
+        proc = subprocess.run([*_GIT_ARGS, *args], capture_output=True, env=git_env(), cwd="/", timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git: {e}") from e
+    if proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip()[:300]
+        raise InputError(GitCode.NOT_A_REPOSITORY, f"git cannot open the repository: {msg}", where)
+    return proc.stdout
+
+
+def resolve_full_sha(repo: GitRepo, rev: str) -> str:
+    """``rev`` itself after checking it is a full id of this repository's format and a commit."""
+    verify_full_sha(rev, repo.object_format, what="revision")
+    repo.read_object(rev, "commit")
+    return rev
+
+
+__all__ = ["GitRepo", "git_env", "is_full_sha", "resolve_full_sha"]

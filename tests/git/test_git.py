@@ -1,0 +1,210 @@
+"""The git layer against real repositories built in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from attest.errors import InputError, VerificationError
+from attest.git import GitCode, GitRepo, object_id, parse_tree, verify_full_sha
+from attest.inventory import inventory_tree
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+       "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+       "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=ENV, input=input).stdout.decode().strip()
+
+
+def make_repo(path: Path, files: dict[str, bytes], *, fmt: str = "sha1", execs: tuple[str, ...] = ()) -> str:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", f"--object-format={fmt}")
+    for rel, data in files.items():
+        p = path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        os.chmod(p, 0o755 if rel in execs else 0o644)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "init")
+    return git(path, "rev-parse", "HEAD")
+
+
+def test_object_id_matches_git(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a": b"hello\n"})
+    assert object_id("blob", b"hello\n", "sha1") == git(repo, "hash-object", "a")
+
+
+@pytest.mark.parametrize("fmt", ["sha1", "sha256"])
+def test_export_matches_tree_inventory(tmp_path: Path, fmt: str) -> None:
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"skills/x/SKILL.md": b"# x\n", "skills/x/bin/run": b"#!/bin/sh\n", "top": b"t"}, fmt=fmt,
+                    execs=("skills/x/bin/run",))
+    with GitRepo.open(repo) as r:
+        assert r.object_format == fmt
+        tree = r.commit_tree(sha)
+        sub = r.subtree(tree, "skills/x")
+        expected = r.tree_inventory(sub)
+        out = tmp_path / "out"
+        out.mkdir()
+        assert r.export_tree(sub, out) == 2
+    got = inventory_tree(out)
+    assert got.identity == expected.identity
+    assert {e.path: e.mode for e in got.entries} == {"SKILL.md": 0o644, "bin": 0o755, "bin/run": 0o755}
+
+
+def test_export_ignores_worktree_filters(tmp_path: Path) -> None:
+    """Bytes come from objects: a smudge filter or autocrlf in the repo config changes nothing."""
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"f.txt": b"a\nb\n", ".gitattributes": b"* text eol=crlf\n"})
+    git(repo, "config", "core.autocrlf", "true")
+    with GitRepo.open(repo) as r:
+        out = tmp_path / "out"
+        out.mkdir()
+        r.export_tree(r.commit_tree(sha), out)
+    assert (out / "f.txt").read_bytes() == b"a\nb\n"
+
+
+@pytest.mark.parametrize("rev", ["HEAD", "main", "abc123", "A" * 40, "a" * 39, "a" * 64 + "0", ""])
+def test_not_full_sha_refused(tmp_path: Path, rev: str) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a": b"1"})
+    with GitRepo.open(repo) as r, pytest.raises(InputError) as ei:
+        r.commit_tree(rev)
+    assert ei.value.code == GitCode.NOT_FULL_SHA
+
+
+def test_sha256_length_refused_in_sha1_repo(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as ei:
+        verify_full_sha("a" * 64, "sha1")
+    assert ei.value.code == "NOT_FULL_SHA"
+
+
+def test_missing_and_wrong_type(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"a": b"1"})
+    blob = git(repo, "rev-parse", "HEAD:a")
+    with GitRepo.open(repo) as r:
+        with pytest.raises(VerificationError) as ei:
+            r.commit_tree("0" * 40)
+        assert ei.value.code == GitCode.OBJECT_MISSING
+        with pytest.raises(VerificationError) as ei:
+            r.commit_tree(blob)
+        assert ei.value.code == GitCode.WRONG_OBJECT_TYPE
+        # the batch process is still usable after errors
+        assert r.commit_tree(sha)
+
+
+def test_symlink_and_gitlink_refused(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"s/a": b"1"})
+    os.symlink("a", repo / "s" / "link")
+    git(repo, "add", "-A")
+    blob = git(repo, "rev-parse", "HEAD:s/a")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{blob},g/sub")
+    git(repo, "commit", "-q", "-m", "links")
+    sha = git(repo, "rev-parse", "HEAD")
+    with GitRepo.open(repo) as r:
+        tree = r.commit_tree(sha)
+        with pytest.raises(VerificationError) as ei:
+            r.tree_inventory(r.subtree(tree, "s"))
+        assert ei.value.code == GitCode.TREE_SYMLINK
+        with pytest.raises(VerificationError) as ei:
+            list(r.walk(r.subtree(tree, "g")))
+        assert ei.value.code == GitCode.GITLINK
+        with pytest.raises(VerificationError) as ei:
+            r.subtree(tree, "g/sub")
+        assert ei.value.code == GitCode.GITLINK
+        with pytest.raises(VerificationError) as ei:
+            r.subtree(tree, "s/link")
+        assert ei.value.code == GitCode.TREE_SYMLINK
+        with pytest.raises(VerificationError) as ei:
+            r.subtree(tree, "nope")
+        assert ei.value.code == GitCode.PATH_NOT_IN_TREE
+
+
+def _raw_entry(mode: bytes, name: bytes, oid: str = "e" * 40) -> bytes:
+    return mode + b" " + name + b"\0" + bytes.fromhex(oid)
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (_raw_entry(b"100644", b"b") + _raw_entry(b"100644", b"a"), GitCode.BAD_TREE_ORDER),
+        (_raw_entry(b"100644", b"a") + _raw_entry(b"100644", b"a"), GitCode.BAD_TREE_ORDER),
+        (_raw_entry(b"100644", b".."), GitCode.BAD_TREE_NAME),
+        (_raw_entry(b"40000", b".GIT"), GitCode.BAD_TREE_NAME),
+        (_raw_entry(b"100644", b"a\x01b"), GitCode.BAD_TREE_NAME),
+        (_raw_entry(b"100644", b"\xff"), GitCode.BAD_TREE_NAME),
+        (_raw_entry(b"100664", b"a"), GitCode.BAD_TREE_MODE),
+        (_raw_entry(b"100644", b"a")[:-3], GitCode.MALFORMED_OBJECT),
+    ],
+)
+def test_parse_tree_is_fsck_strict(raw: bytes, code: GitCode) -> None:
+    with pytest.raises(VerificationError) as ei:
+        parse_tree(raw, "sha1")
+    assert ei.value.code == code
+
+
+def test_corrupted_object_detected(tmp_path: Path) -> None:
+    """A loose object whose content no longer hashes to its name is refused."""
+    import zlib
+
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"a": b"original\n"})
+    blob = git(repo, "rev-parse", "HEAD:a")
+    obj = repo / ".git" / "objects" / blob[:2] / blob[2:]
+    os.chmod(obj, 0o644)
+    obj.write_bytes(zlib.compress(b"blob 9\0tampered\n"))
+    with GitRepo.open(repo) as r:
+        tree = r.commit_tree(sha)
+        with pytest.raises(VerificationError) as ei:
+            r.tree_inventory(tree)
+    assert ei.value.code == GitCode.OBJECT_HASH_MISMATCH
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as ei:
+        GitRepo.open(tmp_path)
+    assert ei.value.code == GitCode.NOT_A_REPOSITORY
+
+
+def test_export_refuses_planted_entries(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"a": b"1"})
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    os.symlink(victim, out / "a")
+    with GitRepo.open(repo) as r, pytest.raises(FileExistsError):
+        r.export_tree(r.commit_tree(sha), out)
+    assert victim.read_bytes() == b"keep"
+
+
+def test_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import attest.git._repo as repo_mod
+
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"a": b"1", "b": b"2"})
+    monkeypatch.setattr(repo_mod, "MAX_ENTRIES", 1)
+    with GitRepo.open(repo) as r, pytest.raises(VerificationError) as ei:
+        r.tree_inventory(r.commit_tree(sha))
+    assert ei.value.code == GitCode.TREE_TOO_LARGE
+
+
+def test_git_failure_is_reported(tmp_path: Path) -> None:
+    """A git-dir that vanished under an open repository object: a typed failure, not a hang."""
+    from attest.errors import EnvironmentFailure
+
+    r = GitRepo(str(tmp_path / "gone"), "sha1")
+    with pytest.raises(EnvironmentFailure) as ei:
+        r.read_object("a" * 40)
+    r.close()
+    assert ei.value.code == GitCode.GIT_FAILED

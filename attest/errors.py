@@ -28,7 +28,6 @@ class ReasonCode(enum.StrEnum):
 
 
 class CommonCode(ReasonCode):
-    USAGE = "USAGE"
     UNREADABLE = "UNREADABLE"
     BAD_JSON = "BAD_JSON"
     DUPLICATE_KEY = "DUPLICATE_KEY"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._json import MAX_SAFE_INT, canonical_bytes, loads_strict
-from ..errors import InputError
+from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
 from ._names import NAME_POLICY, check_path, sort_key
 
@@ -168,7 +168,7 @@ class Inventory:
         body = data[:-1] if data.endswith(b"\n") else data
         inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
         if inventory.canonical != body:
-            raise InputError(InventoryCode.BAD_INVENTORY, f"the {what} is not in RFC 8785 canonical form")
+            raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
         return inventory
 
 

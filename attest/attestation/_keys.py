@@ -1,0 +1,221 @@
+"""Keys and signers: ed25519 and ECDSA P-256 from PEM, securesystemslib private-key URIs.
+
+    >>> generate_key("ed25519", "release.pem")        # release.pem (0600) + release.pem.pub.pem
+    >>> signer = load_signer("release.pem")
+    >>> signer.sign(b"bytes")                         # raw signature bytes
+
+A :class:`Signer` is anything with ``key_id``, ``public_key`` and ``sign(data) -> bytes``.
+Signatures are verified by this module, never matched to keys by the (unauthenticated)
+key id an envelope carries: every trusted key is tried against every signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from .._fs import read_bounded
+from ..errors import CommonCode, InputError
+from ._codes import AttestationCode
+
+KEY_KINDS = ("ed25519", "ecdsa-p256")
+MAX_KEY_BYTES = 64 * 1024
+PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
+
+
+def public_key_der(key: PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def public_key_pem(key: PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def key_id(key: PublicKey) -> str:
+    """Hex SHA-256 of the DER SubjectPublicKeyInfo: one key, one id, whatever its PEM spelling."""
+    return hashlib.sha256(public_key_der(key)).hexdigest()
+
+
+def _check_public(key: Any, where: str) -> PublicKey:
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    raise InputError(AttestationCode.BAD_KEY, f"unsupported key type {type(key).__name__}: only ed25519 and ECDSA P-256", where)
+
+
+def load_public_key_pem(data: bytes, where: str) -> PublicKey:
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
+        raise InputError(AttestationCode.BAD_KEY, f"not a PEM public key: {e}", where) from e
+    return _check_public(key, where)
+
+
+def verify_signature(key: PublicKey, signature: bytes, data: bytes) -> bool:
+    """True only if ``signature`` is valid over ``data`` under ``key``."""
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, data)
+        else:
+            key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return False
+    return True
+
+
+@runtime_checkable
+class Signer(Protocol):
+    """Signs bytes with one key. ``key_id`` is the hint written next to the signature."""
+
+    @property
+    def key_id(self) -> str: ...
+
+    @property
+    def public_key(self) -> PublicKey: ...
+
+    def sign(self, data: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PemSigner:
+    """A signer over an in-memory ed25519 or P-256 private key (from a PKCS#8 PEM file)."""
+
+    private_key: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
+
+    @property
+    def public_key(self) -> PublicKey:
+        return self.private_key.public_key()
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_key)
+
+    def sign(self, data: bytes) -> bytes:
+        if isinstance(self.private_key, ed25519.Ed25519PrivateKey):
+            return self.private_key.sign(data)
+        return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SslibSigner:
+    """A securesystemslib signer (KMS, HSM, ``file2:`` ...) seen through our interface."""
+
+    inner: Any  # securesystemslib.signer.Signer
+    public: PublicKey
+
+    @property
+    def public_key(self) -> PublicKey:
+        return self.public
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public)
+
+    def sign(self, data: bytes) -> bytes:
+        try:
+            signature = self.inner.sign(data)
+            raw = bytes.fromhex(signature.signature)
+        except Exception as e:  # noqa: BLE001 - third-party signer backends raise anything; wrapped with cause
+            raise InputError(AttestationCode.SIGNING_FAILED, f"the key backend failed to sign: {type(e).__name__}: {e}") from e
+        # Never emit a signature we cannot verify ourselves (a wrong key behind a URI).
+        if not verify_signature(self.public, raw, data):
+            raise InputError(AttestationCode.SIGNING_FAILED, "the key backend returned a signature that does not verify under its public key")
+        return raw
+
+
+def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
+    """Write an unencrypted PKCS#8 private key (mode 0600) to ``out`` and ``out.pub.pem`` beside it."""
+    if kind == "ed25519":
+        private: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey = ed25519.Ed25519PrivateKey.generate()
+    elif kind == "ecdsa-p256":
+        private = ec.generate_private_key(ec.SECP256R1())
+    else:
+        raise InputError(CommonCode.USAGE, f"key type {kind!r} is not one of {', '.join(KEY_KINDS)}")
+    path = Path(out)
+    pub_path = Path(f"{path}.pub.pem")
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pub = public_key_pem(private.public_key())
+    for target in (path, pub_path):
+        if os.path.lexists(target):
+            raise InputError(AttestationCode.KEY_EXISTS, "refusing to overwrite an existing file", str(target))
+    # O_EXCL: never follow a planted symlink, never truncate a key someone else wrote meanwhile.
+    for target, data, mode in ((path, pem, 0o600), (pub_path, pub, 0o644)):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        except FileExistsError as e:
+            raise InputError(AttestationCode.KEY_EXISTS, "refusing to overwrite an existing file", str(target)) from e
+        except OSError as e:
+            raise InputError(CommonCode.UNREADABLE, f"cannot create the key file: {e.strerror}", str(target)) from e
+        try:
+            os.fchmod(fd, mode)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load_private_key_pem(data: bytes, where: str) -> PemSigner:
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except TypeError as e:
+        raise InputError(AttestationCode.BAD_KEY, "the private key is encrypted; use an unencrypted PKCS#8 key or a key URI", where) from e
+    except (ValueError, UnsupportedAlgorithm) as e:
+        raise InputError(AttestationCode.BAD_KEY, f"not a PEM private key: {e}", where) from e
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return PemSigner(key)
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return PemSigner(key)
+    raise InputError(AttestationCode.BAD_KEY, f"unsupported key type {type(key).__name__}: only ed25519 and ECDSA P-256", where)
+
+
+def _uri_scheme(key: str) -> str | None:
+    scheme, sep, _ = key.partition(":")
+    if sep and len(scheme) > 1 and scheme.replace("-", "").replace("+", "").isalnum():
+        return scheme
+    return None
+
+
+def load_signer(key: str, *, public_key: str | os.PathLike[str] | None = None) -> Signer:
+    """A signer from a PEM private-key path or a securesystemslib private-key URI.
+
+    URIs (``file2:``, ``gcpkms:``, ``awskms:``, ``azurekms:``, ``hsm:``, ...) need the public
+    key as a PEM file, because securesystemslib binds a signer to its public key; for
+    ``file2:`` it is derived from the private key when not given.
+    """
+    scheme = _uri_scheme(key)
+    if scheme is None or (os.path.exists(key) and scheme not in _sslib_schemes()):
+        data = read_bounded(key, what="private key", max_bytes=MAX_KEY_BYTES)
+        return load_private_key_pem(data, key)
+    if scheme not in _sslib_schemes():
+        raise InputError(AttestationCode.BAD_KEY, f"unknown private-key URI scheme {scheme!r}", key)
+    from securesystemslib.signer import Signer as SslSigner
+    from securesystemslib.signer import SSlibKey
+
+    if public_key is not None:
+        where = os.fspath(public_key)
+        pub = load_public_key_pem(read_bounded(public_key, what="public key", max_bytes=MAX_KEY_BYTES), where)
+    elif scheme == "file2":
+        path = key.split(":", 1)[1]
+        pub = load_signer(path).public_key
+    else:
+        raise InputError(CommonCode.USAGE, f"a {scheme}: key URI needs its public key (--public-key PEM)", key)
+    try:
+        ssl_key = SSlibKey.from_crypto(pub, keyid=key_id(pub))
+        inner = SslSigner.from_priv_key_uri(key, ssl_key)
+    except Exception as e:  # noqa: BLE001 - backends raise OSError, ValueError, their SDK errors...; wrapped with cause
+        raise InputError(AttestationCode.BAD_KEY, f"cannot open the key URI: {type(e).__name__}: {e}", key) from e
+    return SslibSigner(inner, pub)
+
+
+def _sslib_schemes() -> set[str]:
+    from securesystemslib.signer import SIGNER_FOR_URI_SCHEME
+
+    return set(SIGNER_FOR_URI_SCHEME)

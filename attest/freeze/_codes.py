@@ -1,0 +1,35 @@
+"""Reason codes of the freeze / store layer (stable wire strings; see docs/freeze.md).
+
+Differences between a frozen image and its attested inventory, and refusals of links, hard
+links and special files in a source, are reported with the inventory layer's codes
+(``MISSING``, ``DIGEST_MISMATCH``, ``SYMLINK``, ``HARDLINK``, ...).
+"""
+
+from __future__ import annotations
+
+from ..errors import ReasonCode
+
+
+class FreezeCode(ReasonCode):
+    # Backends.
+    UNKNOWN_BACKEND = "UNKNOWN_BACKEND"
+    BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+    # The state directory and private staging.
+    STATE_INSECURE = "STATE_INSECURE"
+    STATE_SYMLINK = "STATE_SYMLINK"
+    STAGING_EXISTS = "STAGING_EXISTS"
+    STAGING_FAILED = "STAGING_FAILED"
+    # Frozen images and the store.
+    CHANGED_AFTER_FREEZE = "CHANGED_AFTER_FREEZE"
+    STORE_CONFLICT = "STORE_CONFLICT"
+    BAD_RECORD = "BAD_RECORD"
+    NOT_IN_STORE = "NOT_IN_STORE"
+    IMAGE_NOT_IMMUTABLE = "IMAGE_NOT_IMMUTABLE"
+    IMAGE_CHANGED = "IMAGE_CHANGED"
+    # Running from frozen images.
+    BAD_IMAGE_REF = "BAD_IMAGE_REF"
+    EXEC_FAILED = "EXEC_FAILED"
+    IMAGE_CHANGED_DURING_EXEC = "IMAGE_CHANGED_DURING_EXEC"
+    # Retained bytes.
+    RETAINED_MISMATCH = "RETAINED_MISMATCH"
+    SEAL_FAILED = "SEAL_FAILED"

@@ -1,0 +1,66 @@
+"""Reason codes of review evidence (stable wire strings; see docs/evidence.md).
+
+Each trusted-producer verdict carries exactly one of these codes; the wrapper's diagnostic
+reviews carry one of the ``OUTPUT_*`` / ``*_BLOCK`` / ``*FINDING*`` codes.
+"""
+
+from __future__ import annotations
+
+from ...errors import ReasonCode
+
+
+class EvidenceCode(ReasonCode):
+    # The only code of a `true` verdict.
+    TRUSTED = "TRUSTED"
+    # Configuration (exit 2).
+    BAD_CONFIG = "BAD_CONFIG"
+    TOKEN_MISSING = "TOKEN_MISSING"
+    # Pull request (ADR: "whose PR is explicitly known same-repository").
+    NOT_SAME_REPO = "NOT_SAME_REPO"
+    PR_MISMATCH = "PR_MISMATCH"
+    # Reviews by the configured App login on the exact head.
+    NO_TRUSTED_REVIEW = "NO_TRUSTED_REVIEW"
+    BLOCKING_REVIEW = "BLOCKING_REVIEW"
+    RUN_MARKER_MISSING = "RUN_MARKER_MISSING"
+    RUN_MARKER_AMBIGUOUS = "RUN_MARKER_AMBIGUOUS"
+    # Workflow runs.
+    NO_MATCHING_RUN = "NO_MATCHING_RUN"
+    RUN_WRONG_EVENT = "RUN_WRONG_EVENT"
+    RUN_WRONG_WORKFLOW = "RUN_WRONG_WORKFLOW"
+    RUN_NOT_BOUND = "RUN_NOT_BOUND"
+    MISSING_RUN_ATTEMPT = "MISSING_RUN_ATTEMPT"
+    RUN_PENDING = "RUN_PENDING"
+    RUN_NOT_SUCCESS = "RUN_NOT_SUCCESS"
+    STALE_ATTEMPT = "STALE_ATTEMPT"
+    MARKER_MISMATCH = "MARKER_MISMATCH"
+    # Jobs of the exact attempt.
+    JOB_MISSING = "JOB_MISSING"
+    JOB_AMBIGUOUS = "JOB_AMBIGUOUS"
+    JOB_PENDING = "JOB_PENDING"
+    JOB_NOT_SUCCESS = "JOB_NOT_SUCCESS"
+    # Final authoritative head read.
+    HEAD_MOVED = "HEAD_MOVED"
+    # Incomplete evidence and failed reads (always `unknown`).
+    NOT_READ = "NOT_READ"
+    LISTING_INCONSISTENT = "LISTING_INCONSISTENT"
+    HTTP_ERROR = "HTTP_ERROR"
+    HTTP_STATUS = "HTTP_STATUS"
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    RESPONSE_NOT_JSON = "RESPONSE_NOT_JSON"
+    RESPONSE_SHAPE = "RESPONSE_SHAPE"
+    TOO_MANY_PAGES = "TOO_MANY_PAGES"
+    BAD_LINK = "BAD_LINK"
+    FOREIGN_LINK = "FOREIGN_LINK"
+    # The review wrapper's diagnostics (the model output is not one valid findings block).
+    OUTPUT_UNREADABLE = "OUTPUT_UNREADABLE"
+    OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE"
+    OUTPUT_NOT_UTF8 = "OUTPUT_NOT_UTF8"
+    OUTPUT_EMPTY = "OUTPUT_EMPTY"
+    NO_FINDINGS_BLOCK = "NO_FINDINGS_BLOCK"
+    MULTIPLE_FINDINGS_BLOCKS = "MULTIPLE_FINDINGS_BLOCKS"
+    TEXT_OUTSIDE_BLOCK = "TEXT_OUTSIDE_BLOCK"
+    BAD_FENCE = "BAD_FENCE"
+    FINDINGS_NOT_JSON = "FINDINGS_NOT_JSON"
+    FINDINGS_NOT_ARRAY = "FINDINGS_NOT_ARRAY"
+    BAD_FINDING = "BAD_FINDING"
+    TOO_MANY_FINDINGS = "TOO_MANY_FINDINGS"

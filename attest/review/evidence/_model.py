@@ -1,0 +1,294 @@
+"""Parsed hosting-API evidence and the verdict over it.
+
+Every type here is built through one validating ``from_json`` (the boundary); a value that
+exists is well-formed. A read that failed is a :class:`ReadFailure`, never a default value:
+the decision turns it into ``unknown``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+from ...errors import Finding, InputError
+from ._codes import EvidenceCode
+
+DEFAULT_WORKFLOW = ".github/workflows/opencode-code-review.yml"
+DEFAULT_JOB = "opencode-review-same-repo"
+TRUSTED_EVENT = "pull_request_target"
+# The shared Actions identity: any workflow can post as it, so it can never be the producer.
+SHARED_ACTIONS_LOGIN = "github-actions[bot]"
+
+_OWNER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+_APP_LOGIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,98})\[bot\]")
+_WORKFLOW = re.compile(r"\.github/workflows/[A-Za-z0-9._-]{1,200}\.ya?ml")
+_JOB = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_MAX_ID = 2**53 - 1
+
+
+class Trust(enum.StrEnum):
+    TRUE = "true"
+    FALSE = "false"
+    UNKNOWN = "unknown"
+
+
+class ShapeError(ValueError):
+    """A response parsed as JSON but is not shaped like the API object it should be."""
+
+
+def _printable(text: str, limit: int = 300) -> str:
+    """Server-controlled text made safe to put in a one-line reason (no control characters)."""
+    out = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The canonical ``trusted_producer`` value with one reason code and a sentence."""
+
+    trusted: Trust
+    code: EvidenceCode
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.trusted is Trust.TRUE
+
+    def to_json(self) -> dict[str, Any]:
+        errors = [] if self.ok else [Finding(str(self.code), None, self.reason).to_json()]
+        return {
+            "ok": self.ok,
+            "trusted_producer": str(self.trusted),
+            "reason_code": str(self.code),
+            "reason": self.reason,
+            "errors": errors,
+        }
+
+
+def true(reason: str) -> Verdict:
+    return Verdict(Trust.TRUE, EvidenceCode.TRUSTED, reason)
+
+
+def false(code: EvidenceCode, reason: str) -> Verdict:
+    return Verdict(Trust.FALSE, code, reason)
+
+
+def unknown(code: EvidenceCode, reason: str) -> Verdict:
+    return Verdict(Trust.UNKNOWN, code, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFailure:
+    """A hosting-API read that did not produce complete, well-formed evidence."""
+
+    code: EvidenceCode
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TrustConfig:
+    """The explicit policy: which repository, pull request, App login, workflow and job.
+
+    No field has a default here (the CLI supplies the documented defaults); every field is
+    validated so a typo cannot silently widen what is trusted.
+    """
+
+    repo: str
+    pr: int
+    app_login: str
+    workflow: str
+    job: str
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not _OWNER_NAME.fullmatch(self.repo) or self.repo.endswith((".", "/..")):
+            problems.append(f"--repo must be OWNER/NAME, got {_printable(self.repo)!r}")
+        if isinstance(self.pr, bool) or not isinstance(self.pr, int) or not 1 <= self.pr <= _MAX_ID:
+            problems.append(f"--pr must be a positive integer, got {self.pr!r}")
+        if self.app_login == SHARED_ACTIONS_LOGIN:
+            problems.append(f"--app-login {SHARED_ACTIONS_LOGIN} is the shared Actions identity and never authenticates evidence")
+        elif not _APP_LOGIN.fullmatch(self.app_login):
+            problems.append(f"--app-login must be the exact App bot login '<slug>[bot]' (lowercase ASCII slug), got {_printable(self.app_login)!r}")
+        if not _WORKFLOW.fullmatch(self.workflow):
+            problems.append(f"--workflow must be .github/workflows/<file>.yml, got {_printable(self.workflow)!r}")
+        if not _JOB.fullmatch(self.job):
+            problems.append(f"--job must be a workflow job id, got {_printable(self.job)!r}")
+        if problems:
+            raise InputError(findings=[Finding(EvidenceCode.BAD_CONFIG, None, p) for p in problems])
+
+    @property
+    def workflow_file(self) -> str:
+        return self.workflow.rsplit("/", 1)[1]
+
+    def run_name(self, head_sha: str) -> str:
+        """The run-name the trusted workflow sets, binding a run to this PR and head."""
+        return f"OpenCode review PR #{self.pr} head {head_sha}"
+
+
+# ----------------------------------------------------------------------------- parsing helpers
+
+def _obj(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ShapeError(f"{what} is not an object")
+    return value
+
+
+def _int(obj: Mapping[str, Any], key: str, what: str) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ShapeError(f"{what}.{key} is not a non-negative integer")
+    return value
+
+
+def _opt_int(obj: Mapping[str, Any], key: str, what: str) -> int | None:
+    if obj.get(key) is None:
+        return None
+    return _int(obj, key, what)
+
+
+def _str(obj: Mapping[str, Any], key: str, what: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise ShapeError(f"{what}.{key} is not a string")
+    return value
+
+
+def _opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
+    if obj.get(key) is None:
+        return None
+    return _str(obj, key, what)
+
+
+def _sha(obj: Mapping[str, Any], key: str, what: str) -> str:
+    value = _str(obj, key, what)
+    if not _SHA.fullmatch(value):
+        raise ShapeError(f"{what}.{key} is not a lowercase hex commit id")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ShapeError(f"{what} is not an array")
+    return value
+
+
+# ----------------------------------------------------------------------------- API objects
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    number: int
+    head_sha: str
+    head_repo: str | None  # None: the head repository is gone (deleted fork)
+    base_repo: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> PullRequest:
+        obj = _obj(value, "pull request")
+        head = _obj(obj.get("head"), "pull request head")
+        base = _obj(obj.get("base"), "pull request base")
+        head_repo_obj = head.get("repo")
+        head_repo = None if head_repo_obj is None else _str(_obj(head_repo_obj, "head.repo"), "full_name", "head.repo")
+        base_repo = _str(_obj(base.get("repo"), "base.repo"), "full_name", "base.repo")
+        return cls(_int(obj, "number", "pull request"), _sha(head, "sha", "head"), head_repo, base_repo)
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    id: int
+    login: str | None  # None: the author account is gone
+    state: str
+    commit_id: str | None
+    body: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> Review:
+        obj = _obj(value, "review")
+        user = obj.get("user")
+        login = None if user is None else _str(_obj(user, "review.user"), "login", "review.user")
+        return cls(
+            _int(obj, "id", "review"),
+            login,
+            _str(obj, "state", "review"),
+            _opt_str(obj, "commit_id", "review"),
+            _opt_str(obj, "body", "review") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PullRef:
+    number: int
+    head_sha: str
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: int
+    display_title: str | None
+    event: str
+    path: str
+    run_number: int
+    run_attempt: int | None  # None: missing; never assumed to be 1
+    status: str | None
+    conclusion: str | None
+    pull_requests: tuple[PullRef, ...]
+
+    @classmethod
+    def from_json(cls, value: Any) -> Run:
+        obj = _obj(value, "workflow run")
+        prs = []
+        for item in _list(obj.get("pull_requests") or [], "workflow run pull_requests"):
+            pr = _obj(item, "workflow run pull request")
+            prs.append(PullRef(_int(pr, "number", "run pull request"), _str(_obj(pr.get("head"), "run pull request head"), "sha", "head")))
+        return cls(
+            _int(obj, "id", "workflow run"),
+            _opt_str(obj, "display_title", "workflow run"),
+            _str(obj, "event", "workflow run"),
+            _str(obj, "path", "workflow run"),
+            _int(obj, "run_number", "workflow run"),
+            _opt_int(obj, "run_attempt", "workflow run"),
+            _opt_str(obj, "status", "workflow run"),
+            _opt_str(obj, "conclusion", "workflow run"),
+            tuple(prs),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    name: str
+    run_id: int
+    run_attempt: int | None
+    status: str | None
+    conclusion: str | None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Job:
+        obj = _obj(value, "job")
+        return cls(
+            _int(obj, "id", "job"),
+            _str(obj, "name", "job"),
+            _int(obj, "run_id", "job"),
+            _opt_int(obj, "run_attempt", "job"),
+            _opt_str(obj, "status", "job"),
+            _opt_str(obj, "conclusion", "job"),
+        )
+
+
+T = TypeVar("T")
+# A stage of evidence: the parsed value, why it could not be read, or None when not read yet.
+Read = Union[T, ReadFailure, None]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Everything the decision looks at, in the order the ADR reads it."""
+
+    pull_request: PullRequest | ReadFailure | None = None
+    reviews: tuple[Review, ...] | ReadFailure | None = None
+    runs: tuple[Run, ...] | ReadFailure | None = None
+    jobs: tuple[Job, ...] | ReadFailure | None = None
+    final_pull_request: PullRequest | ReadFailure | None = None

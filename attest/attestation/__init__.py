@@ -1,1 +1,88 @@
-"""attestation layer (see DESIGN.md "Layers")."""
+"""Attestation layer: in-toto Statement v1, DSSE, Sigstore bundles, signers, trust policy.
+
+Knows nothing of filesystems beyond what it is handed (the tree check is the inventory
+layer's). The smallest real use:
+
+    >>> from attest.attestation import closed_tree_statement, load_policy, load_signer, sign_statement
+    >>> data = sign_statement(closed_tree_statement("tree", inv), load_signer("release.pem"), fmt="bundle")
+    >>> verified = verify_attestation_bytes(data, load_policy("/etc/attest/policy.toml"))
+    >>> closed_tree_inventory(verified).identity
+"""
+
+from __future__ import annotations
+
+from ._codes import AttestationCode
+from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
+from ._keys import KEY_KINDS, PemSigner, Signer, SslibSigner, generate_key, key_id, load_signer, verify_signature
+from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec, load_policy
+from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, sign_statement, statement_payload
+from ._slsa import ResourceRef, slsa_provenance, verification_summary
+from ._statement import (
+    CLOSED_TREE_PREDICATE,
+    INSTALLATION_PREDICATE,
+    PREDICATE_NAMESPACE,
+    RUNTIME_PREDICATE,
+    SLSA_PROVENANCE_V1,
+    STATEMENT_TYPE,
+    VSA_V1,
+    closed_tree_statement,
+    parse_statement,
+    statement,
+    subject,
+    tree_inventory,
+)
+from ._tree import TreeVerification, verify_tree_attestation
+from ._verify import (
+    VerifiedStatement,
+    closed_tree_inventory,
+    verify_artifact_bundle,
+    verify_attestation_bytes,
+    verify_attestation_file,
+)
+
+__all__ = [
+    "BUNDLE_MEDIA_TYPE",
+    "CLOSED_TREE_PREDICATE",
+    "FORMATS",
+    "INSTALLATION_PREDICATE",
+    "INTOTO_PAYLOAD_TYPE",
+    "KEY_KINDS",
+    "PREDICATE_NAMESPACE",
+    "RUNTIME_PREDICATE",
+    "SLSA_PROVENANCE_V1",
+    "STATEMENT_TYPE",
+    "VSA_V1",
+    "AttestationCode",
+    "Envelope",
+    "EnvelopeSignature",
+    "KeySignerSpec",
+    "KeylessSigner",
+    "PemSigner",
+    "Policy",
+    "ResourceRef",
+    "Signer",
+    "SigstoreSignerSpec",
+    "SslibSigner",
+    "TreeVerification",
+    "VerifiedStatement",
+    "closed_tree_inventory",
+    "closed_tree_statement",
+    "generate_key",
+    "key_id",
+    "load_policy",
+    "load_signer",
+    "pae",
+    "parse_statement",
+    "sign_statement",
+    "slsa_provenance",
+    "statement",
+    "statement_payload",
+    "subject",
+    "tree_inventory",
+    "verification_summary",
+    "verify_artifact_bundle",
+    "verify_attestation_bytes",
+    "verify_attestation_file",
+    "verify_signature",
+    "verify_tree_attestation",
+]

@@ -1,6 +1,6 @@
 """Keys and signers: ed25519 and ECDSA P-256 from PEM, securesystemslib private-key URIs.
 
-    >>> generate_key("ed25519", "release.pem")        # release.pem (0600) + release.pem.pub.pem
+    >>> generate_key("ed25519", "release.pem")        # release.pem (0600) + release.pub.pem
     >>> signer = load_signer("release.pem")
     >>> signer.sign(b"bytes")                         # raw signature bytes
 
@@ -131,8 +131,14 @@ class SslibSigner:
         return raw
 
 
+def public_key_path(private: str | os.PathLike[str]) -> Path:
+    """``KEY.pem`` -> ``KEY.pub.pem`` (any other name gets ``.pub.pem`` appended)."""
+    name = os.fspath(private)
+    return Path(name[: -len(".pem")] + ".pub.pem" if name.endswith(".pem") else name + ".pub.pem")
+
+
 def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
-    """Write an unencrypted PKCS#8 private key (mode 0600) to ``out`` and ``out.pub.pem`` beside it."""
+    """Write an unencrypted PKCS#8 private key (mode 0600) to ``KEY.pem`` and ``KEY.pub.pem`` beside it."""
     if kind == "ed25519":
         private: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey = ed25519.Ed25519PrivateKey.generate()
     elif kind == "ecdsa-p256":
@@ -140,7 +146,7 @@ def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
     else:
         raise InputError(CommonCode.USAGE, f"key type {kind!r} is not one of {', '.join(KEY_KINDS)}")
     path = Path(out)
-    pub_path = Path(f"{path}.pub.pem")
+    pub_path = public_key_path(path)
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     pub = public_key_pem(private.public_key())
     for target in (path, pub_path):

@@ -20,6 +20,7 @@ error. Paths inside the policy are relative to the policy file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class Policy:
     path: str
     # Every file the policy was built from, resolved: a verifier refuses them inside a tree under review.
     sources: tuple[str, ...]
+    digest: str = ""  # sha256:<hex> of the policy file bytes, named by verification summaries
 
     @property
     def signer_ids(self) -> tuple[str, ...]:
@@ -167,7 +169,7 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         seen[s.id] = i
     if threshold > len(signers):
         raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold} exceeds the {len(signers)} distinct signers", name)
-    return Policy(threshold, tuple(signers), name, tuple(sources))
+    return Policy(threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest())
 
 
 def _check_trusted_root(data: bytes, where: str) -> None:

@@ -1,0 +1,129 @@
+"""Small typed builders for SLSA Provenance v1 and SLSA Verification Summary (VSA) v1 predicates.
+
+    >>> pred = verification_summary(
+    ...     verifier_id="https://attest.dev/verifier", time_verified=now, resource_uri="file:///srv/tree",
+    ...     policy=ResourceRef("file:///etc/attest/policy.toml", {"sha256": "..."}),
+    ...     input_attestations=[ResourceRef("file:///a.intoto.json", {"sha256": "..."})], passed=True)
+    >>> st = statement([subject("tree", hexdigest)], VSA_V1, pred)
+
+The clock is always injected (``time_verified``, ``started_on``...): outputs depend on no
+hidden state.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError, VerificationError
+from ._codes import AttestationCode
+from ._statement import check_digest_set
+
+
+def rfc3339(t: _dt.datetime) -> str:
+    """UTC, second precision, ``Z`` suffix; naive datetimes are refused (no guessing the zone)."""
+    if t.tzinfo is None:
+        raise InputError(AttestationCode.BAD_PREDICATE, "timestamps must be timezone-aware")
+    return t.astimezone(_dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """An in-toto ResourceDescriptor reduced to what these predicates use."""
+
+    uri: str | None = None
+    digest: Mapping[str, str] = field(default_factory=dict)
+    name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.uri is not None:
+            out["uri"] = self.uri
+        if self.digest:
+            try:
+                check_digest_set(dict(self.digest), self.name or self.uri or "resource")
+            except VerificationError as e:  # from the shared checker: here it is the caller's input
+                raise InputError(findings=e.findings) from e
+            out["digest"] = dict(self.digest)
+        if not out.get("uri") and not out.get("digest") and not out.get("name"):
+            raise InputError(AttestationCode.BAD_PREDICATE, "a resource needs a uri, a digest or a name")
+        return out
+
+
+def slsa_provenance(
+    *,
+    build_type: str,
+    builder_id: str,
+    external_parameters: Mapping[str, Any],
+    internal_parameters: Mapping[str, Any] | None = None,
+    resolved_dependencies: Iterable[ResourceRef] = (),
+    invocation_id: str | None = None,
+    started_on: _dt.datetime | None = None,
+    finished_on: _dt.datetime | None = None,
+    builder_version: Mapping[str, str] | None = None,
+    byproducts: Iterable[ResourceRef] = (),
+) -> dict[str, Any]:
+    """An SLSA Provenance v1 predicate (https://slsa.dev/provenance/v1)."""
+    if not build_type or not builder_id:
+        raise InputError(AttestationCode.BAD_PREDICATE, "buildType and builder.id are required")
+    definition: dict[str, Any] = {"buildType": build_type, "externalParameters": dict(external_parameters)}
+    if internal_parameters:
+        definition["internalParameters"] = dict(internal_parameters)
+    deps = [r.to_json() for r in resolved_dependencies]
+    if deps:
+        definition["resolvedDependencies"] = deps
+    builder: dict[str, Any] = {"id": builder_id}
+    if builder_version:
+        builder["version"] = dict(builder_version)
+    run: dict[str, Any] = {"builder": builder}
+    metadata: dict[str, Any] = {}
+    if invocation_id is not None:
+        metadata["invocationId"] = invocation_id
+    if started_on is not None:
+        metadata["startedOn"] = rfc3339(started_on)
+    if finished_on is not None:
+        metadata["finishedOn"] = rfc3339(finished_on)
+    if metadata:
+        run["metadata"] = metadata
+    extra = [r.to_json() for r in byproducts]
+    if extra:
+        run["byproducts"] = extra
+    return {"buildDefinition": definition, "runDetails": run}
+
+
+def verification_summary(
+    *,
+    verifier_id: str,
+    time_verified: _dt.datetime,
+    resource_uri: str,
+    policy: ResourceRef,
+    input_attestations: Iterable[ResourceRef],
+    passed: bool,
+    verified_levels: Iterable[str] = (),
+    verifier_version: Mapping[str, str] | None = None,
+    slsa_version: str = "1.0",
+) -> dict[str, Any]:
+    """An SLSA VSA v1 predicate (https://slsa.dev/verification_summary/v1).
+
+    A FAILED summary lists no verified levels, whatever the caller passes.
+    """
+    if not verifier_id or not resource_uri:
+        raise InputError(AttestationCode.BAD_PREDICATE, "verifier.id and resourceUri are required")
+    verifier: dict[str, Any] = {"id": verifier_id}
+    if verifier_version:
+        verifier["version"] = dict(verifier_version)
+    levels = sorted(set(verified_levels)) if passed else []
+    return {
+        "verifier": verifier,
+        "timeVerified": rfc3339(time_verified),
+        "resourceUri": resource_uri,
+        "policy": policy.to_json(),
+        "inputAttestations": [r.to_json() for r in input_attestations],
+        "verificationResult": "PASSED" if passed else "FAILED",
+        "verifiedLevels": levels,
+        "slsaVersion": slsa_version,
+    }

@@ -1,0 +1,208 @@
+"""Verifying a DSSE envelope or a Sigstore bundle against a trust policy.
+
+    >>> v = verify_attestation_file("tree.intoto.json", load_policy("policy.toml"))
+    >>> v.statement["predicateType"], v.signers
+
+Procedure (each step fails closed with its own code):
+ (1) read the file once, bounded; its SHA-256 is the attestation digest;
+ (2) strict JSON (duplicate keys, depth, size), then the format: bundle or envelope;
+ (3) strict envelope: exact fields, in-toto payload type, canonical base64, 1..32 signatures;
+ (4) signatures: every trusted key is tried against every signature over PAE (key ids are
+     unauthenticated hints and never select a key); certificate bundles go to sigstore-python
+     offline, with the policy's pinned trusted root and exact identity + issuer;
+ (5) each distinct trusted signer counts once; fewer than the threshold fails;
+ (6) only then the statement is parsed, from the exact verified payload bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .._fs import read_bounded
+from .._json import loads_strict
+from ..errors import InputError, VerificationError
+from ..inventory import Inventory
+from ._codes import AttestationCode
+from ._dsse import Envelope
+from ._keys import verify_signature
+from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec
+from ._statement import CLOSED_TREE_PREDICATE, parse_statement, tree_inventory
+
+MAX_ATTESTATION_BYTES = 768 * 1024 * 1024
+MAX_ATTESTATION_DEPTH = 16
+BUNDLE_V03_MEDIA_TYPES = (
+    "application/vnd.dev.sigstore.bundle.v0.3+json",
+    "application/vnd.dev.sigstore.bundle+json;version=0.3",
+)
+ARTIFACT_BUNDLE_MEDIA_TYPES = (
+    *BUNDLE_V03_MEDIA_TYPES,
+    "application/vnd.dev.sigstore.bundle+json;version=0.2",
+    "application/vnd.dev.sigstore.bundle+json;version=0.1",
+)
+_BUNDLE_FIELDS = {"mediaType", "verificationMaterial", "dsseEnvelope", "messageSignature"}
+_MATERIALS = ("publicKey", "certificate", "x509CertificateChain")
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedStatement:
+    """A statement whose payload verified under the policy. ``payload`` is the exact signed bytes."""
+
+    payload: bytes
+    statement: dict[str, Any]
+    predicate_type: str
+    signers: tuple[str, ...]
+    attestation_digest: str
+    format: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "predicate_type": self.predicate_type,
+            "signers": list(self.signers),
+            "attestation_digest": self.attestation_digest,
+            "format": self.format,
+            "subjects": self.statement["subject"],
+        }
+
+
+def _strict_json(data: bytes, what: str) -> Any:
+    try:
+        return loads_strict(data, what=what, max_bytes=MAX_ATTESTATION_BYTES, max_depth=MAX_ATTESTATION_DEPTH)
+    except InputError as e:  # a malformed attestation does not verify: exit 1, not "bad usage"
+        raise VerificationError(findings=e.findings) from e
+
+
+def _key_signers(envelope: Envelope, policy: Policy) -> list[str]:
+    to_verify = envelope.pae
+    found = []
+    for spec in policy.signers:
+        if not isinstance(spec, KeySignerSpec):
+            continue
+        # Try every signature: an invalid signature listed first must not hide a valid one,
+        # and a key id in the envelope never decides which key is tried.
+        if any(verify_signature(spec.public_key, s.sig, to_verify) for s in envelope.signatures):
+            found.append(spec.id)
+    return found
+
+
+def _decide(verified: list[str], policy: Policy, tried: list[str]) -> tuple[str, ...]:
+    """Pure threshold decision: distinct trusted signers, in policy order, at least ``threshold``."""
+    distinct = tuple(dict.fromkeys(verified))
+    if not distinct:
+        detail = "no signature verifies under any signer the policy trusts"
+        if tried:
+            detail += " (" + "; ".join(t[:300] for t in tried[:4]) + ")"
+        raise VerificationError(AttestationCode.NO_TRUSTED_SIGNATURE, detail)
+    if len(distinct) < policy.threshold:
+        raise VerificationError(
+            AttestationCode.THRESHOLD_NOT_MET,
+            f"{len(distinct)} distinct trusted signer(s) ({', '.join(distinct)}); the policy requires {policy.threshold}",
+        )
+    return distinct
+
+
+def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
+    unknown = set(doc) - _BUNDLE_FIELDS
+    if unknown:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, f"the bundle has unknown fields {sorted(unknown)}")
+    media_type = doc["mediaType"]
+    if media_type not in BUNDLE_V03_MEDIA_TYPES:
+        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(media_type)[:100]!r} is not a Sigstore bundle v0.3")
+    if "messageSignature" in doc:
+        raise VerificationError(
+            AttestationCode.UNSUPPORTED_BUNDLE, "a message-signature bundle signs an artifact, not a statement (verify it with --artifact)"
+        )
+    if "dsseEnvelope" not in doc or "verificationMaterial" not in doc:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "the bundle lacks dsseEnvelope or verificationMaterial")
+    material = doc["verificationMaterial"]
+    if not isinstance(material, dict):
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "verificationMaterial is not an object")
+    kinds = [k for k in _MATERIALS if k in material]
+    if len(kinds) != 1:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, f"verificationMaterial must hold exactly one of {list(_MATERIALS)}")
+    envelope = Envelope.from_json(doc["dsseEnvelope"], what="bundle's DSSE envelope")
+    if len(envelope.signatures) != 1:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "a Sigstore bundle's envelope holds exactly one signature")
+    if kinds[0] == "publicKey":
+        # Key-based bundle: sigstore-python cannot verify these; we do, with our own PAE check.
+        extra = set(material) - {"publicKey", "tlogEntries", "timestampVerificationData"}
+        hint = material["publicKey"]
+        if extra or not isinstance(hint, dict) or not set(hint) <= {"hint"} or not isinstance(hint.get("hint", ""), str):
+            raise VerificationError(AttestationCode.BAD_BUNDLE, "the public-key verification material is malformed")
+        if material.get("tlogEntries", []) != [] or material.get("timestampVerificationData", {}) not in ({}, {"rfc3161Timestamps": []}):
+            # We would not check them; accepting unchecked evidence silently is worse than refusing.
+            raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "key-based bundles with log entries or timestamps are not supported")
+        return envelope, _key_signers(envelope, policy), []
+    from ._sigstore import verify_dsse_bundle
+
+    found: list[str] = []
+    tried: list[str] = []
+    for spec in policy.signers:
+        if not isinstance(spec, SigstoreSignerSpec):
+            continue
+        result = verify_dsse_bundle(spec, data)
+        if isinstance(result, str):
+            tried.append(result)
+            continue
+        if result != (envelope.payload_type, envelope.payload):
+            raise VerificationError(AttestationCode.BAD_BUNDLE, "sigstore and attest read different payloads from the bundle")
+        found.append(spec.id)
+    if not any(isinstance(s, SigstoreSignerSpec) for s in policy.signers):
+        tried.append("the bundle is signed by a certificate and the policy trusts no Sigstore identity")
+    return envelope, found, tried
+
+
+def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
+    """Verify a DSSE envelope or Sigstore bundle (bytes of the file) under ``policy``."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()  # (1)
+    doc = _strict_json(data, "attestation")  # (2)
+    if isinstance(doc, dict) and "mediaType" in doc:
+        fmt = "bundle"
+        envelope, found, tried = _verify_bundle(doc, data, policy)  # (3) (4)
+    elif isinstance(doc, dict) and "payloadType" in doc:
+        fmt = "dsse"
+        envelope = Envelope.from_json(doc)  # (3)
+        found, tried = _key_signers(envelope, policy), []  # (4)
+    else:
+        raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "neither a DSSE envelope (payloadType) nor a Sigstore bundle (mediaType)")
+    signers = _decide(found, policy, tried)  # (5)
+    statement = parse_statement(envelope.payload)  # (6)
+    return VerifiedStatement(envelope.payload, statement, statement["predicateType"], signers, digest, fmt)
+
+
+def read_attestation(path: str | os.PathLike[str]) -> bytes:
+    return read_bounded(path, what="attestation", max_bytes=MAX_ATTESTATION_BYTES)
+
+
+def verify_attestation_file(path: str | os.PathLike[str], policy: Policy) -> VerifiedStatement:
+    return verify_attestation_bytes(read_attestation(path), policy)
+
+
+def closed_tree_inventory(verified: VerifiedStatement, *, predicate_type: str = CLOSED_TREE_PREDICATE) -> Inventory:
+    """The inventory of a verified tree statement (one subject, digest == inventory identity)."""
+    return tree_inventory(verified.statement, predicate_type)
+
+
+def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tuple[str, ...]:
+    """Verify a Sigstore message-signature bundle over ``artifact``; return the trusted signers."""
+    doc = _strict_json(bundle, "bundle")
+    if not isinstance(doc, dict) or "mediaType" not in doc:
+        raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "not a Sigstore bundle (no mediaType)")
+    if doc["mediaType"] not in ARTIFACT_BUNDLE_MEDIA_TYPES:
+        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(doc['mediaType'])[:100]!r} is not a Sigstore bundle")
+    if "messageSignature" not in doc or "dsseEnvelope" in doc:
+        raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "not a message-signature bundle (a DSSE bundle is verified as an attestation)")
+    from ._sigstore import verify_artifact_bundle as _verify
+
+    found: list[str] = []
+    tried: list[str] = []
+    for spec in policy.signers:
+        if isinstance(spec, SigstoreSignerSpec):
+            reason = _verify(spec, bundle, artifact)
+            if reason is None:
+                found.append(spec.id)
+            else:
+                tried.append(reason)
+    return _decide(found, policy, tried)

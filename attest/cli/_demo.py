@@ -1,0 +1,20 @@
+"""`attest demo`: the end-to-end demonstration on embedded defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)
+
+
+def demo(
+    state_dir: Path = typer.Option(Path(".attest-state"), "--state-dir", help="Where the demo keeps its key, store and trees."),
+) -> None:
+    """Show what attest does, end to end, on a sample tree (a local key, a store under --state-dir)."""
+    from ..demo import run_demo
+
+    run_demo(state_dir, print)

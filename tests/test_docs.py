@@ -1,0 +1,27 @@
+"""The documentation stays true: every reason code is documented, the README's commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.test_reason_codes import _load_everything
+
+from attest.errors import all_reason_codes
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_every_reason_code_is_documented() -> None:
+    _load_everything()
+    docs = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
+    missing = sorted(code for code in all_reason_codes() if f"`{code}`" not in docs)
+    assert missing == [], f"reason codes missing from docs/: {missing}"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    command = ci[-1].strip()
+    readme = (ROOT / "README.md").read_text()
+    assert command in readme
+    assert re.search(r"python3 bootstrap\.py demo", readme)

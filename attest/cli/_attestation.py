@@ -1,0 +1,141 @@
+"""`attest keygen`, `attest attest`, `attest verify-attestation`, `attest verify`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, print_json, progress_bar
+
+
+def register(app: typer.Typer) -> None:
+    app.command("keygen")(keygen)
+    app.command("attest")(attest)
+    app.command("verify-attestation")(verify_attestation)
+    app.command("verify")(verify)
+
+
+def keygen(
+    kind: str = typer.Option("ed25519", "--type", help="ed25519 or ecdsa-p256."),
+    output: Path = typer.Option(..., "-o", "--output", help="Private key path KEY.pem (0600); KEY.pub.pem is written beside it."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Generate a signing key: unencrypted PKCS#8 PEM and its public key."""
+    from ..attestation import generate_key
+    from ..attestation._keys import public_key_path
+
+    generate_key(kind, output)
+    pub = public_key_path(output)
+    if json_mode:
+        print_json({"ok": True, "private_key": str(output), "public_key": str(pub), "type": kind})
+    else:
+        print(f"wrote {output} (private, 0600) and {pub}")
+
+
+def attest(
+    path: Path = typer.Argument(..., help="Root of the tree to attest."),
+    key: Optional[str] = typer.Option(None, "--key", help="Private key: a PEM path or a securesystemslib key URI."),
+    public_key: Optional[Path] = typer.Option(None, "--public-key", help="Public key PEM for a KMS/HSM key URI."),
+    output: Path = typer.Option(..., "-o", "--output", help="Attestation file to write (atomically)."),
+    fmt: str = typer.Option("dsse", "--format", help="dsse (DSSE envelope) or bundle (Sigstore bundle v0.3)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Subject name (default: the directory's name)."),
+    ignore: list[str] = typer.Option([], "--ignore", help="gitignore-style pattern; recorded in the attested inventory. Repeatable."),
+    sigstore: bool = typer.Option(False, "--sigstore", help="Keyless signing with Sigstore (needs the network; writes a bundle)."),
+    identity_token: Optional[str] = typer.Option(None, "--identity-token", envvar="SIGSTORE_ID_TOKEN", help="OIDC identity token for --sigstore."),
+    staging: bool = typer.Option(False, "--staging", help="Use the Sigstore staging instance with --sigstore."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Inventory PATH and write a signed in-toto statement of it (closed-tree predicate)."""
+    from .._fs import write_atomic
+    from ..attestation import KeylessSigner, closed_tree_statement, load_signer, sign_statement
+    from ..errors import CommonCode, InputError
+    from ..inventory import inventory_tree
+
+    if sigstore == (key is not None):
+        raise InputError(CommonCode.USAGE, "give exactly one of --key KEY or --sigstore")
+    signer = KeylessSigner(identity_token, staging) if sigstore else load_signer(str(key), public_key=public_key)
+    with progress_bar("hashing", json_mode) as progress:
+        inv = inventory_tree(path, ignore=ignore, progress=progress)
+    subject_name = name or path.resolve().name or "/"
+    data = sign_statement(closed_tree_statement(subject_name, inv), signer, fmt="bundle" if sigstore else fmt)
+    write_atomic(output, data)
+    import hashlib
+
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if json_mode:
+        print_json({"ok": True, "output": str(output), "subject": subject_name, "identity": inv.identity, "attestation_digest": digest})
+    else:
+        print(f"wrote {output}: subject {subject_name} {inv.identity}, attestation {digest}")
+
+
+def verify_attestation(
+    file: Path = typer.Argument(..., help="DSSE envelope or Sigstore bundle."),
+    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path."),
+    artifact: Optional[Path] = typer.Option(None, "--artifact", help="For a message-signature bundle: the signed artifact."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Verify an attestation under a trust policy (offline) and print the verified statement."""
+    from .._fs import read_bounded
+    from ..attestation import load_policy, verify_artifact_bundle, verify_attestation_file
+    from ..attestation._verify import MAX_ATTESTATION_BYTES
+
+    pol = load_policy(policy)
+    if artifact is not None:
+        bundle = read_bounded(file, what="bundle", max_bytes=MAX_ATTESTATION_BYTES)
+        data = read_bounded(artifact, what="artifact", max_bytes=MAX_ATTESTATION_BYTES)
+        signers = verify_artifact_bundle(bundle, data, pol)
+        if json_mode:
+            print_json({"ok": True, "signers": list(signers), "artifact": str(artifact)})
+        else:
+            print(f"OK: {artifact} is signed by {', '.join(signers)}")
+        return
+    v = verify_attestation_file(file, pol)
+    if json_mode:
+        print_json({"ok": True, **v.to_json(), "statement": v.statement})
+        return
+    sys.stderr.write(f"OK: {v.format} verified by {', '.join(v.signers)}; predicate {v.predicate_type}\n")
+    print(json.dumps(v.statement, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def verify(
+    path: Path = typer.Argument(..., help="Root of the tree to verify."),
+    attestation: Path = typer.Option(..., "--attestation", help="The closed-tree attestation (DSSE envelope or bundle)."),
+    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path, never from inside PATH."),
+    attestation_digest: Optional[str] = typer.Option(None, "--attestation-digest", help="Pin: the attestation file must have this sha256:<hex>."),
+    summary: Optional[Path] = typer.Option(None, "--summary", help="Write a signed SLSA VSA (PASSED or FAILED) here; needs --key."),
+    key: Optional[str] = typer.Option(None, "--key", help="Key that signs the --summary."),
+    summary_format: str = typer.Option("dsse", "--summary-format", help="dsse or bundle, for --summary."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Exit 0 only if the attestation verifies under the policy and PATH matches its inventory exactly."""
+    from ..attestation import load_policy, load_signer, verify_tree_attestation
+    from ..errors import CommonCode, InputError
+
+    if (summary is None) != (key is None):
+        raise InputError(CommonCode.USAGE, "--summary and --key go together")
+    pol = load_policy(policy)
+    signer = load_signer(key) if key is not None else None
+    with progress_bar("checking", json_mode) as progress:
+        result = verify_tree_attestation(
+            path, attestation, pol,
+            expected_attestation_digest=attestation_digest,
+            summary_out=summary, summary_signer=signer, summary_format=summary_format,
+            progress=progress,
+        )
+    v = result.verified
+    if json_mode:
+        out = {"ok": True, "identity": result.inventory.identity, "entries": len(result.inventory.entries), **v.to_json()}
+        if result.summary is not None:
+            out["summary"] = result.summary
+        print_json(out)
+    else:
+        print(f"OK: {path} matches {result.inventory.identity} ({len(result.inventory.entries)} entries), signed by {', '.join(v.signers)}")
+        if result.summary is not None:
+            print(f"wrote verification summary {result.summary}")
+
+
+__all__ = ["register"]

@@ -11,7 +11,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Any
 
 from ...errors import Finding, InputError
 from ._codes import EvidenceCode
@@ -278,14 +278,13 @@ class Job:
         )
 
 
-T = TypeVar("T")
-# A stage of evidence: the parsed value, why it could not be read, or None when not read yet.
-Read = Union[T, ReadFailure, None]
-
-
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """Everything the decision looks at, in the order the ADR reads it."""
+    """Everything the decision looks at, in the order the ADR reads it.
+
+    Each stage is the parsed value, the :class:`ReadFailure` that stopped it, or ``None``
+    when it was not read (yet).
+    """
 
     pull_request: PullRequest | ReadFailure | None = None
     reviews: tuple[Review, ...] | ReadFailure | None = None

@@ -1,0 +1,108 @@
+"""`attest evidence trusted-producer` and `attest evidence wrap` (ADR-2026-07-23)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, print_json
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="evidence",
+        help="Trusted review evidence from the hosting API, and the review wrapper's output contract.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    sub.command("trusted-producer")(trusted_producer)
+    sub.command("wrap")(wrap)
+    app.add_typer(sub, name="evidence")
+
+
+def trusted_producer(
+    repo: str = typer.Option(..., "--repo", help="OWNER/NAME of the base repository."),
+    pr: int = typer.Option(..., "--pr", help="Pull request number."),
+    app_login: str = typer.Option(..., "--app-login", help="Exact App bot login, including the [bot] suffix."),
+    workflow: str = typer.Option(".github/workflows/opencode-code-review.yml", "--workflow", help="Path of the base-controlled review workflow."),
+    job: str = typer.Option("opencode-review-same-repo", "--job", help="Job that must have succeeded in the exact attempt."),
+    api_url: str = typer.Option("https://api.github.com", "--api-url", help="Hosting API base URL (https; http only on loopback)."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="Name of the environment variable holding the API token (never printed)."),
+    timeout: float = typer.Option(15.0, "--timeout", help="Seconds per socket operation."),
+    max_pages: int = typer.Option(20, "--max-pages", help="Pages (of 100 items) read per listing before giving up as unknown."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Decide whether PR has trusted-producer review evidence: true (exit 0), false or unknown (exit 1)."""
+    from ..errors import InputError
+    from ..review.evidence import EvidenceCode, GitHubClient, HttpLimits, TrustConfig, evaluate
+
+    try:
+        config = TrustConfig(repo=repo, pr=pr, app_login=app_login, workflow=workflow, job=job)
+        token: str | None = None
+        if token_env is not None:
+            token = os.environ.get(token_env) or None
+            if token is None:
+                raise InputError(EvidenceCode.TOKEN_MISSING, f"the environment variable {token_env!r} named by --token-env is unset or empty")
+        client = GitHubClient(api_url, token=token, limits=HttpLimits(timeout=timeout, deadline=max(60.0, 4 * timeout), max_pages=max_pages))
+    except InputError as err:
+        # Still one answer a caller can parse: a misconfiguration is never trusted.
+        if json_mode:
+            print_json({"ok": False, "trusted_producer": "unknown", "reason_code": err.code, "reason": err.detail, "errors": [f.to_json() for f in err.findings]})
+            raise typer.Exit(2)
+        raise
+    verdict = evaluate(config, client)
+    if json_mode:
+        print_json(verdict.to_json())
+    else:
+        stream = sys.stdout if verdict.ok else sys.stderr
+        stream.write(f"trusted_producer={verdict.trusted} {verdict.code}: {verdict.reason}\n")
+    if not verdict.ok:
+        raise typer.Exit(1)
+
+
+def wrap(
+    head_sha: str = typer.Option(..., "--head-sha", help="The exact head commit the review is for."),
+    run_id: int = typer.Option(..., "--run-id", help="GITHUB_RUN_ID of this workflow run."),
+    run_attempt: int = typer.Option(..., "--run-attempt", help="GITHUB_RUN_ATTEMPT of this workflow run."),
+    input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="File holding the model's raw output (default: stdin)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the review JSON here (atomically)."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Turn the model's raw output into the exact-head review JSON; exit 1 after a diagnostic review."""
+    import json
+
+    from .._fs import write_atomic
+    from ..review.evidence import EvidenceCode, wrap_failure, wrap_output
+    from ..review.evidence._wrap import MAX_OUTPUT_BYTES
+
+    ident = {"head_sha": head_sha, "run_id": run_id, "run_attempt": run_attempt}
+    try:
+        if input_path is None:
+            raw = sys.stdin.buffer.read(MAX_OUTPUT_BYTES + 1)
+        else:
+            with open(input_path, "rb") as f:
+                raw = f.read(MAX_OUTPUT_BYTES + 1)
+    except OSError as e:
+        result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}", **ident)
+    else:
+        result = wrap_output(raw, **ident)
+    review_json = json.dumps(result.review, sort_keys=True, ensure_ascii=False)
+    if output is not None:
+        write_atomic(output, review_json.encode("utf-8") + b"\n")
+    if json_mode:
+        print_json(result.to_json())
+    else:
+        sys.stdout.write(review_json + "\n")
+        if result.code is not None:
+            sys.stderr.write(f"attest: diagnostic review: {result.code}: {result.reason}\n")
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+__all__ = ["register"]

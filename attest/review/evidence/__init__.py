@@ -1,0 +1,65 @@
+"""Trusted review evidence from the hosting API, and the review wrapper's output contract.
+
+Implements ADR-2026-07-23 (opencode-review-evidence-trust). :func:`decide` is the pure
+trust decision over parsed evidence; :func:`evaluate` reads that evidence from the GitHub
+REST API in the required order and decides; :func:`wrap_output` turns a model's raw
+output into the exact-head review the trusted wrapper posts.
+
+    >>> from attest.review.evidence import TrustConfig, GitHubClient, HttpLimits, evaluate
+    >>> config = TrustConfig("octo/repo", 7, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB)
+    >>> evaluate(config, GitHubClient(DEFAULT_API_URL, token=None, limits=HttpLimits())).trusted  # doctest: +SKIP
+    <Trust.TRUE: 'true'>
+"""
+
+from __future__ import annotations
+
+from ._codes import EvidenceCode
+from ._decide import decide, is_bound, latest_run, qualifying_runs
+from ._fetch import collect, evaluate
+from ._http import DEFAULT_API_URL, GitHubClient, HttpLimits
+from ._markers import Markers, parse_markers
+from ._model import (
+    DEFAULT_JOB,
+    DEFAULT_WORKFLOW,
+    Evidence,
+    Job,
+    PullRequest,
+    ReadFailure,
+    Review,
+    Run,
+    Trust,
+    TrustConfig,
+    Verdict,
+)
+from ._wrap import Finding as ReviewFinding
+from ._wrap import WrapResult, wrap_failure, wrap_output
+
+__all__ = [
+    "DEFAULT_API_URL",
+    "DEFAULT_JOB",
+    "DEFAULT_WORKFLOW",
+    "EvidenceCode",
+    "Evidence",
+    "GitHubClient",
+    "HttpLimits",
+    "Job",
+    "Markers",
+    "PullRequest",
+    "ReadFailure",
+    "Review",
+    "ReviewFinding",
+    "Run",
+    "Trust",
+    "TrustConfig",
+    "Verdict",
+    "WrapResult",
+    "collect",
+    "decide",
+    "evaluate",
+    "is_bound",
+    "latest_run",
+    "parse_markers",
+    "qualifying_runs",
+    "wrap_failure",
+    "wrap_output",
+]

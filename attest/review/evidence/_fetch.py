@@ -1,0 +1,69 @@
+"""The thin fetcher: hosting-API reads in the order the ADR requires, fed to :func:`decide`.
+
+Order (ADR-2026-07-23): (1) the pull request, (2) every page of its reviews, (3) the runs of
+the configured workflow, (4) the jobs of exactly the latest attempt, and only then (5) the
+authoritative final re-read of the pull request. Before each read the decision is taken on
+what was read so far; once an earlier step decides, later reads cannot change the verdict
+and are skipped. A read that fails becomes a :class:`ReadFailure`, hence ``unknown``.
+
+    >>> client = GitHubClient(DEFAULT_API_URL, token=os.environ["GH_TOKEN"], limits=HttpLimits())
+    >>> evaluate(TrustConfig("octo/repo", 7, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB), client)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
+
+from ._codes import EvidenceCode as C
+from ._decide import decide, latest_run, qualifying_runs
+from ._http import FetchFailed, GitHubClient
+from ._model import Evidence, Job, PullRequest, ReadFailure, Review, Run, TrustConfig, Verdict
+
+_PAGE = "per_page=100"
+
+
+def _pr_path(config: TrustConfig) -> str:
+    return f"/repos/{config.repo}/pulls/{config.pr}"
+
+
+def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evidence) -> Any:
+    repo = config.repo
+    if stage in ("pull_request", "final_pull_request"):
+        return client.get_object(_pr_path(config), PullRequest.from_json)
+    if stage == "reviews":
+        return client.get_list(f"{_pr_path(config)}/reviews?{_PAGE}", None, Review.from_json)
+    if stage == "runs":
+        workflow = quote(config.workflow_file, safe="")
+        return client.get_list(f"/repos/{repo}/actions/workflows/{workflow}/runs?event=pull_request_target&{_PAGE}", "workflow_runs", Run.from_json)
+    if stage == "jobs":
+        # decide() asked for the jobs, so the runs read passed and named this exact latest run.
+        assert isinstance(ev.pull_request, PullRequest) and isinstance(ev.runs, tuple)
+        run = latest_run(qualifying_runs(config, ev.runs, ev.pull_request.head_sha))
+        assert run is not None and run.run_attempt is not None
+        return client.get_list(f"/repos/{repo}/actions/runs/{run.id}/attempts/{run.run_attempt}/jobs?{_PAGE}", "jobs", Job.from_json)
+    raise AssertionError(stage)
+
+
+STAGES = ("pull_request", "reviews", "runs", "jobs", "final_pull_request")
+
+
+def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdict]:
+    """Read the evidence stage by stage; return what was read and the verdict over it."""
+    ev = Evidence()
+    for stage in STAGES:
+        verdict = decide(config, ev)
+        if verdict.code is not C.NOT_READ:
+            return ev, verdict
+        try:
+            value: Any = _read_stage(config, client, stage, ev)
+        except FetchFailed as e:
+            value = ReadFailure(e.code, e.detail)
+        ev = replace(ev, **{stage: value})
+    return ev, decide(config, ev)
+
+
+def evaluate(config: TrustConfig, client: GitHubClient) -> Verdict:
+    """The ``trusted_producer`` verdict for ``config``'s pull request, read through ``client``."""
+    return collect(config, client)[1]

@@ -1,1 +1,42 @@
-"""freeze layer (see DESIGN.md "Layers")."""
+"""Freeze / store layer: private staging, immutability backends, post-freeze verification,
+the content-addressed store, running commands from frozen images, retained bytes.
+
+Knows nothing of how trees were built; takes the expected :class:`~attest.inventory.Inventory`
+from its caller (the CLI gets it from a verified attestation). The smallest real use:
+
+    >>> from attest.freeze import Store, freeze_tree, run_from_images
+    >>> image = freeze_tree("src", expected, "/var/lib/attest", backend="immutable")
+    >>> rc = run_from_images("/var/lib/attest", {"TOOL": image.path}, ["sh", "-c", "ls $ATTEST_IMAGE_TOOL"])
+"""
+
+from __future__ import annotations
+
+from ._backends import BACKENDS, DEFAULT_BACKEND, Backend, ImmutableBackend, ReadonlyBackend, RoBindBackend, get_backend
+from ._codes import FreezeCode
+from ._exec import run_from_images
+from ._image import Image, Sealed, check_image
+from ._retained import RetainedBytes, retain_file, sealed_memfd
+from ._store import GcResult, Store, StoreEntry, freeze_tree, verify_image
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "Backend",
+    "FreezeCode",
+    "GcResult",
+    "Image",
+    "ImmutableBackend",
+    "ReadonlyBackend",
+    "RetainedBytes",
+    "RoBindBackend",
+    "Sealed",
+    "Store",
+    "StoreEntry",
+    "check_image",
+    "freeze_tree",
+    "get_backend",
+    "retain_file",
+    "run_from_images",
+    "sealed_memfd",
+    "verify_image",
+]

@@ -1,0 +1,230 @@
+"""Immutability backends: how a staged image is made unchangeable, and how that is re-checked.
+
+A backend is chosen by name from :data:`BACKENDS` and recorded in the image's store record.
+Each one states the guarantee it gives (``guarantee``); docs/freeze.md repeats them.
+
+- ``immutable``: the Linux immutable inode flag (``FS_IMMUTABLE_FL`` through the
+  ``FS_IOC_SETFLAGS`` ioctl) on every file and directory. Nobody, root included, can write,
+  rename, link or unlink through any path or any descriptor opened later until the flag is
+  cleared, and clearing it moves the inode change time, which reuse checks. Needs
+  ``CAP_LINUX_IMMUTABLE`` and a filesystem that supports the flag.
+- ``readonly``: write bits removed, owned by the deployment user. Holds only against processes
+  of another user: the owner (and root) can still write, so reuse relies on inode change times.
+- ``ro-bind``: at rest like ``readonly``; the consuming command of ``attest exec`` sees every
+  image through a read-only bind mount in a private mount namespace, so nothing it runs (root
+  included, short of remounting) can write the image. Holds only inside that namespace.
+
+A backend that cannot be established is refused (:class:`EnvironmentFailure`
+``BACKEND_UNAVAILABLE``); there is no silent fallback.
+
+    >>> backend = get_backend("immutable"); backend.probe(staging_dir_fd)
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import struct
+import subprocess
+from collections.abc import Sequence
+from typing import ClassVar, Protocol
+
+from ..errors import EnvironmentFailure, InputError
+from ._codes import FreezeCode
+
+FS_IOC_GETFLAGS = 0x80086601
+FS_IOC_SETFLAGS = 0x40086602
+FS_IMMUTABLE_FL = 0x10
+_WRITE_BITS = 0o222
+
+
+def get_flags(fd: int) -> int:
+    """The inode flags of ``fd`` (the kernel reads and writes a C int)."""
+    buf = bytearray(8)
+    fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+    return int(struct.unpack_from("i", buf)[0])
+
+
+def set_flags(fd: int, flags: int) -> None:
+    buf = bytearray(8)
+    struct.pack_into("i", buf, 0, flags)
+    fcntl.ioctl(fd, FS_IOC_SETFLAGS, buf, True)
+
+
+def clear_immutable(fd: int) -> None:
+    """Clear the immutable flag if set; a filesystem without flags has nothing to clear."""
+    try:
+        flags = get_flags(fd)
+    except OSError as e:
+        if e.errno in (errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return
+        raise
+    if flags & FS_IMMUTABLE_FL:
+        set_flags(fd, flags & ~FS_IMMUTABLE_FL)
+
+
+class Backend(Protocol):
+    """How an image is sealed, how its seal is re-checked, and how a consumer is confined."""
+
+    name: ClassVar[str]
+    guarantee: ClassVar[str]
+    #: Permission bits removed from every attested mode in the image (verified that way).
+    mode_mask: ClassVar[int]
+    #: Whether :meth:`holds` needs an open descriptor of the entry (else ``st`` is enough).
+    needs_fd: ClassVar[bool]
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        """Raise ``BACKEND_UNAVAILABLE`` unless the backend can be established in the scratch directory."""
+
+    def seal(self, fd: int) -> None:
+        """Make the entry behind ``fd`` unchangeable; its content and mode are final."""
+
+    def holds(self, fd: int | None, st: os.stat_result) -> str | None:
+        """None when the seal still holds for this entry, else why not."""
+
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
+        """The command line that runs ``argv`` confined by this backend."""
+
+
+def _unavailable(name: str, detail: str) -> EnvironmentFailure:
+    return EnvironmentFailure(
+        FreezeCode.BACKEND_UNAVAILABLE,
+        f"the {name!r} backend cannot be established here: {detail}; choose another --backend explicitly",
+    )
+
+
+class ImmutableBackend:
+    name: ClassVar[str] = "immutable"
+    guarantee: ClassVar[str] = (
+        "Linux immutable inode flag on every file and directory: no process, root included, can "
+        "change, rename or unlink an entry until the flag is cleared (which needs CAP_LINUX_IMMUTABLE "
+        "and moves the inode change time)"
+    )
+    mode_mask: ClassVar[int] = 0
+    needs_fd: ClassVar[bool] = True
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        name = ".attest-probe-immutable"
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch_fd)
+        except OSError as e:
+            raise _unavailable(self.name, f"cannot create a probe file: {e.strerror}") from e
+        try:
+            try:
+                set_flags(fd, get_flags(fd) | FS_IMMUTABLE_FL)
+            except OSError as e:
+                why = "no CAP_LINUX_IMMUTABLE" if e.errno == errno.EPERM else f"the filesystem refuses inode flags ({e.strerror})"
+                raise _unavailable(self.name, why) from e
+            clear_immutable(fd)
+        finally:
+            os.close(fd)
+            os.unlink(name, dir_fd=scratch_fd)
+
+    def seal(self, fd: int) -> None:
+        set_flags(fd, get_flags(fd) | FS_IMMUTABLE_FL)
+
+    def holds(self, fd: int | None, st: os.stat_result) -> str | None:
+        assert fd is not None
+        try:
+            flags = get_flags(fd)
+        except OSError as e:
+            return f"cannot read inode flags: {e.strerror}"
+        return None if flags & FS_IMMUTABLE_FL else "the immutable flag is not set"
+
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
+        return list(argv)
+
+
+class ReadonlyBackend:
+    name: ClassVar[str] = "readonly"
+    guarantee: ClassVar[str] = (
+        "write bits removed, owned by the deployment user: holds only against processes of another "
+        "user; the owner and root can still write (detected later through inode change times)"
+    )
+    mode_mask: ClassVar[int] = _WRITE_BITS
+    needs_fd: ClassVar[bool] = False
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        return None
+
+    def seal(self, fd: int) -> None:
+        st = os.fstat(fd)
+        if st.st_mode & _WRITE_BITS:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_WRITE_BITS)
+
+    def holds(self, fd: int | None, st: os.stat_result) -> str | None:
+        if st.st_mode & _WRITE_BITS:
+            return f"mode {stat.S_IMODE(st.st_mode):04o} has write bits"
+        if st.st_uid != os.geteuid():
+            return f"owned by uid {st.st_uid}, not the deployment user {os.geteuid()}"
+        return None
+
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
+        return list(argv)
+
+
+# Run by /bin/sh inside a fresh private mount namespace: bind every image read-only onto itself,
+# then enter the working directory (after the mounts, so it is on the read-only view) and exec.
+_RO_BIND_SCRIPT = """set -eu
+cwd=$1; n=$2; shift 2
+while [ "$n" -gt 0 ]; do
+  mount --bind -- "$1" "$1"
+  mount -o remount,bind,ro -- "$1"
+  shift; n=$((n - 1))
+done
+if [ -n "$cwd" ]; then cd -- "$cwd"; fi
+exec "$@"
+"""
+
+
+class RoBindBackend(ReadonlyBackend):
+    name: ClassVar[str] = "ro-bind"
+    guarantee: ClassVar[str] = (
+        "at rest like 'readonly'; the command of 'attest exec' sees every image through a read-only "
+        "bind mount in a private mount namespace, so it cannot write the image; processes outside "
+        "that namespace are held back only by the write bits"
+    )
+
+    def __init__(self, unshare: str | None = None) -> None:
+        self.unshare = unshare if unshare is not None else (shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin") or "unshare")
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        if not os.path.isabs(self.unshare) or not os.access(self.unshare, os.X_OK):
+            raise _unavailable(self.name, f"no unshare(1) at {self.unshare!r}")
+        try:
+            done = subprocess.run(
+                [self.unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _RO_BIND_SCRIPT, "attest-ro-bind", "", "1", scratch_path, "true"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=30,
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise _unavailable(self.name, f"cannot run unshare: {e}") from e
+        if done.returncode != 0:
+            raise _unavailable(self.name, f"cannot create a private mount namespace: {done.stderr.decode(errors='replace').strip()}")
+
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
+        return [
+            self.unshare, "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", _RO_BIND_SCRIPT, "attest-ro-bind", cwd or "", str(len(images)), *images, *argv,
+        ]  # fmt: skip
+
+
+BACKENDS: dict[str, Backend] = {
+    "immutable": ImmutableBackend(),
+    "readonly": ReadonlyBackend(),
+    "ro-bind": RoBindBackend(),
+}
+DEFAULT_BACKEND = "immutable"
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise InputError(FreezeCode.UNKNOWN_BACKEND, f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}") from None

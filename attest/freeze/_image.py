@@ -1,0 +1,225 @@
+"""A frozen image, its store record, and the cheap check that its seal still holds.
+
+The record is written when the image is sealed: for every entry, its inode number and inode
+change time (``st_ctime_ns``) right after the seal. Changing the bytes, the mode or the
+immutable flag of an entry, or replacing it, moves its change time or its inode, and the
+kernel (multigrain timestamps, Linux 6.13+) gives a distinct change time to a change made
+just after a ``stat``. So "every entry is still present, sealed, with the recorded inode and
+change time, and nothing was added" proves the bytes are the ones verified after the seal,
+without hashing them again.
+
+    >>> problems = check_image(image)      # [] when the seal still holds
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._json import canonical_bytes, loads_strict
+from ..errors import AttestError, Finding, VerificationError
+from ..inventory import open_root
+from ._backends import BACKENDS, Backend
+from ._codes import FreezeCode
+
+RECORD_FORMAT = "https://attest.dev/freeze-record/v1"
+RECORD_NAME = "record.json"
+TREE_NAME = "tree"
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_DIGITS = re.compile(r"(0|[1-9][0-9]{0,19})\Z")
+_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """One entry as it was right after the seal. ``path`` is ``""`` for the image root."""
+
+    path: str
+    is_dir: bool
+    ino: int
+    ctime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """A verified frozen image in the store.
+
+    ``path`` is the frozen tree, ``identity`` the attested inventory identity it verified
+    against, ``backend`` the seal, ``sealed`` the per-entry record, ``reused`` whether this
+    freeze reused an already stored image.
+    """
+
+    path: str
+    identity: str
+    backend: str
+    dev: int
+    created: int
+    sealed: tuple[Sealed, ...]
+    reused: bool = False
+
+    @property
+    def hex(self) -> str:
+        return self.identity.removeprefix("sha256:")
+
+    def record_bytes(self) -> bytes:
+        return canonical_bytes(
+            {
+                "format": RECORD_FORMAT,
+                "identity": self.identity,
+                "backend": self.backend,
+                "dev": str(self.dev),
+                "created": self.created,
+                "entries": [[s.path, "dir" if s.is_dir else "file", str(s.ino), str(s.ctime_ns)] for s in self.sealed],
+            }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.path, "identity": self.identity, "backend": self.backend, "reused": self.reused}
+
+
+def _bad(detail: str, where: str) -> VerificationError:
+    return VerificationError(FreezeCode.BAD_RECORD, detail, where)
+
+
+def image_from_record(data: bytes, tree_path: str, where: str) -> Image:
+    """Parse a store record strictly (our own format, but read back from disk)."""
+    doc = loads_strict(data, what="store record", max_bytes=MAX_RECORD_BYTES)
+    if not isinstance(doc, dict) or set(doc) != {"format", "identity", "backend", "dev", "created", "entries"}:
+        raise _bad("the record does not have exactly the fields of a store record", where)
+    if doc["format"] != RECORD_FORMAT:
+        raise _bad(f"format {doc['format']!r} is not {RECORD_FORMAT!r}", where)
+    identity = doc["identity"]
+    if not isinstance(identity, str) or not identity.startswith("sha256:") or not _HEX64.match(identity[7:]):
+        raise _bad("identity is not sha256:<64 hex>", where)
+    if doc["backend"] not in BACKENDS:
+        raise _bad(f"unknown backend {doc['backend']!r}", where)
+    if not isinstance(doc["dev"], str) or not _DIGITS.match(doc["dev"]) or type(doc["created"]) is not int:
+        raise _bad("dev or created is malformed", where)
+    raw = doc["entries"]
+    if not isinstance(raw, list) or not raw:
+        raise _bad("entries must be a non-empty list", where)
+    sealed: list[Sealed] = []
+    for item in raw:
+        if (
+            not isinstance(item, list)
+            or len(item) != 4
+            or not isinstance(item[0], str)
+            or item[1] not in ("dir", "file")
+            or not all(isinstance(x, str) and _DIGITS.match(x) for x in item[2:])
+        ):
+            raise _bad(f"malformed entry {str(item)[:80]}", where)
+        sealed.append(Sealed(item[0], item[1] == "dir", int(item[2]), int(item[3])))
+    if sealed[0].path != "" or not sealed[0].is_dir or len({s.path for s in sealed}) != len(sealed):
+        raise _bad("the first entry must be the root directory and paths must be unique", where)
+    return Image(tree_path, identity, doc["backend"], int(doc["dev"]), doc["created"], tuple(sealed))
+
+
+def snapshot(fd: int, path: str, is_dir: bool) -> Sealed:
+    st = os.fstat(fd)
+    return Sealed(path, is_dir, st.st_ino, st.st_ctime_ns)
+
+
+def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) -> list[Finding]:
+    """Every way in which ``image`` no longer is what was sealed; [] when its seal holds.
+
+    Walks the tree through directory descriptors without following links. With ``flags``
+    the backend's own seal (the immutable flag, the absent write bits) is read from every
+    entry too; without it only presence, inode and change time are compared (any change of
+    the seal itself moves the change time).
+    """
+    backend: Backend = BACKENDS[image.backend]
+    want: Mapping[str, Sealed] = {s.path: s for s in image.sealed}
+    children: dict[str, set[str]] = {}
+    for s in image.sealed:
+        if s.path:
+            parent, _, name = s.path.rpartition("/")
+            children.setdefault(parent, set()).add(name)
+    findings: list[Finding] = []
+
+    def report(code: FreezeCode, path: str, detail: str) -> None:
+        if len(findings) < max_findings:
+            findings.append(Finding(code, path or ".", detail))
+
+    try:
+        root = open_root(image.path)
+    except AttestError as e:  # a link in the path, or the root vanished / is not a directory
+        return [Finding(FreezeCode.IMAGE_CHANGED, image.path, f"the image root cannot be opened safely: {e.detail}")]
+    rst = os.fstat(root)
+    if rst.st_dev != image.dev:
+        os.close(root)
+        return [Finding(FreezeCode.IMAGE_CHANGED, image.path, "the image is on another device than the one sealed")]
+    checks = 0
+
+    def check_entry(fd: int | None, st: os.stat_result, s: Sealed) -> None:
+        nonlocal checks
+        checks += 1
+        if (st.st_ino, st.st_ctime_ns) != (s.ino, s.ctime_ns):
+            what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
+            report(FreezeCode.IMAGE_CHANGED, s.path, what)
+            return
+        if flags:
+            why = backend.holds(fd, st)
+            if why is not None:
+                report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, why)
+
+    check_entry(root if backend.needs_fd else None, rst, want[""])
+    stack: list[tuple[int, str]] = [(root, "")]
+    try:
+        while stack:
+            dfd, prefix = stack.pop()
+            try:
+                expected = children.get(prefix, set())
+                seen: set[str] = set()
+                with os.scandir(dfd) as it:
+                    for dent in it:
+                        rel = f"{prefix}/{dent.name}" if prefix else dent.name
+                        s = want.get(rel)
+                        if s is None or dent.name not in expected:
+                            report(FreezeCode.IMAGE_CHANGED, rel, "an entry was added after the seal")
+                            continue
+                        seen.add(dent.name)
+                        try:
+                            st = dent.stat(follow_symlinks=False)
+                        except OSError as e:
+                            report(FreezeCode.IMAGE_CHANGED, rel, f"cannot stat: {e.strerror}")
+                            continue
+                        fmt = stat.S_IFMT(st.st_mode)
+                        if fmt != (stat.S_IFDIR if s.is_dir else stat.S_IFREG):
+                            report(FreezeCode.IMAGE_CHANGED, rel, "the entry changed type after the seal")
+                            continue
+                        if not s.is_dir and not backend.needs_fd:
+                            check_entry(None, st, s)
+                            continue
+                        try:
+                            fd = os.open(dent.name, _O_DIR if s.is_dir else _O_FILE, dir_fd=dfd)
+                        except OSError as e:
+                            why = "became a symbolic link" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
+                            report(FreezeCode.IMAGE_CHANGED, rel, f"cannot open: {why}")
+                            continue
+                        fst = os.fstat(fd)
+                        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+                            os.close(fd)
+                            report(FreezeCode.IMAGE_CHANGED, rel, "the entry was replaced while it was checked")
+                            continue
+                        check_entry(fd if backend.needs_fd else None, fst, s)
+                        if s.is_dir:
+                            stack.append((fd, rel))
+                        else:
+                            os.close(fd)
+                for name in sorted(expected - seen):
+                    report(FreezeCode.IMAGE_CHANGED, f"{prefix}/{name}" if prefix else name, "a sealed entry is missing")
+            finally:
+                os.close(dfd)
+    finally:
+        for dfd, _ in stack:
+            os.close(dfd)
+    if not findings and checks != len(image.sealed):
+        report(FreezeCode.IMAGE_CHANGED, "", f"checked {checks} of {len(image.sealed)} sealed entries")
+    return findings

@@ -1,0 +1,118 @@
+"""Retained bytes: verified bytes that later steps consume without ever reopening a path.
+
+:func:`retain_file` reads one file of a frozen image through descriptors (no link followed),
+confirms the entry is still the sealed inode with its recorded change time and seal, reads it
+once, and checks the SHA-256 of exactly the bytes read against the expected digest. The
+result holds an immutable ``bytes`` object; :meth:`RetainedBytes.memfd` (or
+:func:`sealed_memfd`) puts the same bytes in a ``memfd`` sealed against writing, growing,
+shrinking and further sealing, which a child process can read (``pass_fds``) but nobody can
+change.
+
+    >>> kept = retain_file(image, "SKILL.md", entry.sha256)
+    >>> fd = kept.memfd(); subprocess.run([...], pass_fds=[fd])
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+from ..errors import EnvironmentFailure, InputError, VerificationError
+from ..inventory import check_path, open_root
+from ._backends import BACKENDS
+from ._codes import FreezeCode
+from ._image import Image
+
+_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+ALL_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedBytes:
+    """Verified bytes of ``path`` in the image ``identity``; ``data`` is never re-read from disk."""
+
+    identity: str
+    path: str
+    sha256: str
+    data: bytes
+
+    def memfd(self, name: str = "attest-retained") -> int:
+        """A new sealed memfd holding ``data`` (the caller closes it)."""
+        return sealed_memfd(self.data, name)
+
+
+def sealed_memfd(data: bytes, name: str = "attest-retained") -> int:
+    """A memfd holding ``data``, sealed so no process can write, resize or unseal it."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & ALL_SEALS != ALL_SEALS:
+            raise EnvironmentFailure(FreezeCode.SEAL_FAILED, "the kernel did not keep every memfd seal")
+        return fd
+    except OSError as e:
+        os.close(fd)
+        raise EnvironmentFailure(FreezeCode.SEAL_FAILED, f"cannot seal a memfd: {e.strerror}") from e
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> RetainedBytes:
+    """Read ``path`` of the frozen ``image`` once and return its bytes if they hash to ``sha256``."""
+    problem = check_path(path)
+    if problem is not None:
+        raise InputError(problem[0], problem[1], path)
+    sealed = {s.path: s for s in image.sealed}.get(path)
+    if sealed is None or sealed.is_dir:
+        raise VerificationError(FreezeCode.RETAINED_MISMATCH, "not a sealed file of the image", path)
+    backend = BACKENDS[image.backend]
+    fd = open_root(image.path)
+    try:
+        for part in path.split("/")[:-1]:
+            try:
+                nfd = os.open(part, _O_DIR, dir_fd=fd)
+            except OSError as e:
+                raise VerificationError(FreezeCode.IMAGE_CHANGED, f"cannot open a directory of the path: {e.strerror}", path) from e
+            os.close(fd)
+            fd = nfd
+        try:
+            ffd = os.open(path.rsplit("/", 1)[-1], _O_FILE, dir_fd=fd)
+        except OSError as e:
+            raise VerificationError(FreezeCode.IMAGE_CHANGED, f"cannot open the file: {e.strerror}", path) from e
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(ffd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_ctime_ns) != (sealed.ino, sealed.ctime_ns) or st.st_dev != image.dev:
+            raise VerificationError(FreezeCode.IMAGE_CHANGED, "the file is not the inode sealed at freeze time", path)
+        why = backend.holds(ffd, st)
+        if why is not None:
+            raise VerificationError(FreezeCode.IMAGE_NOT_IMMUTABLE, why, path)
+        if st.st_size > max_bytes:
+            raise InputError(FreezeCode.RETAINED_MISMATCH, f"the file is {st.st_size} bytes; the limit is {max_bytes}", path)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(ffd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise InputError(FreezeCode.RETAINED_MISMATCH, f"the file grew past {max_bytes} bytes", path)
+        data = b"".join(chunks)
+    finally:
+        os.close(ffd)
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256.removeprefix("sha256:"):
+        raise VerificationError(FreezeCode.RETAINED_MISMATCH, f"expected sha256 {sha256}, read {got}", path)
+    return RetainedBytes(image.identity, path, got, data)

@@ -1,0 +1,186 @@
+"""The deployment-managed state directory: layout, safe opening, private staging, removal.
+
+Layout under ``STATE`` (every directory mode 0700, owned by the deployment user)::
+
+    STATE/lock                 flock: freeze/exec hold it shared, gc exclusive
+    STATE/staging/tmp-<rand>/  private staging of one freeze: tree/ and record.json
+    STATE/store/<hex>/         a published image: tree/ (the frozen tree), record.json
+    STATE/uses/<hex>           when the image was last frozen or run (gc keeps recent ones)
+    STATE/runs/run-<rand>/     temp, cache and home of one ``attest exec`` (outside every image)
+
+Everything is opened through directory descriptors with ``O_NOFOLLOW`` (THREATS.md B): a
+symlink planted anywhere in the layout, or a state directory reachable to other users, is
+refused, and a staging name that already exists is an error, never reused.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import EnvironmentFailure, VerificationError
+from ..inventory import open_root
+from ._backends import clear_immutable
+from ._codes import FreezeCode
+
+O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+SUBDIRS = ("staging", "store", "uses", "runs")
+
+
+def _check_private(st: os.stat_result, where: str) -> None:
+    if not stat.S_ISDIR(st.st_mode):
+        raise VerificationError(FreezeCode.STATE_SYMLINK, "not a directory", where)
+    if st.st_uid != os.geteuid():
+        raise EnvironmentFailure(FreezeCode.STATE_INSECURE, f"owned by uid {st.st_uid}, not the deployment user {os.geteuid()}", where)
+    if st.st_mode & 0o077:
+        raise EnvironmentFailure(
+            FreezeCode.STATE_INSECURE, f"mode {stat.S_IMODE(st.st_mode):04o} lets other users in; it must be 0700", where
+        )
+
+
+def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int:
+    """Open (creating with mode 0700 if allowed) the state directory; refuse links and sharing."""
+    path = os.path.abspath(os.fspath(state_dir))
+    if create:
+        parent, name = os.path.split(path)
+        pfd = _open_path(parent)
+        try:
+            try:
+                os.mkdir(name, 0o700, dir_fd=pfd)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create the state directory: {e.strerror}", path) from e
+        finally:
+            os.close(pfd)
+    fd = _open_path(path)
+    try:
+        _check_private(os.fstat(fd), path)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_path(path: str) -> int:
+    from ..errors import AttestError
+
+    try:
+        return open_root(path)
+    except AttestError as e:
+        code = FreezeCode.STATE_SYMLINK if e.code == "ROOT_SYMLINK" else FreezeCode.STAGING_FAILED
+        cls = VerificationError if code is FreezeCode.STATE_SYMLINK else EnvironmentFailure
+        raise cls(code, e.detail, path) from e
+
+
+def open_sub(state_fd: int, name: str, where: str, *, create: bool = True) -> int:
+    """Open ``STATE/name``, a private directory, without following a planted link."""
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=state_fd)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create: {e.strerror}", where) from e
+    try:
+        fd = os.open(name, O_DIR, dir_fd=state_fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise VerificationError(FreezeCode.STATE_SYMLINK, "a symbolic link or non-directory is planted here", where) from e
+        raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot open: {e.strerror}", where) from e
+    try:
+        _check_private(os.fstat(fd), where)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def make_private_dir(parent_fd: int, name: str, where: str) -> int:
+    """Create ``name`` fresh (mode 0700) and open it; an existing or linked path is an error."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    except FileExistsError as e:
+        raise VerificationError(FreezeCode.STAGING_EXISTS, "the staging path already exists (never reused)", where) from e
+    except OSError as e:
+        raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create: {e.strerror}", where) from e
+    try:
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    except OSError as e:
+        raise VerificationError(FreezeCode.STAGING_EXISTS, f"the fresh staging directory was replaced: {e.strerror}", where) from e
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_nlink != 2 or stat.S_IMODE(st.st_mode) & 0o077:
+        os.close(fd)
+        raise VerificationError(FreezeCode.STAGING_EXISTS, "the fresh staging directory is not the one just created", where)
+    return fd
+
+
+def random_name(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(16)}"
+
+
+@contextmanager
+def state_lock(state_fd: int, *, exclusive: bool) -> Iterator[None]:
+    """Shared for freeze and exec, exclusive for gc, so gc never removes an image in use."""
+    fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=state_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_tree(parent_fd: int, name: str) -> None:
+    """Remove ``parent/name`` through descriptors, clearing immutable flags on the way.
+
+    Never follows a link: a symlink found anywhere is unlinked, not entered.
+    """
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        _unlink_entry(parent_fd, name, st)
+        return
+    # (dir fd, names still to visit); iterative so a deep tree cannot exhaust the stack.
+    root = os.open(name, O_DIR, dir_fd=parent_fd)
+    clear_immutable(root)
+    stack: list[tuple[int, list[str], int, str]] = [(root, sorted(os.listdir(root)), parent_fd, name)]
+    try:
+        while stack:
+            dfd, pending, pfd, dname = stack[-1]
+            if not pending:
+                stack.pop()
+                os.close(dfd)
+                os.rmdir(dname, dir_fd=pfd)
+                continue
+            child = pending.pop()
+            cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(cst.st_mode):
+                cfd = os.open(child, O_DIR, dir_fd=dfd)
+                clear_immutable(cfd)
+                stack.append((cfd, sorted(os.listdir(cfd)), dfd, child))
+            else:
+                _unlink_entry(dfd, child, cst)
+    finally:
+        for dfd, _, _, _ in stack:
+            os.close(dfd)
+
+
+def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
+    if stat.S_ISREG(st.st_mode):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                clear_immutable(fd)
+            finally:
+                os.close(fd)
+    os.unlink(name, dir_fd=dfd)

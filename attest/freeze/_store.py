@@ -1,0 +1,401 @@
+"""Freeze before verify, and the content-addressed store of frozen images.
+
+:func:`freeze_tree` follows the one invariant (DESIGN.md; ADR-0008 "Common immutable-execution
+and authority-input invariant"), each step numbered as in the ADR:
+
+1. materialize the attested entries of the source into fresh private staging under the
+   deployment's state directory (``_materialize``);
+2. establish the immutability boundary: the backend seals every inode as it is completed,
+   directories after their contents, and the sealed inode numbers and change times are recorded;
+3. only then verify the frozen copy against the attested inventory with the safe walker
+   (:func:`attest.inventory.verify_tree`): the decisive digests are read from the sealed copy,
+   never from the source and never while copying; then confirm that nothing sealed moved
+   while it was verified;
+4. publish by one atomic ``renameat2(RENAME_NOREPLACE)`` into ``STATE/store/<hex identity>``.
+
+On any failure nothing is published and staging is removed (immutable flags cleared first).
+A later freeze of the same identity reuses the stored image only if its seal still holds
+(:func:`check_image`); otherwise the stale image is removed and the tree frozen afresh.
+
+    >>> image = freeze_tree("src", expected_inventory, "/var/lib/attest", backend="immutable")
+    >>> Store("/var/lib/attest").ls()
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AttestError, EnvironmentFailure, Finding, VerificationError
+from ..inventory import Inventory, verify_tree
+from ..inventory._names import sort_key
+from ._backends import DEFAULT_BACKEND, get_backend
+from ._codes import FreezeCode
+from ._image import RECORD_NAME, TREE_NAME, Image, check_image, image_from_record
+from ._materialize import Progress, materialize
+from ._state import (
+    make_private_dir,
+    open_state,
+    open_sub,
+    random_name,
+    remove_tree,
+    state_lock,
+)
+
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
+RENAME_NOREPLACE = 1
+DEFAULT_RECENT = 7 * 24 * 3600.0
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
+    rc = _libc.renameat2(src_dir, src.encode(), dst_dir, dst.encode(), RENAME_NOREPLACE)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _effective(expected: Inventory, mask: int) -> Inventory:
+    """The inventory the frozen image must match: attested modes minus the backend's mask."""
+    if not mask:
+        return expected
+    return Inventory.from_entries([dataclasses.replace(e, mode=e.mode & ~mask) for e in expected.entries], expected.ignore)
+
+
+class Store:
+    """The content-addressed store under a deployment-managed state directory."""
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.state_dir = os.path.abspath(os.fspath(state_dir))
+
+    # -- paths and records -------------------------------------------------------------------
+
+    def tree_path(self, hexid: str) -> str:
+        return f"{self.state_dir}/store/{hexid}/{TREE_NAME}"
+
+    def _load(self, store_fd: int, hexid: str) -> Image | None:
+        """The stored image named ``hexid`` from its record, or None when there is no entry."""
+        where = f"{self.state_dir}/store/{hexid}"
+        try:
+            efd = os.open(hexid, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=store_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise VerificationError(FreezeCode.BAD_RECORD, f"the store entry cannot be opened safely: {e.strerror}", where) from e
+        try:
+            try:
+                rfd = os.open(RECORD_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=efd)
+            except OSError as e:
+                raise VerificationError(FreezeCode.BAD_RECORD, f"the store record cannot be opened: {e.strerror}", where) from e
+            try:
+                st = os.fstat(rfd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > 256 * 1024 * 1024:
+                    raise VerificationError(FreezeCode.BAD_RECORD, "the store record is not a bounded regular file", where)
+                data = b"".join(iter(lambda: os.read(rfd, 1 << 20), b""))
+            finally:
+                os.close(rfd)
+        finally:
+            os.close(efd)
+        try:
+            image = image_from_record(data, self.tree_path(hexid), where)
+        except VerificationError:
+            raise
+        except AttestError as e:  # malformed JSON from loads_strict is an InputError
+            raise VerificationError(FreezeCode.BAD_RECORD, e.detail, where) from e
+        if image.hex != hexid:
+            raise VerificationError(FreezeCode.BAD_RECORD, f"the record names {image.identity}, not the entry's identity", where)
+        return image
+
+    def _touch_use(self, state_fd: int, hexid: str, now: float | None) -> None:
+        ufd = open_sub(state_fd, "uses", f"{self.state_dir}/uses")
+        try:
+            fd = os.open(hexid, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=ufd)
+            try:
+                when = time.time() if now is None else now
+                os.utime(fd, (when, when))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(ufd)
+
+    def _discard(self, store_fd: int, staging_fd: int, hexid: str) -> None:
+        """Move a store entry aside atomically, then remove it (clearing its flags)."""
+        aside = random_name("discard")
+        _rename_noreplace(store_fd, hexid, staging_fd, aside)
+        remove_tree(staging_fd, aside)
+
+    # -- public operations -------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> str:
+        """The hex identity named by ``ref``: ``sha256:<hex>`` or the image path printed by freeze."""
+        if _IDENTITY.match(ref):
+            return ref[7:]
+        path = os.path.abspath(ref)
+        entry, tail = os.path.split(path)
+        store, hexid = os.path.split(entry)
+        if tail != TREE_NAME or not _HEX64.match(hexid) or store != f"{self.state_dir}/store":
+            raise VerificationError(
+                FreezeCode.NOT_IN_STORE, f"not an image of the store under {self.state_dir} (expected {self.state_dir}/store/<hex>/tree)", ref
+            )
+        return hexid
+
+    def get(self, ref: str) -> Image:
+        """The stored image named by ``ref`` after confirming its seal still holds; raises otherwise."""
+        hexid = self.resolve(ref)
+        state_fd = open_state(self.state_dir, create=False)
+        try:
+            store_fd = open_sub(state_fd, "store", f"{self.state_dir}/store", create=False)
+            try:
+                image = self._load(store_fd, hexid)
+            finally:
+                os.close(store_fd)
+        finally:
+            os.close(state_fd)
+        if image is None:
+            raise VerificationError(FreezeCode.NOT_IN_STORE, "no such image in the store", ref)
+        verify_image(image)
+        return image
+
+    def ls(self, *, check: bool = False) -> list[StoreEntry]:
+        """Every published image, sorted by identity; with ``check``, whether its seal holds."""
+        state_fd = open_state(self.state_dir, create=False)
+        out: list[StoreEntry] = []
+        try:
+            store_fd = open_sub(state_fd, "store", f"{self.state_dir}/store")
+            uses_fd = open_sub(state_fd, "uses", f"{self.state_dir}/uses")
+            try:
+                for name in sorted(os.listdir(store_fd)):
+                    if not _HEX64.match(name):
+                        continue
+                    try:
+                        image = self._load(store_fd, name)
+                        problems: tuple[Finding, ...] = tuple(check_image(image)) if (check and image is not None) else ()
+                    except VerificationError as e:
+                        out.append(StoreEntry(f"sha256:{name}", self.tree_path(name), None, None, _last_use(uses_fd, name), e.findings))
+                        continue
+                    if image is None:
+                        continue
+                    out.append(StoreEntry(image.identity, image.path, image.backend, image.created, _last_use(uses_fd, name), problems))
+            finally:
+                os.close(store_fd)
+                os.close(uses_fd)
+        finally:
+            os.close(state_fd)
+        return out
+
+    def gc(self, *, keep: Iterable[str] = (), recent: float = DEFAULT_RECENT, now: float | None = None, dry_run: bool = False) -> GcResult:
+        """Remove every image neither in ``keep`` (identities) nor used within ``recent`` seconds.
+
+        Holds the state lock exclusively, so no freeze or exec is using what it removes; also
+        removes staging left behind by interrupted freezes and runs. Flags are cleared only on
+        what is removed.
+        """
+        keep_hex = set()
+        for ident in keep:
+            if not _IDENTITY.match(ident):
+                raise VerificationError(FreezeCode.BAD_IMAGE_REF, "a kept identity must be sha256:<64 hex>", ident)
+            keep_hex.add(ident[7:])
+        when = time.time() if now is None else now
+        removed: list[str] = []
+        kept: list[str] = []
+        state_fd = open_state(self.state_dir, create=False)
+        try:
+            with state_lock(state_fd, exclusive=True):
+                subs = {n: open_sub(state_fd, n, f"{self.state_dir}/{n}") for n in ("store", "uses", "staging", "runs")}
+                try:
+                    for name in sorted(os.listdir(subs["store"])):
+                        if not _HEX64.match(name):
+                            continue
+                        last = _last_use(subs["uses"], name)
+                        if name in keep_hex or (last is not None and last >= when - recent):
+                            kept.append(f"sha256:{name}")
+                            continue
+                        removed.append(f"sha256:{name}")
+                        if not dry_run:
+                            self._discard(subs["store"], subs["staging"], name)
+                            try:
+                                os.unlink(name, dir_fd=subs["uses"])
+                            except FileNotFoundError:
+                                pass
+                    if not dry_run:
+                        for sub in ("staging", "runs"):
+                            for name in os.listdir(subs[sub]):
+                                remove_tree(subs[sub], name)
+                finally:
+                    for fd in subs.values():
+                        os.close(fd)
+        finally:
+            os.close(state_fd)
+        return GcResult(tuple(removed), tuple(kept), dry_run)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreEntry:
+    identity: str
+    path: str
+    backend: str | None
+    created: int | None
+    last_used: float | None
+    problems: tuple[Finding, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity,
+            "image": self.path,
+            "backend": self.backend,
+            "created": self.created,
+            "last_used": None if self.last_used is None else int(self.last_used),
+            "holds": not self.problems,
+            "problems": [f.to_json() for f in self.problems],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GcResult:
+    removed: tuple[str, ...]
+    kept: tuple[str, ...]
+    dry_run: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run}
+
+
+def _last_use(uses_fd: int, name: str) -> float | None:
+    try:
+        return os.stat(name, dir_fd=uses_fd, follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def verify_image(image: Image) -> None:
+    """Raise unless the stored image's seal still holds (flags, inodes, change times)."""
+    problems = check_image(image)
+    if problems:
+        raise VerificationError(findings=problems)
+
+
+def freeze_tree(
+    source: str | os.PathLike[str],
+    expected: Inventory,
+    state_dir: str | os.PathLike[str],
+    *,
+    backend: str = DEFAULT_BACKEND,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.time,
+    workers: int = 2,
+) -> Image:
+    """Freeze ``source`` into the store, verified against ``expected``; see the module docstring."""
+    seal_with = get_backend(backend)
+    store = Store(state_dir)
+    hexid = expected.digest_hex
+    state_fd = open_state(store.state_dir)
+    try:
+        with state_lock(state_fd, exclusive=False):
+            staging_fd = open_sub(state_fd, "staging", f"{store.state_dir}/staging")
+            store_fd = open_sub(state_fd, "store", f"{store.state_dir}/store")
+            try:
+                reused = _try_reuse(store, state_fd, store_fd, staging_fd, hexid, backend, clock)
+                if reused is not None:
+                    return reused
+                name = random_name("tmp")
+                return _freeze_into(store, state_fd, staging_fd, store_fd, name, source, expected, seal_with, progress, clock, workers)
+            finally:
+                os.close(staging_fd)
+                os.close(store_fd)
+    finally:
+        os.close(state_fd)
+
+
+def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, hexid: str, backend: str, clock: Callable[[], float]) -> Image | None:
+    try:
+        existing = store._load(store_fd, hexid)
+    except VerificationError:
+        existing = None
+        store._discard(store_fd, staging_fd, hexid)  # an unreadable record is a stale entry
+    if existing is None:
+        return None
+    if existing.backend != backend:
+        raise VerificationError(
+            FreezeCode.STORE_CONFLICT,
+            f"the store holds this identity sealed with {existing.backend!r}, not {backend!r}; use --backend {existing.backend} or gc it",
+            existing.path,
+        )
+    if not check_image(existing):
+        store._touch_use(state_fd, hexid, clock())
+        return dataclasses.replace(existing, reused=True)
+    # The seal no longer holds: the stored bytes decide nothing. Remove them and freeze afresh.
+    store._discard(store_fd, staging_fd, hexid)
+    return None
+
+
+def _freeze_into(
+    store: Store,
+    state_fd: int,
+    staging_fd: int,
+    store_fd: int,
+    name: str,
+    source: str | os.PathLike[str],
+    expected: Inventory,
+    seal_with: Any,
+    progress: Progress | None,
+    clock: Callable[[], float],
+    workers: int,
+) -> Image:
+    hexid = expected.digest_hex
+    wrap_path = f"{store.state_dir}/staging/{name}"
+    wrap_fd = make_private_dir(staging_fd, name, wrap_path)
+    published = False
+    try:
+        seal_with.probe(wrap_fd, wrap_path)
+        # (1)+(2) Private materialization; every inode sealed as soon as it is complete.
+        tree_fd = make_private_dir(wrap_fd, TREE_NAME, f"{wrap_path}/{TREE_NAME}")
+        try:
+            findings, sealed = materialize(source, expected, tree_fd, seal_with, workers=workers)
+            dev = os.fstat(tree_fd).st_dev
+        finally:
+            os.close(tree_fd)
+        if findings:
+            raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
+        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed))
+        # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
+        verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress)
+        moved = check_image(image)
+        if moved:
+            raise VerificationError(
+                findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
+            )
+        rfd = os.open(RECORD_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=wrap_fd)
+        try:
+            os.write(rfd, image.record_bytes())
+            os.fsync(rfd)
+            seal_with.seal(rfd)
+        finally:
+            os.close(rfd)
+        # (4) Publish atomically; an identity published meanwhile by another freeze is reused if sound.
+        try:
+            _rename_noreplace(staging_fd, name, store_fd, hexid)
+            published = True
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot publish: {e.strerror}", wrap_path) from e
+            other = store._load(store_fd, hexid)
+            if other is None or other.backend != seal_with.name or check_image(other):
+                raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
+            store._touch_use(state_fd, hexid, clock())
+            return dataclasses.replace(other, reused=True)
+        os.fsync(store_fd)
+        store._touch_use(state_fd, hexid, clock())
+        return dataclasses.replace(image, path=store.tree_path(hexid))
+    finally:
+        os.close(wrap_fd)
+        if not published:
+            remove_tree(staging_fd, name)

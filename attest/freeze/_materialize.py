@@ -225,6 +225,11 @@ def materialize(
                 os.close(sfd)
                 report(InventoryCode.SPECIAL_MODE, rel, "the source gained setuid, setgid or sticky bits")
                 continue
+            if not is_dir and fst.st_size != entry.size:
+                os.close(sfd)
+                # Only ever a reason to fail: success is decided from the frozen copy alone.
+                report(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {fst.st_size} bytes; the attested size is {entry.size}")
+                continue
             if findings:
                 # Already failing: stop copying, keep walking to report everything.
                 if is_dir:

@@ -1,0 +1,131 @@
+"""`attest freeze`, `attest exec`, `attest store ls`, `attest store gc`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, print_json, progress_bar
+
+StateDirOption = typer.Option(..., "--state-dir", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
+
+store_app = typer.Typer(name="store", help="The content-addressed store of frozen images.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("freeze")(freeze)
+    app.command(
+        "exec",
+        context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    )(exec_)
+    store_app.command("ls")(store_ls)
+    store_app.command("gc")(store_gc)
+    app.add_typer(store_app, name="store")
+
+
+def freeze(
+    source: Path = typer.Argument(..., help="The source tree (a candidate only: its bytes decide nothing)."),
+    attestation: Path = typer.Option(..., "--attestation", help="The closed-tree attestation (DSSE envelope or bundle)."),
+    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), from outside SOURCE."),
+    state_dir: Path = StateDirOption,
+    backend: str = typer.Option("immutable", "--backend", help="immutable (default), readonly or ro-bind; never a silent fallback."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
+    from ..attestation import closed_tree_inventory, load_policy, verify_attestation_file
+    from ..attestation._tree import check_policy_outside
+    from ..freeze import freeze_tree
+
+    pol = load_policy(policy)
+    check_policy_outside(pol, source)
+    expected = closed_tree_inventory(verify_attestation_file(attestation, pol))
+    with progress_bar("verifying the frozen image", json_mode) as progress:
+        image = freeze_tree(source, expected, state_dir, backend=backend, progress=progress)
+    if json_mode:
+        print_json({"ok": True, **image.to_json()})
+    else:
+        how = "reused" if image.reused else "frozen"
+        print(f"{how} {image.identity} ({image.backend}): {image.path}")
+
+
+def exec_(
+    command: list[str] = typer.Argument(..., help="The command and its arguments (after --)."),
+    image: list[str] = typer.Option(..., "--image", help="NAME=REF: an image path printed by freeze, or sha256:<hex>. Repeatable."),
+    state_dir: Path = StateDirOption,
+    cwd: Optional[str] = typer.Option(None, "--cwd", help="Run in the image with this NAME (default: a private run directory)."),
+    env: list[str] = typer.Option([], "--env", help="NAME passes that variable through; NAME=VALUE sets it. Repeatable."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Run CMD from frozen, still-sealed store images only, in a clean environment; its exit status is passed through."""
+    from ..errors import InputError
+    from ..freeze import FreezeCode, run_from_images
+
+    images: dict[str, str] = {}
+    for item in image:
+        name, sep, ref = item.partition("=")
+        if not sep or not ref:
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "--image takes NAME=PATH", item)
+        if name in images:
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "the image name is given twice", name)
+        images[name] = ref
+    passed = [e for e in env if "=" not in e]
+    setting = dict(e.split("=", 1) for e in env if "=" in e)
+    sys.stdout.flush()
+    rc = run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
+    raise typer.Exit(code=rc)
+
+
+def store_ls(
+    state_dir: Path = StateDirOption,
+    check: bool = typer.Option(False, "--check", help="Also confirm each image's seal still holds."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """List the images in the store."""
+    from ..freeze import Store
+
+    entries = Store(state_dir).ls(check=check)
+    if json_mode:
+        print_json({"ok": True, "images": [e.to_json() for e in entries]})
+        return
+    for e in entries:
+        status = "" if not check else ("  holds" if not e.problems else f"  BROKEN: {e.problems[0]}")
+        print(f"{e.identity}  {e.backend or '?'}  {e.path}{status}")
+
+
+def store_gc(
+    state_dir: Path = StateDirOption,
+    keep: list[str] = typer.Option([], "--keep", help="sha256:<hex> identity a pin refers to; never removed. Repeatable."),
+    keep_file: Optional[Path] = typer.Option(None, "--keep-file", help="File of identities to keep, one per line ('#' comments)."),
+    recent: float = typer.Option(7 * 24 * 3600, "--recent", help="Keep images frozen or run within this many seconds."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be removed."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed."""
+    from .._fs import read_bounded
+    from ..errors import CommonCode, InputError
+    from ..freeze import Store
+
+    kept = list(keep)
+    if keep_file is not None:
+        data = read_bounded(keep_file, what="keep file", max_bytes=16 * 1024 * 1024)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(CommonCode.UNREADABLE, "the keep file is not UTF-8", str(keep_file)) from e
+        kept += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if recent < 0:
+        raise InputError(CommonCode.USAGE, "--recent must not be negative")
+    result = Store(state_dir).gc(keep=kept, recent=recent, dry_run=dry_run)
+    if json_mode:
+        print_json({"ok": True, **result.to_json()})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for ident in result.removed:
+        print(f"{verb} {ident}")
+    print(f"{verb} {len(result.removed)}, kept {len(result.kept)}")
+
+
+__all__ = ["register"]

@@ -17,6 +17,7 @@ other document falls back to ``rfc8785`` itself. The test suite checks the two a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from .errors import CommonCode, InputError
@@ -56,6 +57,7 @@ def _depth(value: Any, limit: int) -> int:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):

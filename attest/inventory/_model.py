@@ -56,9 +56,11 @@ def _entry_from_json(raw: Any, index: int) -> Entry:
     if not isinstance(raw, dict):
         raise _bad(f"entries[{index}] is not an object")
     path = raw.get("path")
-    problem = check_path(path) if isinstance(path, str) else (InventoryCode.BAD_PATH, "the path is not a string")
+    if not isinstance(path, str):
+        raise _bad(f"entries[{index}]: the path is not a string", None, InventoryCode.BAD_PATH)
+    problem = check_path(path)
     if problem is not None:
-        raise _bad(f"entries[{index}]: {problem[1]}", path if isinstance(path, str) else None, problem[0])
+        raise _bad(f"entries[{index}]: {problem[1]}", path, problem[0])
     kind = raw.get("type")
     if kind == "file":
         expected_keys = {"path", "type", "mode", "size", "digest"}

@@ -40,3 +40,4 @@ class AttestationCode(ReasonCode):
     BAD_KEY = "BAD_KEY"
     KEY_EXISTS = "KEY_EXISTS"
     SIGNING_FAILED = "SIGNING_FAILED"
+    USAGE = "USAGE"

@@ -64,22 +64,22 @@ def sign_statement(
     ``fmt="bundle"`` takes exactly one signer, as a Sigstore bundle holds one signature.
     """
     if fmt not in FORMATS:
-        raise InputError(CommonCode.USAGE, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+        raise InputError(AttestationCode.USAGE, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     payload = statement_payload(statement)
     if isinstance(signer, KeylessSigner):
         if fmt != "bundle":
-            raise InputError(CommonCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
+            raise InputError(AttestationCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
         from ._sigstore import sign_dsse_keyless
 
         token = signer.identity_token or _ambient_token()
         return sign_dsse_keyless(payload, token, staging=signer.staging)
     signers: list[Signer] = list(signer) if isinstance(signer, Sequence) else [signer]
     if not signers:
-        raise InputError(CommonCode.USAGE, "no signer given")
+        raise InputError(AttestationCode.USAGE, "no signer given")
     if len({s.key_id for s in signers}) != len(signers):
-        raise InputError(CommonCode.USAGE, "the same key is given twice")
+        raise InputError(AttestationCode.USAGE, "the same key is given twice")
     if fmt == "bundle" and len(signers) != 1:
-        raise InputError(CommonCode.USAGE, "a Sigstore bundle holds exactly one signature")
+        raise InputError(AttestationCode.USAGE, "a Sigstore bundle holds exactly one signature")
     envelope = _envelope(payload, signers)
     if fmt == "dsse":
         return canonical_bytes(envelope.to_json()) + b"\n"
@@ -105,5 +105,5 @@ def _ambient_token() -> str:
     except Exception as e:  # noqa: BLE001 - sigstore's ambient detectors raise their own errors; wrapped with cause
         raise InputError(AttestationCode.SIGNING_FAILED, f"ambient OIDC credential detection failed: {e}") from e
     if not found:
-        raise InputError(CommonCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")
+        raise InputError(AttestationCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")
     return str(found)

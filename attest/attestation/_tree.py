@@ -72,7 +72,7 @@ def verify_tree_attestation(
 ) -> TreeVerification:
     """Verify the tree at ``root`` against a signed closed-tree attestation; raise on any failure."""
     if (summary_out is None) != (summary_signer is None):
-        raise InputError(CommonCode.USAGE, "a verification summary needs both an output path and a signing key")
+        raise InputError(AttestationCode.USAGE, "a verification summary needs both an output path and a signing key")
     data = read_attestation(attestation)
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     verified: VerifiedStatement | None = None

@@ -1,0 +1,123 @@
+"""THREATS groups E and H: the trust policy file, its strict parsing, and where it may come from."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from attest_helpers import VECTORS, Keys
+
+from attest.attestation import KeySignerSpec, SigstoreSignerSpec, load_policy
+from attest.errors import InputError
+
+
+def write(tmp_path: Path, text: str, name: str = "policy.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def code(path: Path) -> str:
+    with pytest.raises(InputError) as caught:
+        load_policy(path)
+    return caught.value.code
+
+
+def key_signer(keys: Keys, name: str = "ed") -> str:
+    return f'[[signers]]\nkind = "key"\npublic_key = "{keys.pub(name)}"\n'
+
+
+def test_a_valid_mixed_policy(tmp_path: Path, keys: Keys) -> None:
+    root = tmp_path / "roots"
+    root.mkdir()
+    shutil.copy(VECTORS / "staging_trusted_root.json", root / "trusted_root.json")
+    keydir = tmp_path / "keys"
+    keydir.mkdir()
+    shutil.copy(keys.pub("ed"), keydir / "release.pub.pem")
+    policy = load_policy(write(tmp_path, """threshold = 2
+[[signers]]
+kind = "key"
+public_key = "keys/release.pub.pem"   # relative to the policy file
+[[signers]]
+kind = "sigstore"
+identity = "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"
+issuer = "https://token.actions.githubusercontent.com"
+trusted_root = "roots/trusted_root.json"
+"""))
+    assert policy.threshold == 2
+    k, s = policy.signers
+    assert isinstance(k, KeySignerSpec) and k.id == "key:sha256:" + keys.signers["ed"].key_id
+    assert isinstance(s, SigstoreSignerSpec) and s.identity.endswith("@refs/heads/main")
+    assert s.trusted_root == (VECTORS / "staging_trusted_root.json").read_bytes()
+    assert policy.digest.startswith("sha256:") and len(policy.sources) == 3
+
+
+def test_relative_paths_resolve_against_the_policy_file_not_the_cwd(tmp_path: Path, keys: Keys, monkeypatch) -> None:
+    (tmp_path / "p").mkdir()
+    shutil.copy(keys.pub("ed"), tmp_path / "p" / "k.pub.pem")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    shutil.copy(keys.pub("evil"), elsewhere / "k.pub.pem")  # a planted key in the current directory
+    monkeypatch.chdir(elsewhere)
+    policy = load_policy(write(tmp_path / "p", 'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "k.pub.pem"\n'))
+    assert policy.signers[0].id == "key:sha256:" + keys.signers["ed"].key_id
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("threshold = 1\n", "POLICY_EMPTY"),
+        ("", "POLICY_EMPTY"),
+        ("threshold = 1\nsigners = []\n", "POLICY_EMPTY"),
+        ("threshold = 1\nthreshold = 1\n{KEY}", "DUPLICATE_KEY"),
+        ("threshold = 1\n[extra]\na = 1\n[extra]\nb = 2\n{KEY}", "DUPLICATE_KEY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\nkind = "key"\npublic_key = "x"\n', "DUPLICATE_KEY"),
+        ("threshold = 1\ntrust_everyone = true\n{KEY}", "POLICY_UNKNOWN_KEY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{PUB}"\nidentity_regex = ".*"\n', "POLICY_UNKNOWN_KEY"),
+        ("threshold = 2\n{KEY}", "POLICY_THRESHOLD"),
+        ("threshold = 0\n{KEY}", "POLICY_THRESHOLD"),
+        ("threshold = true\n{KEY}", "POLICY_THRESHOLD"),
+        ('threshold = "1"\n{KEY}', "POLICY_THRESHOLD"),
+        ("{KEY}", "POLICY_THRESHOLD"),
+        ("threshold = 2\n{KEY}{KEY}", "POLICY_DUPLICATE_SIGNER"),
+        ('threshold = 1\n[[signers]]\nkind = "pgp"\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = ""\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = "x"\nissuer = "y"\ntrusted_root = "{PUB}"\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = ""\nissuer = "y"\ntrusted_root = "{ROOT}"\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = " x"\nissuer = "y"\ntrusted_root = "{ROOT}"\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = "x"\ntrusted_root = "{ROOT}"\n', "BAD_POLICY"),
+        ("threshold = 1\nsigners = 3\n", "BAD_POLICY"),
+        ("threshold = \n", "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{ROOT}"\n', "BAD_KEY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "missing.pem"\n', "UNREADABLE"),
+    ],
+)
+def test_invalid_policies(tmp_path: Path, keys: Keys, text: str, expected: str) -> None:
+    text = (text.replace("{KEY}", key_signer(keys)).replace("{PUB}", str(keys.pub("ed")))
+            .replace("{ROOT}", str(VECTORS / "staging_trusted_root.json")))
+    assert code(write(tmp_path, text)) == expected
+
+
+def test_the_same_key_under_two_paths_is_one_signer(tmp_path: Path, keys: Keys) -> None:
+    copy = tmp_path / "copy.pub.pem"
+    copy.write_bytes(keys.pub("ed").read_bytes().replace(b"\n", b"\r\n"))  # another spelling, same key
+    text = f"threshold = 2\n{key_signer(keys)}[[signers]]\nkind = \"key\"\npublic_key = \"{copy}\"\n"
+    assert code(write(tmp_path, text)) == "POLICY_DUPLICATE_SIGNER"
+
+
+def test_a_policy_that_is_not_utf8_or_not_a_file(tmp_path: Path) -> None:
+    p = tmp_path / "p.toml"
+    p.write_bytes(b"threshold = 1\n# \xff\n")
+    assert code(p) == "BAD_POLICY"
+    assert code(tmp_path) == "UNREADABLE"  # a directory
+    os.mkfifo(tmp_path / "fifo")
+    assert code(tmp_path / "fifo") == "UNREADABLE"  # never blocks on a FIFO
+
+
+def test_policy_file_size_is_capped(tmp_path: Path) -> None:
+    p = tmp_path / "big.toml"
+    p.write_bytes(b"#" * (1024 * 1024 + 1))
+    assert code(p) == "TOO_LARGE"

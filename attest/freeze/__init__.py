@@ -15,7 +15,7 @@ from ._backends import BACKENDS, DEFAULT_BACKEND, Backend, ImmutableBackend, Rea
 from ._codes import FreezeCode
 from ._exec import run_from_images
 from ._image import Image, Sealed, check_image
-from ._retained import RetainedBytes, retain_file, sealed_memfd
+from ._retained import RetainedBytes, retain_file, seal_memfd, sealed_memfd
 from ._store import GcResult, Store, StoreEntry, freeze_tree, verify_image
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "get_backend",
     "retain_file",
     "run_from_images",
+    "seal_memfd",
     "sealed_memfd",
     "verify_image",
 ]

@@ -160,14 +160,14 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
     def check_entry(fd: int | None, st: os.stat_result, s: Sealed) -> None:
         nonlocal checks
         checks += 1
-        if (st.st_ino, st.st_ctime_ns) != (s.ino, s.ctime_ns):
-            what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
-            report(FreezeCode.IMAGE_CHANGED, s.path, what)
-            return
         if flags:
             why = backend.holds(fd, st)
             if why is not None:
                 report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, why)
+                return
+        if (st.st_ino, st.st_ctime_ns) != (s.ino, s.ctime_ns):
+            what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
+            report(FreezeCode.IMAGE_CHANGED, s.path, what)
 
     check_entry(root if backend.needs_fd else None, rst, want[""])
     stack: list[tuple[int, str]] = [(root, "")]

@@ -54,16 +54,22 @@ def sealed_memfd(data: bytes, name: str = "attest-retained") -> int:
         while view:
             view = view[os.write(fd, view) :]
         os.lseek(fd, 0, os.SEEK_SET)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
-        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & ALL_SEALS != ALL_SEALS:
-            raise EnvironmentFailure(FreezeCode.SEAL_FAILED, "the kernel did not keep every memfd seal")
+        seal_memfd(fd)
         return fd
-    except OSError as e:
-        os.close(fd)
-        raise EnvironmentFailure(FreezeCode.SEAL_FAILED, f"cannot seal a memfd: {e.strerror}") from e
     except BaseException:
         os.close(fd)
         raise
+
+
+def seal_memfd(fd: int) -> None:
+    """Add every seal to the memfd ``fd`` (no write mapping may exist) and confirm they hold."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as e:
+        raise EnvironmentFailure(FreezeCode.SEAL_FAILED, f"cannot seal the memfd: {e.strerror}") from e
+    if seals & ALL_SEALS != ALL_SEALS:
+        raise EnvironmentFailure(FreezeCode.SEAL_FAILED, "the kernel did not keep every memfd seal")
 
 
 def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> RetainedBytes:
@@ -92,11 +98,11 @@ def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAUL
         os.close(fd)
     try:
         st = os.fstat(ffd)
-        if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_ctime_ns) != (sealed.ino, sealed.ctime_ns) or st.st_dev != image.dev:
-            raise VerificationError(FreezeCode.IMAGE_CHANGED, "the file is not the inode sealed at freeze time", path)
-        why = backend.holds(ffd, st)
+        why = backend.holds(ffd, st) if stat.S_ISREG(st.st_mode) else "not a regular file"
         if why is not None:
             raise VerificationError(FreezeCode.IMAGE_NOT_IMMUTABLE, why, path)
+        if (st.st_dev, st.st_ino, st.st_ctime_ns) != (image.dev, sealed.ino, sealed.ctime_ns):
+            raise VerificationError(FreezeCode.IMAGE_CHANGED, "the file is not the inode sealed at freeze time", path)
         if st.st_size > max_bytes:
             raise InputError(FreezeCode.RETAINED_MISMATCH, f"the file is {st.st_size} bytes; the limit is {max_bytes}", path)
         chunks: list[bytes] = []

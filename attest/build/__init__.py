@@ -1,0 +1,46 @@
+"""build layer: hermetic, input-addressed builders for the runtime and the skill.
+
+Fixed-output fetch (the only networked step), interpreter identity, the sandboxed runner,
+the runtime and skill builders, the rebuild check and promotion.
+
+    >>> from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+    >>> recipe = load_recipe("builders/runtime.toml")
+    >>> fetch(load_lock(recipe.lock_path), "cache", lock_path=recipe.lock_path)
+    >>> result = build_runtime(recipe, full_sha, "store", "cache", Sandbox.establish(allow_unisolated_network=False))
+"""
+
+from __future__ import annotations
+
+from ._cache import FetchResult, fetch
+from ._codes import BuildCode
+from ._identity import InterpreterIdentity, interpreter_identity, verify_same_interpreter
+from ._lock import Lock, LockedPackage, LockedWheel, load_lock, parse_pylock, parse_requirements
+from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
+from ._runtime import build_runtime, select_wheels
+from ._sandbox import Sandbox, clean_env
+from ._skill import build_skill
+from ._store import BuildResult
+
+__all__ = [
+    "BuildCode",
+    "BuildResult",
+    "FetchResult",
+    "InterpreterIdentity",
+    "Lock",
+    "LockedPackage",
+    "LockedWheel",
+    "RuntimeRecipe",
+    "Sandbox",
+    "SkillRecipe",
+    "build_runtime",
+    "build_skill",
+    "clean_env",
+    "fetch",
+    "interpreter_identity",
+    "load_lock",
+    "load_recipe",
+    "parse_pylock",
+    "parse_requirements",
+    "select_wheels",
+    "verify_same_interpreter",
+]

@@ -1,0 +1,270 @@
+"""Hash-pinned locks: PEP 751 ``pylock.toml`` and pip requirements with ``--hash`` lines.
+
+Strict on purpose (THREATS.md H): only wheels, every one with a SHA-256; sdists, VCS,
+directory and archive sources, unpinned or unhashed requirements, unknown keys and
+duplicate entries are refused. A lock's identity is the SHA-256 of its exact bytes.
+
+    >>> lock = load_lock("lockfiles/pylock.toml")
+    >>> lock.digest, [w.filename for p in lock.packages for w in p.wheels]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .._fs import read_bounded
+from ..errors import InputError
+from ._codes import BuildCode
+
+MAX_LOCK_BYTES = 8 * 1024 * 1024
+MAX_PACKAGES = 5000
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+_TOP_KEYS = {"lock-version", "environments", "requires-python", "extras", "dependency-groups",
+             "default-groups", "created-by", "packages", "tool"}
+_PKG_KEYS = {"name", "version", "marker", "requires-python", "dependencies", "index", "vcs", "directory",
+             "archive", "sdist", "wheels", "attestation-identities", "tool"}
+_WHEEL_KEYS = {"name", "upload-time", "url", "path", "size", "hashes"}
+
+
+@dataclass(frozen=True, slots=True)
+class LockedWheel:
+    """One wheel a lock allows, named by its SHA-256. ``url`` is where fetch may get it."""
+
+    filename: str
+    sha256: str
+    url: str | None = None
+    size: int | None = None
+    path: str | None = None     # pylock ``path``: relative to the lock's directory
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPackage:
+    """One distribution: normalized name, exact version, optional marker, allowed wheels.
+
+    In a requirements lock the filenames are unknown until fetch: ``wheels`` then holds
+    only hashes (``filename`` empty) and the cache resolves them.
+    """
+
+    name: str
+    version: str
+    marker: str | None
+    wheels: tuple[LockedWheel, ...]
+
+    def applies(self, environment: Mapping[str, str]) -> bool:
+        return self.marker is None or Marker(self.marker).evaluate(dict(environment))
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A parsed lock: its format, the SHA-256 of its exact bytes and its packages."""
+
+    format: Literal["pylock", "requirements"]
+    digest: str
+    packages: tuple[LockedPackage, ...]
+    requires_python: str | None = None
+    raw: bytes = b""
+
+    @property
+    def all_hashes(self) -> frozenset[str]:
+        return frozenset(w.sha256 for p in self.packages for w in p.wheels)
+
+
+def _bad(code: BuildCode, detail: str, where: str | None = None) -> InputError:
+    return InputError(code, detail, where)
+
+
+def load_lock(path: str) -> Lock:
+    """Read and parse a lock file; the format is chosen by the name (``*.toml`` is PEP 751)."""
+    data = read_bounded(path, what="lock", max_bytes=MAX_LOCK_BYTES)
+    if path.endswith(".toml"):
+        return parse_pylock(data, where=path)
+    return parse_requirements(data, where=path)
+
+
+def parse_pylock(data: bytes, *, where: str = "pylock.toml") -> Lock:
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise _bad(BuildCode.BAD_LOCK, f"not valid UTF-8 TOML: {e}", where) from e
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise _bad(BuildCode.BAD_LOCK, f"unknown top-level keys {sorted(unknown)}", where)
+    if doc.get("lock-version") != "1.0":
+        raise _bad(BuildCode.BAD_LOCK, f"lock-version {doc.get('lock-version')!r} is not '1.0'", where)
+    raw_packages = doc.get("packages")
+    if not isinstance(raw_packages, list) or not raw_packages:
+        raise _bad(BuildCode.BAD_LOCK, "a lock needs a non-empty [[packages]] array", where)
+    if len(raw_packages) > MAX_PACKAGES:
+        raise _bad(BuildCode.BAD_LOCK, f"more than {MAX_PACKAGES} packages", where)
+    rp = doc.get("requires-python")
+    if rp is not None and not isinstance(rp, str):
+        raise _bad(BuildCode.BAD_LOCK, "requires-python is not a string", where)
+    packages = tuple(_pylock_package(p, i, where) for i, p in enumerate(raw_packages))
+    _check_duplicates(packages, where)
+    return Lock("pylock", hashlib.sha256(data).hexdigest(), packages, rp, data)
+
+
+def _pylock_package(raw: Any, index: int, where: str) -> LockedPackage:
+    at = f"{where}: packages[{index}]"
+    if not isinstance(raw, dict):
+        raise _bad(BuildCode.BAD_LOCK, f"{at} is not a table")
+    unknown = set(raw) - _PKG_KEYS
+    if unknown:
+        raise _bad(BuildCode.BAD_LOCK, f"{at}: unknown keys {sorted(unknown)}")
+    name = raw.get("name")
+    version = raw.get("version")
+    if not isinstance(name, str) or not name:
+        raise _bad(BuildCode.BAD_LOCK, f"{at}: name is missing")
+    at = f"{where}: {name}"
+    for source in ("sdist", "vcs", "directory", "archive"):
+        if source in raw:
+            raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: a {source} source is refused; only hashed wheels are built from")
+    if not isinstance(version, str):
+        raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: no exact version")
+    _version(version, at)
+    marker = raw.get("marker")
+    if marker is not None:
+        marker = _marker(marker, at)
+    wheels_raw = raw.get("wheels")
+    if not isinstance(wheels_raw, list) or not wheels_raw:
+        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: no wheels")
+    wheels = []
+    for j, w in enumerate(wheels_raw):
+        if not isinstance(w, dict) or set(w) - _WHEEL_KEYS:
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] has unknown keys or is not a table")
+        hashes = w.get("hashes")
+        if not isinstance(hashes, dict) or not isinstance(hashes.get("sha256"), str):
+            raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: wheels[{j}] has no sha256 hash")
+        sha = hashes["sha256"]
+        if not _HEX64.match(sha):
+            raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: wheels[{j}] sha256 is not 64 lowercase hex digits")
+        url, path = w.get("url"), w.get("path")
+        filename = w.get("name")
+        if filename is None:
+            source = url if isinstance(url, str) else path if isinstance(path, str) else ""
+            filename = source.rsplit("/", 1)[-1]
+        if not isinstance(filename, str) or not filename:
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] has no file name")
+        _wheel_filename(filename, name, version, at)
+        if path is not None and (not isinstance(path, str) or path.startswith("/") or ".." in path.split("/")):
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] path must be relative to the lock, without '..'")
+        if url is not None and (not isinstance(url, str) or not url.startswith("https://")):
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] url must be an https:// URL")
+        size = w.get("size")
+        if size is not None and (type(size) is not int or size < 0):
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] size is not a non-negative integer")
+        wheels.append(LockedWheel(filename, sha, url, size, path))
+    return LockedPackage(str(canonicalize_name(name)), version, marker, tuple(wheels))
+
+
+def _version(version: str, at: str) -> None:
+    try:
+        Version(version)
+    except InvalidVersion as e:
+        raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: version {version!r} is invalid") from e
+
+
+def _marker(marker: Any, at: str) -> str:
+    if not isinstance(marker, str):
+        raise _bad(BuildCode.BAD_LOCK, f"{at}: marker is not a string")
+    try:
+        return str(Marker(marker))
+    except InvalidMarker as e:
+        raise _bad(BuildCode.BAD_LOCK, f"{at}: marker {marker!r} is invalid: {e}") from e
+
+
+def _wheel_filename(filename: str, name: str, version: str, at: str) -> None:
+    if not filename.endswith(".whl") or "/" in filename or filename.startswith("."):
+        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a wheel file name")
+    try:
+        wname, wversion, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename as e:
+        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a valid wheel file name: {e}") from e
+    if wname != canonicalize_name(name) or wversion != Version(version):
+        raise _bad(BuildCode.BAD_LOCK, f"{at}: wheel {filename!r} is not {name} {version}")
+
+
+def _check_duplicates(packages: tuple[LockedPackage, ...], where: str) -> None:
+    seen: dict[str, list[str | None]] = {}
+    for p in packages:
+        markers = seen.setdefault(p.name, [])
+        # Two entries for one name are legitimate only when markers separate them; the same
+        # (or no) marker twice means two readers could pick different files.
+        if p.marker in markers or (markers and (p.marker is None or None in markers)):
+            raise _bad(BuildCode.LOCK_DUPLICATE, f"{where}: {p.name} is locked more than once for one environment")
+        markers.append(p.marker)
+
+
+def parse_requirements(data: bytes, *, where: str = "requirements.lock") -> Lock:
+    """pip's hash-checking requirements format: ``name==version [; marker] --hash=sha256:...``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(BuildCode.BAD_LOCK, "the lock is not UTF-8", where) from e
+    logical: list[tuple[int, str]] = []
+    buf, start = "", 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = n
+        stripped = line.split(" #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
+        if stripped.endswith("\\"):
+            buf += stripped[:-1] + " "
+            continue
+        buf += stripped
+        if buf.strip():
+            logical.append((start, buf.strip()))
+        buf = ""
+    if buf.strip():
+        logical.append((start, buf.strip()))
+    packages = []
+    for n, line in logical:
+        at = f"{where}:{n}"
+        parts = line.split()
+        hashes = []
+        spec_parts = []
+        for part in parts:
+            if part.startswith("--hash="):
+                algo, _, value = part[7:].partition(":")
+                if algo != "sha256":
+                    continue  # another algorithm may accompany sha256; it is not what we check
+                if not _HEX64.match(value):
+                    raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: {part!r} is not a sha256 hex digest")
+                hashes.append(value)
+            elif part.startswith("-"):
+                raise _bad(BuildCode.BAD_LOCK, f"{at}: option {part!r} is not allowed in a lock (only --hash)")
+            else:
+                spec_parts.append(part)
+        spec = " ".join(spec_parts)
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement as e:
+            raise _bad(BuildCode.BAD_LOCK, f"{at}: {spec!r} is not a requirement: {e}") from e
+        if req.url:
+            raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: direct URL requirements are refused")
+        specs = list(req.specifier)
+        if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+            raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: {req.name} is not pinned with a single name==version")
+        if not hashes:
+            raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: {req.name} has no --hash=sha256:... line")
+        _version(specs[0].version, at)
+        if len(set(hashes)) != len(hashes):
+            raise _bad(BuildCode.LOCK_DUPLICATE, f"{at}: a hash is listed twice")
+        marker = str(req.marker) if req.marker else None
+        packages.append(LockedPackage(str(canonicalize_name(req.name)), specs[0].version, marker,
+                                      tuple(LockedWheel("", h) for h in hashes)))
+    if not packages:
+        raise _bad(BuildCode.BAD_LOCK, "the lock names no packages", where)
+    ps = tuple(packages)
+    _check_duplicates(ps, where)
+    return Lock("requirements", hashlib.sha256(data).hexdigest(), ps, None, data)

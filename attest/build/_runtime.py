@@ -1,0 +1,319 @@
+"""The runtime builder: the toolchain at a full git SHA plus its locked wheels, hermetically.
+
+Steps (DESIGN.md "Hermetic builders"; ADR-0008 "Lock-selected runtime provenance"):
+
+1. Parse the recipe and the lock; probe the interpreter's identity; resolve the full SHA
+   to its tree from the object database.
+2. Select one wheel per applicable locked distribution (markers and tags of the target
+   interpreter); compute the input address; reuse the store entry when it exists and
+   still verifies (a no-op rebuild).
+3. In private staging: export the toolchain tree from git objects (no worktree), install
+   the locked build backend into a private directory, build the toolchain wheel with it
+   (PEP 517, offline, in the sandbox).
+4. Install the toolchain wheel and the locked wheels with ``installer`` in the sandbox
+   into a venv-shaped tree, at the final store name; optionally compile hash-based .pyc.
+5. Validate the distribution set (every locked distribution installed once, every
+   requirement of every installed distribution satisfied); check exposed entry points.
+6. Normalize modes and mtimes; refuse any file naming a staging path; inventory.
+7. Publish (rename into the store, freeze, verify the frozen tree); write the build record.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from ..errors import EnvironmentFailure, Finding, InputError, VerificationError
+from ..git import GitRepo, verify_full_sha
+from ..inventory import inventory_tree
+from ._cache import sha256_file, verified_cached_file
+from ._codes import BuildCode
+from ._common import builder_identity, make_staging
+from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
+from ._lock import Lock, load_lock
+from ._recipe import RuntimeRecipe
+from ._sandbox import Sandbox
+from ._store import BuildResult, find_leaks, input_digest, normalize_tree, path_for, publish, remove_tree, reuse, write_manifest
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedWheel:
+    name: str
+    version: str
+    filename: str
+    sha256: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "filename": self.filename, "sha256": self.sha256}
+
+
+def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> list[SelectedWheel]:
+    """One wheel per distribution that applies to ``ident``, the most specific tag first.
+
+    A requirements lock names only hashes, so its file names come from the cache.
+    """
+    tags = compatible_tags(ident)
+    rank = {t: i for i, t in enumerate(tags)}
+    env = ident.marker_environment
+    out: list[SelectedWheel] = []
+    for pkg in lock.packages:
+        if not pkg.applies(env):
+            continue
+        best: tuple[int, SelectedWheel] | None = None
+        for w in pkg.wheels:
+            filename = w.filename
+            if not filename:
+                if cache is None:
+                    continue
+                from ._cache import cached_file
+
+                p = cached_file(cache, w.sha256)
+                if p is None:
+                    continue
+                filename = p.name
+            _, _, _, wtags = parse_wheel_filename(filename)
+            r = min((rank[str(t)] for t in wtags if str(t) in rank), default=None)
+            if r is not None and (best is None or r < best[0]):
+                best = (r, SelectedWheel(pkg.name, pkg.version, filename, w.sha256))
+        if best is None:
+            code = BuildCode.NOT_IN_CACHE if lock.format == "requirements" else BuildCode.NO_COMPATIBLE_WHEEL
+            raise InputError(code, f"no locked wheel of {pkg.name} {pkg.version} fits {ident.soabi} on {ident.platform}"
+                             + (" in the cache; run `attest fetch`" if code is BuildCode.NOT_IN_CACHE else ""), pkg.name)
+        out.append(best[1])
+    return sorted(out, key=lambda s: s.name)
+
+
+def _read_build_system(src: str) -> tuple[list[str], str]:
+    path = os.path.join(src, "pyproject.toml")
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InputError(BuildCode.BAD_RECIPE, f"the toolchain's pyproject.toml is unreadable: {e}", "pyproject.toml") from e
+    bs = doc.get("build-system", {})
+    requires = bs.get("requires", [])
+    backend = bs.get("build-backend", "setuptools.build_meta:__legacy__")
+    if "backend-path" in bs:
+        raise InputError(BuildCode.BAD_RECIPE, "in-tree build backends (backend-path) are not supported", "pyproject.toml")
+    if not isinstance(requires, list) or not isinstance(backend, str):
+        raise InputError(BuildCode.BAD_RECIPE, "[build-system] is malformed", "pyproject.toml")
+    return [str(r) for r in requires], backend
+
+
+def _check_satisfied(requirements: list[str], available: Mapping[str, str], env: Mapping[str, str], who: str) -> list[Finding]:
+    out = []
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            out.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, who, f"requirement {text!r} does not parse"))
+            continue
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        have = available.get(canonicalize_name(req.name))
+        if have is None:
+            out.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, who, f"needs {text!r}; the lock does not provide {req.name}"))
+        elif not req.specifier.contains(Version(have), prereleases=True):
+            out.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, who, f"needs {text!r}; the lock provides {req.name} {have}"))
+    return out
+
+
+def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[str, str]) -> list[dict[str, str]]:
+    """The installed distribution set: exactly ``expected``, every requirement satisfied."""
+    parser = email.parser.BytesParser()
+    installed: dict[str, str] = {}
+    requires: dict[str, list[str]] = {}
+    problems: list[Finding] = []
+    for entry in sorted(os.listdir(site)):
+        if not entry.endswith(".dist-info"):
+            continue
+        with open(os.path.join(site, entry, "METADATA"), "rb") as f:
+            meta = parser.parse(f, headersonly=True)
+        name = str(canonicalize_name(str(meta["Name"])))
+        if name in installed:
+            problems.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, entry, f"{name} is installed twice"))
+        installed[name] = str(meta["Version"])
+        requires[name] = [str(r) for r in meta.get_all("Requires-Dist") or []]
+    for name, version in expected.items():
+        if installed.get(name) is None or Version(installed[name]) != Version(version):
+            problems.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, name, f"expected {name} {version} installed, found {installed.get(name)}"))
+    for name, reqs in requires.items():
+        problems.extend(_check_satisfied(reqs, installed, env, name))
+    if problems:
+        raise VerificationError(findings=problems)
+    return [{"name": n, "version": installed[n]} for n in sorted(installed)]
+
+
+def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str) -> None:
+    spec = os.path.join(staging, f"spec-{task['task']}.json")
+    with open(spec, "w", encoding="utf-8") as f:
+        json.dump(task, f)
+    sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=staging, home=os.path.join(staging, "home"), what=what)
+
+
+def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
+                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, store_root: str) -> dict[str, Any]:
+    return {
+        "kind": "runtime",
+        "builder": builder_identity(),
+        "recipe": {"name": recipe.name, "sha256": recipe.digest},
+        "toolchain": {"repository": recipe.toolchain_repository, "revision": rev, "tree": tree},
+        "lock": {"path": recipe.lock_ref, "sha256": lock.digest, "format": lock.format},
+        "wheels": [w.to_json() for w in wheels],
+        "build_backend": [w.to_json() for w in backend_wheels],
+        "interpreter": ident.to_json(),
+        "options": {"bytecode": recipe.bytecode, "entry_points": list(recipe.entry_points)},
+        "store": store_root,
+    }
+
+
+def build_runtime(
+    recipe: RuntimeRecipe,
+    toolchain_rev: str,
+    store: str,
+    cache: str,
+    sandbox: Sandbox,
+    *,
+    python: str | None = None,
+    staging_parent: str | None = None,
+    publish_output: bool = True,
+    keep_staging: bool = False,
+) -> BuildResult:
+    # 1. Inputs.
+    store_root = os.path.abspath(store)
+    verify_full_sha(toolchain_rev, what="toolchain revision")
+    lock = load_lock(recipe.lock_path)
+    ident = interpreter_identity(python or recipe.interpreter_path)
+    if not SpecifierSet(recipe.interpreter_requires).contains(ident.version, prereleases=True):
+        raise InputError(BuildCode.INTERPRETER_UNUSABLE, f"Python {ident.version} does not satisfy {recipe.interpreter_requires}", ident.executable)
+    with GitRepo.open(recipe.toolchain_source) as repo:
+        verify_full_sha(toolchain_rev, repo.object_format, what="toolchain revision")
+        tree = repo.commit_tree(toolchain_rev)
+        # 2. Selection and the input address.
+        selected = select_wheels(lock, ident, cache)
+        build_only = {str(canonicalize_name(n)) for n in recipe.build_only}
+        wheels = [w for w in selected if w.name not in build_only]
+        backend_wheels = [w for w in selected if w.name in build_only]
+        inputs = runtime_inputs(recipe, toolchain_rev, tree, lock, wheels, backend_wheels, ident, store_root)
+        digest = input_digest(inputs)
+        final = path_for(store_root, digest, recipe.name)
+        if publish_output:
+            found = reuse(final, "runtime", inputs, digest)
+            if found is not None:
+                return found
+        staging = make_staging(staging_parent or os.path.join(store_root, ".staging"))
+        try:
+            return _build_in_staging(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, inputs,
+                                     digest, final, cache, sandbox, staging, publish_output)
+        finally:
+            if not keep_staging:
+                remove_tree(staging)
+
+
+def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
+                      backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, inputs: dict[str, Any], digest: str,
+                      final: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool) -> BuildResult:
+    home = os.path.join(staging, "home")
+    os.mkdir(home, 0o700)
+    # Inputs are copied out of the cache after re-hashing: the cache is never trusted.
+    wheel_dir = os.path.join(staging, "wheels")
+    os.mkdir(wheel_dir, 0o700)
+
+    def take(w: SelectedWheel) -> str:
+        src = verified_cached_file(cache, w.sha256, what=w.filename)
+        dst = os.path.join(wheel_dir, w.filename)
+        with open(src, "rb") as f, open(dst, "xb") as g:
+            g.write(f.read())
+        if sha256_file(dst) != w.sha256:
+            raise VerificationError(BuildCode.HASH_MISMATCH, "the wheel changed while it was copied", w.filename)
+        return dst
+
+    wheel_paths = [take(w) for w in wheels]
+    backend_paths = [take(w) for w in backend_wheels]
+    # 3. The toolchain tree from git objects, and its wheel built offline.
+    src = os.path.join(staging, "src")
+    os.mkdir(src, 0o700)
+    repo.export_tree(tree, src)
+    requires, backend = _read_build_system(src)
+    provided = {w.name: w.version for w in backend_wheels}
+    missing = _check_satisfied(requires, provided, ident.marker_environment, "build-system")
+    if missing:
+        raise VerificationError(findings=missing)
+    backend_env = os.path.join(staging, "backend")
+    if backend_paths:
+        _worker(sandbox, staging, {"task": "install-dir", "root": backend_env, "wheels": backend_paths}, "installing the build backend")
+    out = os.path.join(staging, "dist")
+    os.mkdir(out, 0o700)
+    module, _, obj = backend.partition(":")
+    code = (
+        "import sys, importlib\n"
+        f"sys.path[:0] = [{backend_env!r}]\n"
+        f"b = importlib.import_module({module!r})\n"
+        + (f"b = getattr(b, {obj!r})\n" if obj else "")
+        + f"print(b.build_wheel({out!r}))\n"
+    )
+    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, what="building the toolchain wheel")
+    built = sorted(os.listdir(out))
+    if len(built) != 1 or not built[0].endswith(".whl"):
+        raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"the build backend produced {built}, not one wheel")
+    toolchain_wheel = os.path.join(out, built[0])
+    tname, tversion, _, _ = parse_wheel_filename(built[0])
+    # 4. Install at the final name (the tree itself is built in staging and renamed).
+    root = os.path.join(staging, "out")
+    _worker(sandbox, staging, {
+        "task": "install",
+        "root": root,
+        "final": final,
+        "interpreter": ident.executable,
+        "python_version": ident.python_tag,
+        "full_version": ident.version,
+        "wheels": [toolchain_wheel, *wheel_paths],
+    }, "installing the runtime")
+    site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
+    if recipe.bytecode == "checked-hash":
+        compile_code = (
+            "import compileall, py_compile, sys\n"
+            f"ok = compileall.compile_dir({site!r}, ddir={final + site[len(root):]!r}, quiet=1, workers=1,"
+            " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
+            "sys.exit(0 if ok else 1)\n"
+        )
+        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, what="compiling bytecode")
+    # 5. The validated distribution set and the exposed entry points.
+    expected = {w.name: w.version for w in wheels}
+    expected[str(tname)] = str(tversion)
+    distributions = validate_distributions(site, expected, ident.marker_environment)
+    for ep in recipe.entry_points:
+        if not os.path.isfile(os.path.join(root, "bin", ep)):
+            raise VerificationError(BuildCode.BUILD_STEP_FAILED, f"the recipe exposes {ep!r}, which no installed distribution provides", f"bin/{ep}")
+    # 6. Normalize and check for staging paths, then inventory.
+    normalize_tree(root, sandbox.source_date_epoch)
+    leaks = find_leaks(root, [staging.encode()])
+    if leaks:
+        raise VerificationError(findings=leaks)
+    inventory = inventory_tree(root)
+    details = {
+        "toolchain": {"repository": recipe.toolchain_repository, "revision": rev, "tree": tree,
+                      "wheel": built[0], "distribution": str(tname), "version": str(tversion)},
+        "distributions": distributions,
+        "interpreter": ident.to_json(),
+        "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
+    }
+    if not publish_output:
+        return BuildResult("runtime", final, inputs, digest, inventory, False, sandbox.network_isolated, "none (not published)",
+                           (), {**details, "staging_tree": root})
+    # 7. Publish, freeze, verify the frozen tree; then record.
+    immutability = publish(root, final, inventory)
+    result = BuildResult("runtime", final, inputs, digest, inventory, False, sandbox.network_isolated, immutability, (), details)
+    write_manifest(result)
+    return result

@@ -1,0 +1,113 @@
+"""Build steps that run as a separate hermetic process: ``python -I -m attest.build._worker SPEC``.
+
+The parent writes a JSON spec into the staging directory and runs this module inside the
+sandbox (clean environment, no network). Only this process writes the runtime tree, with
+the ``installer`` library: no pip, no ``direct_url.json``, no cache, no absolute staging path.
+
+Tasks:
+- ``install``: lay out a venv-shaped runtime (``bin/python`` copied from the interpreter,
+  ``pyvenv.cfg``, ``lib/pythonX.Y/site-packages``) and install every wheel into it;
+- ``install-dir``: install wheels into one flat directory (the build backend's environment).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+INSTALLER_NAME = b"attest\n"
+
+# A POSIX launcher that finds its interpreter next to itself, so the tree runs from any
+# path it is materialized at (a frozen review-run copy included). The first line is run
+# by /bin/sh (''' 'exec' ''' is "exec"), the rest is read by Python as a string literal.
+_LAUNCHER = """#!/bin/sh
+'''exec' "$(dirname -- "$(readlink -f -- "$0")")/python" -I "$0" "$@"
+' '''
+import sys
+from {module} import {root}
+if __name__ == "__main__":
+    sys.argv[0] = sys.argv[0].removesuffix(".exe")
+    sys.exit({attr}())
+"""
+
+
+def _destination(scheme: dict[str, str], interpreter: str) -> Any:
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.records import RecordEntry
+    from installer.utils import Scheme
+
+    class RelocatableDestination(SchemeDictionaryDestination):
+        def write_script(self, name: str, module: str, attr: str, section: Any) -> RecordEntry:
+            root = attr.split(".")[0]
+            data = _LAUNCHER.format(module=module, root=root, attr=attr).encode()
+            with io.BytesIO(data) as stream:
+                entry = self.write_to_fs(Scheme("scripts"), name, stream, is_executable=True)
+            return entry
+
+    return RelocatableDestination(scheme, interpreter=interpreter, script_kind="posix", hash_algorithm="sha256",
+                                  bytecode_optimization_levels=())
+
+
+def _install_wheels(wheels: list[str], scheme: dict[str, str], interpreter: str) -> None:
+    from installer import install
+    from installer.sources import WheelFile
+
+    dest = _destination(scheme, interpreter)
+    for wheel in wheels:
+        with WheelFile.open(wheel) as source:
+            install(source, dest, {"INSTALLER": INSTALLER_NAME})
+
+
+def task_install(spec: dict[str, Any]) -> None:
+    root = Path(spec["root"])
+    final = spec["final"]
+    pyver = spec["python_version"]
+    site = root / "lib" / f"python{pyver}" / "site-packages"
+    (root / "bin").mkdir(parents=True)
+    site.mkdir(parents=True)
+    shutil.copyfile(spec["interpreter"], root / "bin" / "python")
+    os.chmod(root / "bin" / "python", 0o755)
+    (root / "pyvenv.cfg").write_text(
+        f"home = {os.path.dirname(spec['interpreter'])}\ninclude-system-site-packages = false\nversion = {spec['full_version']}\n"
+    )
+    scheme = {
+        "purelib": str(site),
+        "platlib": str(site),
+        "scripts": str(root / "bin"),
+        "headers": str(root / "include" / "site" / f"python{pyver}"),
+        "data": str(root),
+    }
+    _install_wheels(spec["wheels"], scheme, f"{final}/bin/python")
+    for name, data in spec.get("extra_files", {}).items():
+        (root / name).write_text(data)
+
+
+def task_install_dir(spec: dict[str, Any]) -> None:
+    target = Path(spec["root"])
+    target.mkdir(parents=True, exist_ok=True)
+    scheme = {k: str(target / k) if k in ("scripts", "headers", "data") else str(target) for k in
+              ("purelib", "platlib", "scripts", "headers", "data")}
+    _install_wheels(spec["wheels"], scheme, sys.executable)
+
+
+TASKS = {"install": task_install, "install-dir": task_install_dir}
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
+    try:
+        TASKS[spec["task"]](spec)
+    except Exception as e:  # noqa: BLE001 - reported to the parent as a failed step, never swallowed
+        sys.stderr.write(f"{type(e).__name__}: {e}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

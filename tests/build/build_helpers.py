@@ -1,0 +1,186 @@
+"""Helpers for the build tests: small real wheels, a toolchain repository, a local lock."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=GIT_ENV).stdout.decode().strip()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(directory: Path, name: str, version: str, files: dict[str, bytes], *, requires: tuple[str, ...] = (),
+               scripts: dict[str, str] | None = None, tag: str = "py3-none-any", mtime: tuple[int, ...] = (1980, 1, 1, 0, 0, 0)) -> Path:
+    """A real wheel built with zipfile: modules, .data files, entry points, RECORD."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    body = dict(files)
+    body[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                               + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode()
+    body[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    if scripts:
+        body[f"{info}/entry_points.txt"] = ("[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())).encode()
+    record = "".join(f"{p},{_record_hash(d)},{len(d)}\n" for p, d in sorted(body.items())) + f"{info}/RECORD,,\n"
+    body[f"{info}/RECORD"] = record.encode()
+    path = directory / f"{dist}-{version}-{tag}.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for p, d in sorted(body.items()):
+            zi = zipfile.ZipInfo(p, date_time=mtime)
+            zi.external_attr = (0o100755 if "/scripts/" in p else 0o100644) << 16
+            z.writestr(zi, d)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+TINY_BACKEND = b'''
+"""A minimal PEP 517 backend: packages the project's module directory as a pure wheel."""
+import base64, hashlib, io, os, tomllib, zipfile
+
+def _h(d):
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    with open("pyproject.toml", "rb") as f:
+        p = tomllib.load(f)["project"]
+    name, version = p["name"], p["version"]
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    body = {}
+    for root, dirs, files in os.walk(dist):
+        dirs.sort()
+        for fn in sorted(files):
+            path = os.path.join(root, fn)
+            with open(path, "rb") as f:
+                body[path] = f.read()
+    body[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+        + "".join(f"Requires-Dist: {r}\\n" for r in p.get("dependencies", []))).encode()
+    body[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\\nGenerator: tiny\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+    if p.get("scripts"):
+        body[f"{info}/entry_points.txt"] = ("[console_scripts]\\n" + "".join(f"{k} = {v}\\n" for k, v in sorted(p["scripts"].items()))).encode()
+    body[f"{info}/RECORD"] = ("".join(f"{k},{_h(v)},{len(v)}\\n" for k, v in sorted(body.items())) + f"{info}/RECORD,,\\n").encode()
+    out = f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, out), "w") as z:
+        for k, v in sorted(body.items()):
+            zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            z.writestr(zi, v)
+    return out
+'''
+
+
+@dataclass
+class Project:
+    root: Path
+    repo: Path
+    sha: str
+    wheels: Path
+    lock: Path
+    recipe: Path
+    skill_recipe: Path
+    cache: Path
+    store: Path
+
+
+def pylock_text(entries: list[tuple[str, str, Path]], wheels: Path) -> str:
+    out = ['lock-version = "1.0"', 'created-by = "tests"', ""]
+    for name, version, path in entries:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        out += ["[[packages]]", f'name = "{name}"', f'version = "{version}"',
+                f'wheels = [{{ name = "{path.name}", path = "{wheels.name}/{path.name}", hashes = {{ sha256 = "{digest}" }} }}]', ""]
+    return "\n".join(out)
+
+
+def write_lock(project_root: Path, wheels: Path, *, libdep_value: bytes = b"VALUE = 42\n") -> Path:
+    tiny = make_wheel(wheels, "tinybackend", "1.0", {"tinybackend/__init__.py": TINY_BACKEND})
+    libdep = make_wheel(
+        wheels, "libdep", "1.2",
+        {"libdep/__init__.py": libdep_value + b"def hello():\n    print('hello from libdep', VALUE)\n",
+         "libdep/data.txt": b"package data\n",
+         "libdep-1.2.data/data/share/libdep/notes.txt": b"a data file\n",
+         "libdep-1.2.data/scripts/libdep-script": b"#!python\nimport libdep\nprint('script', libdep.VALUE)\n"},
+        scripts={"libdep-hello": "libdep:hello"},
+    )
+    lock = project_root / "lockfiles" / "pylock.toml"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(pylock_text([("tinybackend", "1.0", tiny), ("libdep", "1.2", libdep)], wheels))
+    return lock
+
+
+RUNTIME_RECIPE = """schema = "attest-recipe/v1"
+kind = "runtime"
+name = "test-runtime"
+
+[toolchain]
+repository = "https://example.org/toolchain.git"
+source = "../repo"
+
+[lock]
+path = "../lockfiles/pylock.toml"
+build_only = ["tinybackend"]
+
+[interpreter]
+requires = ">=3.11"
+
+[expose]
+entry_points = ["tool", "libdep-hello"]
+"""
+
+SKILL_RECIPE = """schema = "attest-recipe/v1"
+kind = "skill"
+name = "test-skill"
+
+[source]
+repository = "https://example.org/toolchain.git"
+path = "../repo"
+subtree = "skills/agent-policy"
+
+[install]
+root = "agent-policy"
+
+[installer]
+repository = "https://example.org/toolchain.git"
+"""
+
+
+def make_toolchain_repo(repo: Path, *, message: bytes = b"hi") -> str:
+    repo.mkdir(parents=True, exist_ok=True)
+    if not (repo / ".git").exists():
+        git(repo, "init", "-q")
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["tinybackend>=1"]\nbuild-backend = "tinybackend"\n\n'
+        '[project]\nname = "toolchain"\nversion = "0.1"\ndependencies = ["libdep>=1.0"]\n\n'
+        '[project.scripts]\ntool = "toolchain.cli:main"\n'
+    )
+    pkg = repo / "toolchain"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_bytes(b"")
+    (pkg / "cli.py").write_bytes(b"import libdep, sys\n\ndef main():\n    print('tool says', " + repr(message).encode() + b", libdep.VALUE)\n    return 0\n")
+    skill = repo / "skills" / "agent-policy"
+    skill.mkdir(parents=True, exist_ok=True)
+    (skill / "SKILL.md").write_bytes(b"# agent-policy\n")
+    (skill / "bin").mkdir(exist_ok=True)
+    (skill / "bin" / "bootstrap").write_bytes(b"#!/bin/sh\necho bootstrap\n")
+    os.chmod(skill / "bin" / "bootstrap", 0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "toolchain")
+    return git(repo, "rev-parse", "HEAD")
+
+

@@ -1,0 +1,200 @@
+"""Fetch, runtime and skill builds from real wheels and a real git repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
+from attest.build._identity import interpreter_identity, verify_same_interpreter
+from attest.errors import EnvironmentFailure, InputError, VerificationError
+from attest.inventory import inventory_tree
+
+from build_helpers import Project, git, make_toolchain_repo, write_lock
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox.establish(allow_unisolated_network=False)
+
+
+def _fetch(p: Project) -> None:
+    recipe = load_recipe(p.recipe)
+    fetch(load_lock(recipe.lock_path), p.cache, lock_path=recipe.lock_path)
+
+
+def test_fetch_is_fixed_output_and_warm_cache_touches_nothing(project: Project) -> None:
+    recipe = load_recipe(project.recipe)
+    lock = load_lock(recipe.lock_path)
+    first = fetch(lock, project.cache, lock_path=recipe.lock_path)
+    assert len(first.fetched) == 2 and not first.network_used
+    before = {p: p.stat().st_mtime_ns for p in project.cache.rglob("*")}
+    second = fetch(lock, project.cache, lock_path=recipe.lock_path)
+    assert second.fetched == () and len(second.present) == 2 and not second.network_used
+    assert {p: p.stat().st_mtime_ns for p in project.cache.rglob("*")} == before
+
+
+def test_fetch_refuses_wrong_bytes(project: Project) -> None:
+    recipe = load_recipe(project.recipe)
+    lock = load_lock(recipe.lock_path)
+    wheel = next(project.wheels.glob("libdep-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"tampered")
+    with pytest.raises(VerificationError) as ei:
+        fetch(lock, project.cache, lock_path=recipe.lock_path)
+    assert ei.value.code == BuildCode.HASH_MISMATCH
+    assert not any(p.name.startswith("libdep") for p in project.cache.rglob("*.whl"))
+
+
+def test_runtime_builds_runs_and_stays_unchanged(project: Project, sandbox: Sandbox) -> None:
+    _fetch(project)
+    recipe = load_recipe(project.recipe)
+    result = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    root = Path(result.store_path)
+    assert result.network_isolated
+    assert {d["name"] for d in result.details["distributions"]} == {"toolchain", "libdep"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([root / "bin" / "tool"], capture_output=True, env=env, check=True)
+    assert out.stdout == b"tool says b'hi' 42\n"
+    out = subprocess.run([root / "bin" / "libdep-hello"], capture_output=True, env=env, check=True)
+    assert out.stdout == b"hello from libdep 42\n"
+    out = subprocess.run([root / "bin" / "libdep-script"], capture_output=True, env=env, check=True)
+    assert out.stdout == b"script 42\n"
+    out = subprocess.run([root / "bin" / "python", "-I", "-c", "import libdep, toolchain.cli; print(libdep.VALUE)"],
+                         capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout == b"42\n"
+    assert (root / "share" / "libdep" / "notes.txt").read_bytes() == b"a data file\n"
+    # Running it (even without PYTHONDONTWRITEBYTECODE) leaves the image unchanged.
+    subprocess.run([root / "bin" / "tool"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert inventory_tree(root).identity == result.inventory.identity
+    # No absolute staging path, no direct_url.json, fixed modes.
+    assert not list(root.rglob("direct_url.json"))
+    modes = {e.mode for e in result.inventory.entries}
+    assert modes <= {0o444, 0o555}
+    # A second build is a verified no-op.
+    again = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    assert again.reused and again.store_path == result.store_path
+
+
+def test_two_builds_in_different_contexts_are_identical(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    _fetch(project)
+    recipe = load_recipe(project.recipe)
+    a = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox, publish_output=False,
+                      staging_parent=str(tmp_path / "s1"), keep_staging=True)
+    # Another cache copy with other mtimes, another umask, another staging directory.
+    cache2 = tmp_path / "cache2"
+    shutil.copytree(project.cache, cache2)
+    for p in cache2.rglob("*.whl"):
+        os.chmod(p, 0o644)
+        os.utime(p, (1_700_000_000, 1_700_000_000))
+    os.environ["ATTEST_TEST_NOISE"] = "1"
+    try:
+        b = build_runtime(recipe, project.sha, str(project.store), str(cache2), sandbox.with_umask(0o077),
+                          publish_output=False, staging_parent=str(tmp_path / "other" / "s2"), keep_staging=True)
+    finally:
+        del os.environ["ATTEST_TEST_NOISE"]
+    assert a.store_path == b.store_path
+    assert a.inventory.canonical == b.inventory.canonical
+
+
+def test_changed_inputs_change_the_path(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    _fetch(project)
+    recipe = load_recipe(project.recipe)
+    base = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox, publish_output=False,
+                         staging_parent=str(tmp_path / "s"))
+    # Another SHA of the toolchain.
+    sha2 = make_toolchain_repo(project.repo, message=b"changed")
+    other_sha = build_runtime(recipe, sha2, str(project.store), str(project.cache), sandbox, publish_output=False,
+                              staging_parent=str(tmp_path / "s"))
+    assert other_sha.store_path != base.store_path
+    assert other_sha.inventory.identity != base.inventory.identity
+    # Another wheel (same name and version, other bytes).
+    write_lock(project.root, project.wheels, libdep_value=b"VALUE = 43\n")
+    _fetch(project)
+    other_wheel = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox,
+                                publish_output=False, staging_parent=str(tmp_path / "s"))
+    assert other_wheel.store_path != base.store_path
+
+
+def test_interpreter_identity_is_an_input(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    """A byte-identical copy of the interpreter at another path is another interpreter identity."""
+    real = interpreter_identity()
+    pydir = tmp_path / "py" / "bin"
+    pydir.mkdir(parents=True)
+    shutil.copy2(real.executable, pydir / "python3.11")
+    copy = interpreter_identity(str(pydir / "python3.11"))
+    assert copy.digest != real.digest
+    with pytest.raises(VerificationError) as ei:
+        verify_same_interpreter(real.to_json(), copy)
+    assert ei.value.code == BuildCode.INTERPRETER_MISMATCH
+    verify_same_interpreter(real.to_json(), interpreter_identity())
+
+
+def test_unusable_interpreter(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentFailure) as ei:
+        interpreter_identity(str(tmp_path / "nope"))
+    assert ei.value.code == BuildCode.INTERPRETER_UNUSABLE
+
+
+def test_not_in_cache_and_cache_tampering(project: Project, sandbox: Sandbox) -> None:
+    recipe = load_recipe(project.recipe)
+    with pytest.raises(InputError) as ei:
+        build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    assert ei.value.code == BuildCode.NOT_IN_CACHE
+    _fetch(project)
+    cached = next(project.cache.rglob("libdep-*.whl"))
+    os.chmod(cached, 0o644)
+    cached.write_bytes(cached.read_bytes() + b"x")
+    with pytest.raises(VerificationError) as ei:
+        build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    assert ei.value.code == BuildCode.HASH_MISMATCH
+
+
+def test_network_refusal_without_consent() -> None:
+    with pytest.raises(EnvironmentFailure) as ei:
+        Sandbox.establish(allow_unisolated_network=False, force_unisolated=True)
+    assert ei.value.code == BuildCode.NETWORK_NOT_ISOLATED
+    accepted = Sandbox.establish(allow_unisolated_network=True, force_unisolated=True)
+    assert accepted.network_isolated is False
+
+
+def test_build_step_failure_and_unsatisfied_dependency(project: Project, sandbox: Sandbox) -> None:
+    _fetch(project)
+    recipe = load_recipe(project.recipe)
+    (project.repo / "pyproject.toml").write_text((project.repo / "pyproject.toml").read_text().replace("libdep>=1.0", "libdep>=2"))
+    git(project.repo, "commit", "-qam", "needs libdep 2")
+    sha = git(project.repo, "rev-parse", "HEAD")
+    with pytest.raises(VerificationError) as ei:
+        build_runtime(recipe, sha, str(project.store), str(project.cache), sandbox)
+    assert ei.value.code == BuildCode.DEPENDENCY_UNSATISFIED
+    (project.repo / "toolchain" / "__init__.py").unlink()
+    (project.repo / "pyproject.toml").write_text('[build-system]\nrequires = ["tinybackend"]\nbuild-backend = "tinybackend"\n[project]\nname = "toolchain"\n')
+    git(project.repo, "commit", "-qam", "broken project")
+    sha = git(project.repo, "rev-parse", "HEAD")
+    with pytest.raises(EnvironmentFailure) as ei:
+        build_runtime(recipe, sha, str(project.store), str(project.cache), sandbox)
+    assert ei.value.code == BuildCode.BUILD_STEP_FAILED
+
+
+def test_skill_build(project: Project, tmp_path: Path) -> None:
+    recipe = load_recipe(project.skill_recipe)
+    result = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
+    root = Path(result.store_path)
+    assert (root / "agent-policy" / "SKILL.md").read_bytes() == b"# agent-policy\n"
+    assert {e.path: e.mode for e in result.inventory.entries}["agent-policy/bin/bootstrap"] == 0o555
+    again = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
+    assert again.reused and again.inventory.identity == result.inventory.identity
+    other = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha, publish_output=False,
+                        staging_parent=str(tmp_path / "x"), umask=0o077)
+    assert other.store_path == result.store_path and other.inventory.canonical == result.inventory.canonical
+
+
+def test_bad_recipe(tmp_path: Path) -> None:
+    p = tmp_path / "r.toml"
+    p.write_text('schema = "attest-recipe/v1"\nkind = "runtime"\nname = "x"\nsurprise = 1\n')
+    with pytest.raises(InputError) as ei:
+        load_recipe(p)
+    assert ei.value.code == BuildCode.BAD_RECIPE

@@ -99,7 +99,7 @@ def store_gc(
     state_dir: Path = StateDirOption,
     keep: list[str] = typer.Option([], "--keep", help="sha256:<hex> identity a pin refers to; never removed. Repeatable."),
     keep_file: Optional[Path] = typer.Option(None, "--keep-file", help="File of identities to keep, one per line ('#' comments)."),
-    recent: float = typer.Option(7 * 24 * 3600, "--recent", help="Keep images frozen or run within this many seconds."),
+    recent: float = typer.Option(7 * 24 * 3600, "--recent", min=0, help="Keep images frozen or run within this many seconds."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be removed."),
     json_mode: bool = JsonOption,
 ) -> None:
@@ -116,8 +116,6 @@ def store_gc(
         except UnicodeDecodeError as e:
             raise InputError(CommonCode.UNREADABLE, "the keep file is not UTF-8", str(keep_file)) from e
         kept += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if recent < 0:
-        raise InputError(CommonCode.USAGE, "--recent must not be negative")
     result = Store(state_dir).gc(keep=kept, recent=recent, dry_run=dry_run)
     if json_mode:
         print_json({"ok": True, **result.to_json()})

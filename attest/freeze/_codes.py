@@ -28,6 +28,7 @@ class FreezeCode(ReasonCode):
     IMAGE_CHANGED = "IMAGE_CHANGED"
     # Running from frozen images.
     BAD_IMAGE_REF = "BAD_IMAGE_REF"
+    BAD_EXEC_ENV = "BAD_EXEC_ENV"
     EXEC_FAILED = "EXEC_FAILED"
     IMAGE_CHANGED_DURING_EXEC = "IMAGE_CHANGED_DURING_EXEC"
     # Retained bytes.

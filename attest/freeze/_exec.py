@@ -22,7 +22,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from ..errors import CommonCode, InputError, VerificationError
+from ..errors import InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
 from ._image import Image, check_image
@@ -47,7 +47,7 @@ def run_from_images(
 ) -> int:
     """Run ``argv`` with the named images (identity or store path each); return its exit status."""
     if not argv:
-        raise InputError(CommonCode.USAGE, "no command to run")
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
     if not images:
         raise InputError(FreezeCode.BAD_IMAGE_REF, "at least one --image NAME=PATH is required")
     store = Store(state_dir)
@@ -63,16 +63,16 @@ def run_from_images(
     env: dict[str, str] = {}
     for var in pass_env:
         if not _ENV_NAME.match(var):
-            raise InputError(CommonCode.USAGE, "not an environment variable name", var)
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "not an environment variable name", var)
         if var in os.environ:
             env[var] = os.environ[var]
     for var, value in (set_env or {}).items():
         if not _ENV_NAME.match(var):
-            raise InputError(CommonCode.USAGE, "not an environment variable name", var)
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "not an environment variable name", var)
         env[var] = value
     for var in env:
         if var in _FIXED or var.startswith("ATTEST_IMAGE_"):
-            raise InputError(CommonCode.USAGE, "this variable is fixed by attest exec and cannot be overridden", var)
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "this variable is fixed by attest exec and cannot be overridden", var)
 
     state_fd = open_state(store.state_dir, create=False)
     try:

@@ -28,3 +28,15 @@ def make_staging(parent: str) -> str:
     path = os.path.join(parent, "stage-" + secrets.token_hex(8))
     os.mkdir(path, 0o700)  # raises if it exists: a planted path is never reused
     return path
+
+
+def ensure_state(state: str) -> str:
+    """Create the state directory (0700) when absent; the freeze layer checks it is private."""
+    path = os.path.abspath(state)
+    if not os.path.lexists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    return path

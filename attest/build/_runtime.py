@@ -11,11 +11,12 @@ Steps (DESIGN.md "Hermetic builders"; ADR-0008 "Lock-selected runtime provenance
    the locked build backend into a private directory, build the toolchain wheel with it
    (PEP 517, offline, in the sandbox).
 4. Install the toolchain wheel and the locked wheels with ``installer`` in the sandbox
-   into a venv-shaped tree, at the final store name; optionally compile hash-based .pyc.
+   into a venv-shaped, relocatable tree; optionally compile hash-based .pyc.
 5. Validate the distribution set (every locked distribution installed once, every
    requirement of every installed distribution satisfied); check exposed entry points.
 6. Normalize modes and mtimes; refuse any file naming a staging path; inventory.
-7. Publish (rename into the store, freeze, verify the frozen tree); write the build record.
+7. Freeze into the store (the freeze layer seals, then verifies the sealed bytes); write
+   the build record mapping the input-addressed name to the frozen image.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from ..git import GitRepo, verify_full_sha
 from ..inventory import inventory_tree
 from ._cache import sha256_file, verified_cached_file
 from ._codes import BuildCode
-from ._common import builder_identity, make_staging
+from ._common import builder_identity, ensure_state, make_staging
 from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
 from ._lock import Lock, load_lock
 from ._recipe import RuntimeRecipe
 from ._sandbox import Sandbox
-from ._store import BuildResult, find_leaks, input_digest, normalize_tree, path_for, publish, remove_tree, reuse, write_manifest
+from ._store import BuildResult, find_leaks, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str) -> 
 
 
 def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
-                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, store_root: str) -> dict[str, Any]:
+                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity) -> dict[str, Any]:
     return {
         "kind": "runtime",
         "builder": builder_identity(),
@@ -174,7 +175,6 @@ def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheel
         "build_backend": [w.to_json() for w in backend_wheels],
         "interpreter": ident.to_json(),
         "options": {"bytecode": recipe.bytecode, "entry_points": list(recipe.entry_points)},
-        "store": store_root,
     }
 
 
@@ -189,9 +189,11 @@ def build_runtime(
     staging_parent: str | None = None,
     publish_output: bool = True,
     keep_staging: bool = False,
+    freeze_backend: str = "immutable",
 ) -> BuildResult:
+    """Build (or reuse) the runtime of ``recipe`` at ``toolchain_rev``; ``store`` is the state dir."""
     # 1. Inputs.
-    store_root = os.path.abspath(store)
+    store_root = ensure_state(store)
     verify_full_sha(toolchain_rev, what="toolchain revision")
     lock = load_lock(recipe.lock_path)
     ident = interpreter_identity(python or recipe.interpreter_path)
@@ -205,17 +207,17 @@ def build_runtime(
         build_only = {str(canonicalize_name(n)) for n in recipe.build_only}
         wheels = [w for w in selected if w.name not in build_only]
         backend_wheels = [w for w in selected if w.name in build_only]
-        inputs = runtime_inputs(recipe, toolchain_rev, tree, lock, wheels, backend_wheels, ident, store_root)
+        inputs = runtime_inputs(recipe, toolchain_rev, tree, lock, wheels, backend_wheels, ident)
         digest = input_digest(inputs)
-        final = path_for(store_root, digest, recipe.name)
+        name = store_name(digest, recipe.name)
         if publish_output:
-            found = reuse(final, "runtime", inputs, digest)
+            found = reuse(store_root, name, "runtime", inputs, digest)
             if found is not None:
                 return found
-        staging = make_staging(staging_parent or os.path.join(store_root, ".staging"))
+        staging = make_staging(staging_parent or os.path.join(store_root, "build-staging"))
         try:
             return _build_in_staging(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, inputs,
-                                     digest, final, cache, sandbox, staging, publish_output)
+                                     digest, name, store_root, cache, sandbox, staging, publish_output, freeze_backend)
         finally:
             if not keep_staging:
                 remove_tree(staging)
@@ -223,7 +225,8 @@ def build_runtime(
 
 def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
                       backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, inputs: dict[str, Any], digest: str,
-                      final: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool) -> BuildResult:
+                      name: str, state: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool,
+                      freeze_backend: str) -> BuildResult:
     home = os.path.join(staging, "home")
     os.mkdir(home, 0o700)
     # Inputs are copied out of the cache after re-hashing: the cache is never trusted.
@@ -269,12 +272,12 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"the build backend produced {built}, not one wheel")
     toolchain_wheel = os.path.join(out, built[0])
     tname, tversion, _, _ = parse_wheel_filename(built[0])
-    # 4. Install at the final name (the tree itself is built in staging and renamed).
+    # 4. Install. Launchers find their interpreter relative to themselves, so no file names
+    # the path the tree is built or run at.
     root = os.path.join(staging, "out")
     _worker(sandbox, staging, {
         "task": "install",
         "root": root,
-        "final": final,
         "interpreter": ident.executable,
         "python_version": ident.python_tag,
         "full_version": ident.version,
@@ -284,7 +287,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
     if recipe.bytecode == "checked-hash":
         compile_code = (
             "import compileall, py_compile, sys\n"
-            f"ok = compileall.compile_dir({site!r}, ddir={final + site[len(root):]!r}, quiet=1, workers=1,"
+            f"ok = compileall.compile_dir({site!r}, ddir={site[len(root) + 1:]!r}, quiet=1, workers=1,"
             " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
             "sys.exit(0 if ok else 1)\n"
         )
@@ -310,10 +313,10 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
     }
     if not publish_output:
-        return BuildResult("runtime", final, inputs, digest, inventory, False, sandbox.network_isolated, "none (not published)",
-                           (), {**details, "staging_tree": root})
-    # 7. Publish, freeze, verify the frozen tree; then record.
-    immutability = publish(root, final, inventory)
-    result = BuildResult("runtime", final, inputs, digest, inventory, False, sandbox.network_isolated, immutability, (), details)
-    write_manifest(result)
+        return BuildResult("runtime", name, root, inputs, digest, inventory, False, sandbox.network_isolated,
+                           "none (not published)", (), details)
+    # 7. Freeze into the store (seal, then verify the sealed bytes), then record.
+    image_path, immutability = publish(root, state, inventory, freeze_backend)
+    result = BuildResult("runtime", name, image_path, inputs, digest, inventory, False, sandbox.network_isolated, immutability, (), details)
+    write_manifest(result, state)
     return result

@@ -3,8 +3,8 @@
 Steps: verify the full SHA; resolve the subtree (no symlink or gitlink on the way, none
 inside); compute the input address; reuse a verified store entry; otherwise export the
 subtree from objects into private staging under the install root name, normalize modes
-and mtimes, check the export against the inventory computed from the objects alone,
-publish, freeze and verify the frozen tree.
+and mtimes, check the export against the inventory computed from the objects alone, then
+freeze it into the store (sealed, then verified) and record the build.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import os
 from ..errors import VerificationError
 from ..git import GitRepo, verify_full_sha
 from ..inventory import Entry, EntryType, Inventory, diff_inventories, inventory_tree
-from ._common import builder_identity, make_staging
+from ._common import builder_identity, ensure_state, make_staging
 from ._recipe import SkillRecipe
 from ._sandbox import SOURCE_DATE_EPOCH
-from ._store import BuildResult, input_digest, normalize_tree, path_for, publish, remove_tree, reuse, write_manifest
+from ._store import BuildResult, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
 
 
-def skill_inputs(recipe: SkillRecipe, rev: str, tree: str, subtree: str, installer_rev: str | None, store_root: str) -> dict[str, object]:
+def skill_inputs(recipe: SkillRecipe, rev: str, tree: str, subtree: str, installer_rev: str | None) -> dict[str, object]:
     return {
         "kind": "skill",
         "builder": builder_identity(),
@@ -29,7 +29,6 @@ def skill_inputs(recipe: SkillRecipe, rev: str, tree: str, subtree: str, install
                    "subtree": recipe.subtree, "subtree_tree": subtree},
         "installer": {"repository": recipe.installer_repository, "revision": installer_rev},
         "root": recipe.root,
-        "store": store_root,
     }
 
 
@@ -46,8 +45,10 @@ def expected_skill_inventory(objects: Inventory, root: str) -> Inventory:
 
 
 def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_rev: str | None = None,
-                staging_parent: str | None = None, publish_output: bool = True, umask: int = 0o022) -> BuildResult:
-    store_root = os.path.abspath(store)
+                staging_parent: str | None = None, publish_output: bool = True, umask: int = 0o022,
+                freeze_backend: str = "immutable") -> BuildResult:
+    """Build (or reuse) the skill of ``recipe`` at ``source_rev``; ``store`` is the state dir."""
+    store_root = ensure_state(store)
     verify_full_sha(source_rev, what="source revision")
     if installer_rev is not None:
         verify_full_sha(installer_rev, what="installer revision")
@@ -55,15 +56,15 @@ def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_r
         verify_full_sha(source_rev, repo.object_format, what="source revision")
         tree = repo.commit_tree(source_rev)
         sub = repo.subtree(tree, recipe.subtree)
-        inputs = skill_inputs(recipe, source_rev, tree, sub, installer_rev, store_root)
+        inputs = skill_inputs(recipe, source_rev, tree, sub, installer_rev)
         digest = input_digest(inputs)
-        final = path_for(store_root, digest, recipe.name)
+        name = store_name(digest, recipe.name)
         if publish_output:
-            found = reuse(final, "skill", inputs, digest)
+            found = reuse(store_root, name, "skill", inputs, digest)
             if found is not None:
                 return found
         expected = expected_skill_inventory(repo.tree_inventory(sub), recipe.root)
-        staging = make_staging(staging_parent or os.path.join(store_root, ".staging"))
+        staging = make_staging(staging_parent or os.path.join(store_root, "build-staging"))
         old = os.umask(umask)
         try:
             out = os.path.join(staging, "out")
@@ -80,13 +81,12 @@ def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_r
                                  "installer_repository": recipe.installer_repository, "installer_revision": installer_rev},
                        "network": "no build step runs: the tree is exported from git objects in-process"}
             if not publish_output:
-                return BuildResult("skill", final, inputs, digest, inventory, False, False, "none (not published)", (),
-                                   {**details, "staging_tree": out})
-            immutability = publish(out, final, inventory)
+                return BuildResult("skill", name, out, inputs, digest, inventory, False, False, "none (not published)", (), details)
+            image_path, immutability = publish(out, store_root, inventory, freeze_backend)
         finally:
             os.umask(old)
             if publish_output:
                 remove_tree(staging)
-    result = BuildResult("skill", final, inputs, digest, inventory, False, False, immutability, (), details)
-    write_manifest(result)
+    result = BuildResult("skill", name, image_path, inputs, digest, inventory, False, False, immutability, (), details)
+    write_manifest(result, store_root)
     return result

@@ -1,29 +1,28 @@
 """The input-addressed store: naming, normalizing, publishing and reusing build outputs.
 
 A build's inputs (every digest that can change its bytes) are hashed into its name,
-``<32 hex>-<recipe name>``. Next to the tree the store keeps ``<name>.build.json``: the
-inputs, the closed inventory identity and how the build ran (network isolation, the
-immutability that was established).
+``<32 hex>-<recipe name>``. ``STATE/builds/<name>.build.json`` records the inputs, the
+closed inventory and how the build ran (network isolation, the immutability backend).
 
-Order (DESIGN.md "The one invariant"): the output is produced in private staging, its
-modes and mtimes are normalized, it is renamed into the store, made immutable, and only
-then verified against the inventory computed in staging; a mismatch removes it.
+Order (DESIGN.md "The one invariant"): the output is produced in private staging and its
+modes and mtimes are normalized; the freeze layer then materializes it into the
+content-addressed store, seals it, and verifies the sealed bytes against the inventory
+computed in staging before publishing. The build record, under ``STATE/builds/``, maps
+the input-addressed name to that frozen image.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .._fs import read_bounded, write_atomic
 from .._json import canonical_bytes, loads_strict
 from ..errors import Finding, VerificationError
-from ..inventory import Inventory, inventory_tree, verify_tree
+from ..inventory import Inventory
 from ._codes import BuildCode
 
 MANIFEST_FORMAT = "https://attest.dev/build-record/v1"
@@ -34,12 +33,16 @@ def input_digest(inputs: dict[str, Any]) -> str:
 
 
 def store_name(digest: str, name: str) -> str:
+    """The input-addressed name of a build output."""
     return f"{digest[:32]}-{name}"
 
 
 @dataclass(frozen=True, slots=True)
 class BuildResult:
+    """One build's output: its input-addressed ``name`` and the frozen image at ``store_path``."""
+
     kind: str
+    name: str
     store_path: str
     inputs: dict[str, Any] = field(hash=False)
     inputs_digest: str
@@ -50,13 +53,10 @@ class BuildResult:
     attestations: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict, hash=False)
 
-    @property
-    def manifest_path(self) -> str:
-        return self.store_path + ".build.json"
-
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "name": self.name,
             "store_path": self.store_path,
             "inputs_digest": self.inputs_digest,
             "inventory_identity": self.inventory.identity,
@@ -120,49 +120,31 @@ def remove_tree(root: str) -> None:
     import shutil
 
     if os.path.lexists(root):
-        _clear_immutable(root)
         make_writable(root)
         shutil.rmtree(root)
 
 
-def _clear_immutable(root: str) -> None:
-    import subprocess
+def publish(staging_out: str, state: str, inventory: Inventory, backend: str) -> tuple[str, str]:
+    """Freeze the normalized staging tree into the store; return ``(image path, backend)``.
 
-    if os.path.isdir(root) and not os.path.islink(root):
-        subprocess.run(["chattr", "-R", "-i", root], capture_output=True, env={"PATH": "/usr/bin:/bin"})
-
-
-def freeze_published(path: str, inventory: Inventory) -> str:
-    """Make a published store entry immutable; return the guarantee that was established.
-
-    The Linux immutable flag (``chattr +i``) when this process may set it; otherwise the
-    read-only modes already applied, reported as the weaker ``readonly`` guarantee.
+    The freeze layer copies the tree into its private staging, seals every inode, verifies
+    the sealed copy against ``inventory`` and only then publishes it under its identity.
     """
-    import subprocess
+    from ..freeze import freeze_tree
 
-    proc = subprocess.run(["chattr", "-R", "+i", path], capture_output=True, env={"PATH": "/usr/bin:/bin"})
-    if proc.returncode == 0:
-        return "immutable"
-    return "readonly"
+    image = freeze_tree(staging_out, inventory, state, backend=backend)
+    return image.path, image.backend
 
 
-def publish(staging_out: str, final: str, inventory: Inventory) -> str:
-    """Rename the normalized staging tree to ``final``, freeze it, verify the frozen bytes."""
-    if os.path.lexists(final):
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the store path already exists", final)
-    os.rename(staging_out, final)
-    try:
-        immutability = freeze_published(final, inventory)
-        verify_tree(final, inventory)
-    except BaseException:
-        remove_tree(final)
-        raise
-    return immutability
-
-
-def write_manifest(result: BuildResult) -> None:
+def write_manifest(result: BuildResult, state: str) -> None:
     doc = {"format": MANIFEST_FORMAT, **result.to_json(), "inputs": result.inputs, "inventory": result.inventory.to_json()}
-    write_atomic(result.manifest_path, canonical_bytes(doc) + b"\n", mode=0o444)
+    builds = os.path.join(state, "builds")
+    os.makedirs(builds, mode=0o700, exist_ok=True)
+    write_atomic(os.path.join(builds, result.name + ".build.json"), canonical_bytes(doc) + b"\n", mode=0o444)
+
+
+def manifest_path(state: str, name: str) -> str:
+    return os.path.join(os.path.abspath(state), "builds", name + ".build.json")
 
 
 def read_manifest(path: str) -> dict[str, Any]:
@@ -172,31 +154,29 @@ def read_manifest(path: str) -> dict[str, Any]:
     return doc
 
 
-def reuse(store_path: str, kind: str, inputs: dict[str, Any], digest: str, *, full_verify: bool = True) -> BuildResult | None:
-    """The existing store entry for these inputs, after checking it still holds its inventory."""
-    manifest = store_path + ".build.json"
-    if not os.path.exists(manifest) or not os.path.isdir(store_path):
+def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str) -> BuildResult | None:
+    """The stored output of these inputs, if its record exists and its frozen image's seal holds.
+
+    A record whose image is gone or whose seal no longer holds is not reused: the caller
+    builds again and the freeze layer replaces the stale image.
+    """
+    from ..freeze import Store
+
+    path = manifest_path(state, name)
+    if not os.path.exists(path):
         return None
-    doc = read_manifest(manifest)
-    if doc.get("inputs_digest") != digest:
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the store entry's build record names other inputs", store_path)
+    doc = read_manifest(path)
+    if doc.get("inputs_digest") != digest or doc.get("name") != name:
+        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record names other inputs", path)
     inventory = Inventory.from_json(doc["inventory"])
     if inventory.identity != doc.get("inventory_identity"):
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory does not match its identity", manifest)
-    if full_verify:
-        verify_tree(store_path, inventory)
-    details = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "skill") if k in doc}
-    return BuildResult(kind, store_path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
-                       str(doc.get("immutability")), tuple(doc.get("attestations", ())), details)
+        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory does not match its identity", path)
+    try:
+        image = Store(state).get(inventory.identity)
+    except VerificationError:
+        return None  # gone or unsealed: never reused, rebuilt
+    details = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network") if k in doc}
+    return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
+                       image.backend, tuple(doc.get("attestations", ())), details)
 
 
-def inventory_of(root: str) -> Inventory:
-    return inventory_tree(root)
-
-
-def path_for(store: str, digest: str, name: str) -> str:
-    return str(Path(os.path.abspath(store)) / store_name(digest, name))
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)

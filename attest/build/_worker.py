@@ -25,10 +25,11 @@ INSTALLER_NAME = b"attest\n"
 # A POSIX launcher that finds its interpreter next to itself, so the tree runs from any
 # path it is materialized at (a frozen review-run copy included). The first line is run
 # by /bin/sh (''' 'exec' ''' is "exec"), the rest is read by Python as a string literal.
-_LAUNCHER = """#!/bin/sh
+_LAUNCHER_HEAD = """#!/bin/sh
 '''exec' "$(dirname -- "$(readlink -f -- "$0")")/python" -I "$0" "$@"
 ' '''
-import sys
+"""
+_LAUNCHER = _LAUNCHER_HEAD + """import sys
 from {module} import {root}
 if __name__ == "__main__":
     sys.argv[0] = sys.argv[0].removesuffix(".exe")
@@ -42,6 +43,16 @@ def _destination(scheme: dict[str, str], interpreter: str) -> Any:
     from installer.utils import Scheme
 
     class RelocatableDestination(SchemeDictionaryDestination):
+        def write_file(self, scheme: Scheme, path: Any, stream: Any, is_executable: bool) -> RecordEntry:
+            if scheme == "scripts":
+                data = stream.read()
+                first, nl, rest = data.partition(b"\n")
+                if first.startswith(b"#!python"):
+                    # installer would write an absolute interpreter path; use the launcher instead.
+                    data = _LAUNCHER_HEAD.encode() + rest
+                return self.write_to_fs(scheme, os.fspath(path), io.BytesIO(data), is_executable)
+            return super().write_file(scheme, path, stream, is_executable)
+
         def write_script(self, name: str, module: str, attr: str, section: Any) -> RecordEntry:
             root = attr.split(".")[0]
             data = _LAUNCHER.format(module=module, root=root, attr=attr).encode()
@@ -65,7 +76,6 @@ def _install_wheels(wheels: list[str], scheme: dict[str, str], interpreter: str)
 
 def task_install(spec: dict[str, Any]) -> None:
     root = Path(spec["root"])
-    final = spec["final"]
     pyver = spec["python_version"]
     site = root / "lib" / f"python{pyver}" / "site-packages"
     (root / "bin").mkdir(parents=True)
@@ -82,7 +92,7 @@ def task_install(spec: dict[str, Any]) -> None:
         "headers": str(root / "include" / "site" / f"python{pyver}"),
         "data": str(root),
     }
-    _install_wheels(spec["wheels"], scheme, f"{final}/bin/python")
+    _install_wheels(spec["wheels"], scheme, "python")
     for name, data in spec.get("extra_files", {}).items():
         (root / name).write_text(data)
 

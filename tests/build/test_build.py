@@ -76,7 +76,9 @@ def test_runtime_builds_runs_and_stays_unchanged(project: Project, sandbox: Sand
     assert modes <= {0o444, 0o555}
     # A second build is a verified no-op.
     again = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
-    assert again.reused and again.store_path == result.store_path
+    assert again.reused and again.store_path == result.store_path and again.name == result.name
+    assert result.immutability == "immutable"
+    assert Path(result.store_path).parts[-3] == "store"  # the freeze layer's content-addressed image
 
 
 def test_two_builds_in_different_contexts_are_identical(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
@@ -96,7 +98,7 @@ def test_two_builds_in_different_contexts_are_identical(project: Project, sandbo
                           publish_output=False, staging_parent=str(tmp_path / "other" / "s2"), keep_staging=True)
     finally:
         del os.environ["ATTEST_TEST_NOISE"]
-    assert a.store_path == b.store_path
+    assert a.name == b.name
     assert a.inventory.canonical == b.inventory.canonical
 
 
@@ -109,14 +111,14 @@ def test_changed_inputs_change_the_path(project: Project, sandbox: Sandbox, tmp_
     sha2 = make_toolchain_repo(project.repo, message=b"changed")
     other_sha = build_runtime(recipe, sha2, str(project.store), str(project.cache), sandbox, publish_output=False,
                               staging_parent=str(tmp_path / "s"))
-    assert other_sha.store_path != base.store_path
+    assert other_sha.name != base.name
     assert other_sha.inventory.identity != base.inventory.identity
     # Another wheel (same name and version, other bytes).
     write_lock(project.root, project.wheels, libdep_value=b"VALUE = 43\n")
     _fetch(project)
     other_wheel = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox,
                                 publish_output=False, staging_parent=str(tmp_path / "s"))
-    assert other_wheel.store_path != base.store_path
+    assert other_wheel.name != base.name
 
 
 def test_interpreter_identity_is_an_input(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
@@ -189,7 +191,7 @@ def test_skill_build(project: Project, tmp_path: Path) -> None:
     assert again.reused and again.inventory.identity == result.inventory.identity
     other = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha, publish_output=False,
                         staging_parent=str(tmp_path / "x"), umask=0o077)
-    assert other.store_path == result.store_path and other.inventory.canonical == result.inventory.canonical
+    assert other.name == result.name and other.inventory.canonical == result.inventory.canonical
 
 
 def test_bad_recipe(tmp_path: Path) -> None:

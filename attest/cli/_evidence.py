@@ -81,7 +81,6 @@ def wrap(
     from ..review.evidence import EvidenceCode, wrap_failure, wrap_output
     from ..review.evidence._wrap import MAX_OUTPUT_BYTES
 
-    ident = {"head_sha": head_sha, "run_id": run_id, "run_attempt": run_attempt}
     try:
         if input_path is None:
             raw = sys.stdin.buffer.read(MAX_OUTPUT_BYTES + 1)
@@ -89,9 +88,9 @@ def wrap(
             with open(input_path, "rb") as f:
                 raw = f.read(MAX_OUTPUT_BYTES + 1)
     except OSError as e:
-        result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}", **ident)
+        result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}", head_sha=head_sha, run_id=run_id, run_attempt=run_attempt)
     else:
-        result = wrap_output(raw, **ident)
+        result = wrap_output(raw, head_sha=head_sha, run_id=run_id, run_attempt=run_attempt)
     review_json = json.dumps(result.review, sort_keys=True, ensure_ascii=False)
     if output is not None:
         write_atomic(output, review_json.encode("utf-8") + b"\n")

@@ -41,6 +41,7 @@ class Response:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     hold: threading.Event | None = None  # block the handler until set (timeouts)
+    chunked: bool = False  # Transfer-Encoding: chunked, so no Content-Length announces the size
 
 
 def ok(value: Any, *, link: str | None = None) -> Response:
@@ -87,11 +88,20 @@ class ReplayServer:
                 self.send_response(resp.status)
                 for k, v in resp.headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(resp.body)))
+                if resp.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(resp.body)))
                 self.send_header("Connection", "close")
                 self.end_headers()
                 try:
-                    self.wfile.write(resp.body)
+                    if resp.chunked:
+                        for i in range(0, len(resp.body), 1000):
+                            piece = resp.body[i : i + 1000]
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.write(b"0\r\n\r\n")
+                    else:
+                        self.wfile.write(resp.body)
                 except OSError:
                     pass
 

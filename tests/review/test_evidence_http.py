@@ -354,6 +354,21 @@ def test_oversized_response_is_unknown(api: ReplayServer) -> None:
     assert_verdict(verdict_of(api, max_page_bytes=4096), Trust.UNKNOWN, "RESPONSE_TOO_LARGE")
 
 
+def test_oversized_chunked_response_without_length_is_unknown(api: ReplayServer) -> None:
+    big = pull()
+    big["body"] = "x" * 9000
+    api.set(PR_PATH, Response(200, json.dumps(big).encode(), {"Content-Type": "application/json"}, chunked=True))
+    v = verdict_of(api, max_page_bytes=4096)
+    assert_verdict(v, Trust.UNKNOWN, "RESPONSE_TOO_LARGE")
+    assert "exceeds 4096 bytes" in v.reason
+
+
+def test_chunked_response_within_limits_is_read(api: ReplayServer) -> None:
+    install_trusted(api)
+    api.set(PR_PATH, Response(200, json.dumps(pull()).encode(), {"Content-Type": "application/json"}, chunked=True))
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+
+
 def test_page_cap_is_unknown(api: ReplayServer) -> None:
     install_trusted(api, review_pages=[[review(login="alice")], [review(login="bob")], [review()]])
     v = verdict_of(api, max_pages=2)

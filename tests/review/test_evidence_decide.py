@@ -1,0 +1,257 @@
+"""The pure trust decision, table-driven: one row per way evidence can fail, plus properties.
+
+No I/O here: evidence is built from the parsed types directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attest.errors import InputError
+from attest.review.evidence import (
+    DEFAULT_JOB,
+    DEFAULT_WORKFLOW,
+    Evidence,
+    EvidenceCode,
+    Job,
+    PullRequest,
+    ReadFailure,
+    Review,
+    Run,
+    Trust,
+    TrustConfig,
+    decide,
+    latest_run,
+    parse_markers,
+)
+from attest.review.evidence._model import PullRef
+
+REPO, PR, APP = "octo/widgets", 42, "opencode-review[bot]"
+HEAD = "3f786850e387550fdab836ed7e6dc881de23001b"
+OTHER = "89e6c98d92887913cadf06b2adb97f26cde4849b"
+RID = 5000
+CFG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
+CLEAN = "<!-- opencode-review: clean -->"
+
+
+def body(*lines: str, run_id: int = RID, attempt: int = 1) -> str:
+    return "\n".join(["summary", "", *lines, f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->", ""])
+
+
+def pr(head: str = HEAD, head_repo: str | None = REPO, number: int = PR, base: str = REPO) -> PullRequest:
+    return PullRequest(number, head, head_repo, base)
+
+
+def rv(text: str | None = None, *, rid: int = 10, login: str | None = APP, state: str = "COMMENTED", commit: str | None = HEAD) -> Review:
+    return Review(rid, login, state, commit, body(CLEAN) if text is None else text)
+
+
+def rn(rid: int = RID, attempt: int | None = 1, *, number: int = 7, status: str | None = "completed", conclusion: str | None = "success",
+       event: str = "pull_request_target", path: str = DEFAULT_WORKFLOW, title: str | None = None, refs: tuple[PullRef, ...] = ()) -> Run:
+    return Run(rid, f"OpenCode review PR #{PR} head {HEAD}" if title is None else title, event, path, number, attempt, status, conclusion, refs)
+
+
+def jb(name: str = DEFAULT_JOB, *, jid: int = 1, run_id: int = RID, attempt: int | None = 1, status: str | None = "completed", conclusion: str | None = "success") -> Job:
+    return Job(jid, name, run_id, attempt, status, conclusion)
+
+
+GOOD = Evidence(pull_request=pr(), reviews=(rv(),), runs=(rn(),), jobs=(jb(), jb("other", jid=2, conclusion="skipped")), final_pull_request=pr())
+FAIL = ReadFailure(EvidenceCode.HTTP_STATUS, "GET /x: HTTP 500")
+
+
+def ev(**changes: Any) -> Evidence:
+    return replace(GOOD, **changes)
+
+
+def test_good_evidence_is_true() -> None:
+    v = decide(CFG, GOOD)
+    assert (v.trusted, v.code, v.ok) == (Trust.TRUE, EvidenceCode.TRUSTED, True)
+    assert v.to_json()["trusted_producer"] == "true"
+
+
+TABLE: list[tuple[str, Evidence, Trust, str]] = [
+    # (1) pull request
+    ("pr not read", Evidence(), Trust.UNKNOWN, "NOT_READ"),
+    ("pr read failed", ev(pull_request=FAIL), Trust.UNKNOWN, "HTTP_STATUS"),
+    ("pr is another number", ev(pull_request=pr(number=43)), Trust.UNKNOWN, "PR_MISMATCH"),
+    ("pr of another base repo", ev(pull_request=pr(base="octo/other", head_repo="octo/other")), Trust.UNKNOWN, "PR_MISMATCH"),
+    ("fork", ev(pull_request=pr(head_repo="mallory/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
+    ("head repo deleted", ev(pull_request=pr(head_repo=None)), Trust.FALSE, "NOT_SAME_REPO"),
+    ("head repo differs only by case", ev(pull_request=pr(head_repo="Octo/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
+    # (2) reviews
+    ("reviews not read", ev(reviews=None), Trust.UNKNOWN, "NOT_READ"),
+    ("reviews read failed", ev(reviews=ReadFailure(EvidenceCode.TOO_MANY_PAGES, "20 pages")), Trust.UNKNOWN, "TOO_MANY_PAGES"),
+    ("no reviews", ev(reviews=()), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("review on another head", ev(reviews=(rv(commit=OTHER),)), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("review without commit", ev(reviews=(rv(commit=None),)), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("ghost author", ev(reviews=(rv(login=None),)), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("shared actions login", ev(reviews=(rv(login="github-actions[bot]"),)), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("confusable login", ev(reviews=(rv(login="opencode-reviеw[bot]"),)), Trust.FALSE, "NO_TRUSTED_REVIEW"),
+    ("approved with clean marker", ev(reviews=(rv(state="APPROVED"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("changes requested", ev(reviews=(rv(state="CHANGES_REQUESTED"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("dismissed", ev(reviews=(rv(state="DISMISSED"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("commented lowercase", ev(reviews=(rv(state="commented"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("no clean marker", ev(reviews=(rv(body()),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("two clean markers", ev(reviews=(rv(body(CLEAN, CLEAN)),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("clean plus findings", ev(reviews=(rv(body(CLEAN, "<!-- opencode-review: findings count=0 -->")),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("clean plus diagnostic", ev(reviews=(rv(body(CLEAN, "<!-- opencode-review: diagnostic -->")),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("indented clean marker", ev(reviews=(rv(body(" " + CLEAN)),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("clean marker with extra space", ev(reviews=(rv(body("<!--  opencode-review: clean -->")),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("clean then blocking same head", ev(reviews=(rv(rid=10), rv(body("<!-- opencode-review: diagnostic -->"), rid=11))), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("blocking then clean same head", ev(reviews=(rv(body("<!-- opencode-review: findings count=2 -->"), rid=10), rv(rid=11))), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("clean marker but no run marker", ev(reviews=(rv(CLEAN),)), Trust.FALSE, "RUN_MARKER_MISSING"),
+    ("two run markers", ev(reviews=(rv(body(CLEAN, f"<!-- opencode-review: workflow-run id={RID} attempt=2 -->")),)), Trust.FALSE, "RUN_MARKER_AMBIGUOUS"),
+    ("run marker with leading zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id=0{RID} attempt=1 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("run marker attempt zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id={RID} attempt=0 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("conflicting copies of a review", ev(reviews=(rv(rid=10), rv(body(CLEAN, run_id=1), rid=10))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    # (3) runs
+    ("runs not read", ev(runs=None), Trust.UNKNOWN, "NOT_READ"),
+    ("runs read failed", ev(runs=ReadFailure(EvidenceCode.FOREIGN_LINK, "next page elsewhere")), Trust.UNKNOWN, "FOREIGN_LINK"),
+    ("no runs", ev(runs=()), Trust.FALSE, "NO_MATCHING_RUN"),
+    ("only runs for other prs", ev(runs=(rn(999, title="OpenCode review PR #41 head " + HEAD),)), Trust.FALSE, "NO_MATCHING_RUN"),
+    ("marker run has wrong event", ev(runs=(rn(event="pull_request"),)), Trust.FALSE, "RUN_WRONG_EVENT"),
+    ("marker run has wrong path", ev(runs=(rn(path=DEFAULT_WORKFLOW + "@refs/heads/main"),)), Trust.FALSE, "RUN_WRONG_WORKFLOW"),
+    ("marker run not bound", ev(runs=(rn(title="Widget frobnication"),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("marker run bound to other head", ev(runs=(rn(title=f"OpenCode review PR #{PR} head {OTHER}"),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("missing attempt", ev(runs=(rn(attempt=None),)), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
+    ("missing attempt on another candidate", ev(runs=(rn(), rn(RID + 1, None, number=6))), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
+    ("latest queued", ev(runs=(rn(status="queued", conclusion=None),)), Trust.UNKNOWN, "RUN_PENDING"),
+    ("latest completed without conclusion", ev(runs=(rn(conclusion=None),)), Trust.UNKNOWN, "RUN_PENDING"),
+    ("newer attempt running", ev(runs=(rn(attempt=2, status="in_progress", conclusion=None),)), Trust.UNKNOWN, "RUN_PENDING"),
+    ("latest cancelled", ev(runs=(rn(conclusion="cancelled"),)), Trust.FALSE, "RUN_NOT_SUCCESS"),
+    ("latest neutral", ev(runs=(rn(conclusion="neutral"),)), Trust.FALSE, "RUN_NOT_SUCCESS"),
+    ("newer attempt failed", ev(runs=(rn(attempt=2, conclusion="failure"),)), Trust.FALSE, "RUN_NOT_SUCCESS"),
+    ("marker names older attempt", ev(runs=(rn(attempt=2),)), Trust.FALSE, "STALE_ATTEMPT"),
+    ("marker names a future attempt", ev(reviews=(rv(body(CLEAN, attempt=3)),)), Trust.FALSE, "MARKER_MISMATCH"),
+    ("newer run supersedes", ev(runs=(rn(), rn(RID + 1, number=8))), Trust.FALSE, "MARKER_MISMATCH"),
+    ("marker names unknown run", ev(reviews=(rv(body(CLEAN, run_id=1234)),)), Trust.FALSE, "MARKER_MISMATCH"),
+    ("marker names wrong-event run beside real", ev(runs=(rn(number=8), rn(RID - 1, number=9, event="push")), reviews=(rv(body(CLEAN, run_id=RID - 1)),)), Trust.FALSE, "RUN_WRONG_EVENT"),
+    ("conflicting copies of a run", ev(runs=(rn(), rn(attempt=2))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    # (4) jobs
+    ("jobs not read", ev(jobs=None), Trust.UNKNOWN, "NOT_READ"),
+    ("jobs read failed", ev(jobs=ReadFailure(EvidenceCode.RESPONSE_SHAPE, "jobs is not an array")), Trust.UNKNOWN, "RESPONSE_SHAPE"),
+    ("no jobs", ev(jobs=()), Trust.FALSE, "JOB_MISSING"),
+    ("job name differs by case", ev(jobs=(jb("OpenCode-Review-Same-Repo"),)), Trust.FALSE, "JOB_MISSING"),
+    ("job twice", ev(jobs=(jb(jid=1), jb(jid=2))), Trust.FALSE, "JOB_AMBIGUOUS"),
+    ("job skipped", ev(jobs=(jb(conclusion="skipped"),)), Trust.FALSE, "JOB_NOT_SUCCESS"),
+    ("job cancelled", ev(jobs=(jb(conclusion="cancelled"),)), Trust.FALSE, "JOB_NOT_SUCCESS"),
+    ("job running", ev(jobs=(jb(status="in_progress", conclusion=None),)), Trust.UNKNOWN, "JOB_PENDING"),
+    ("job of another attempt", ev(jobs=(jb(attempt=2),)), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    ("job of another run", ev(jobs=(jb(run_id=RID + 1),)), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    ("job without attempt", ev(jobs=(jb(attempt=None),)), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
+    # (5) final re-read
+    ("final not read", ev(final_pull_request=None), Trust.UNKNOWN, "NOT_READ"),
+    ("final read failed", ev(final_pull_request=ReadFailure(EvidenceCode.HTTP_ERROR, "timed out")), Trust.UNKNOWN, "HTTP_ERROR"),
+    ("head moved", ev(final_pull_request=pr(head=OTHER)), Trust.UNKNOWN, "HEAD_MOVED"),
+    ("became a fork", ev(final_pull_request=pr(head_repo="mallory/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
+    ("final read answers another pr", ev(final_pull_request=pr(number=1)), Trust.UNKNOWN, "PR_MISMATCH"),
+]
+
+
+@pytest.mark.parametrize(("evidence", "trusted", "code"), [row[1:] for row in TABLE], ids=[row[0] for row in TABLE])
+def test_decision_table(evidence: Evidence, trusted: Trust, code: str) -> None:
+    v = decide(CFG, evidence)
+    assert (v.trusted, str(v.code)) == (trusted, code), v.reason
+    out = v.to_json()
+    assert out["ok"] is False and out["errors"][0]["code"] == code and out["reason_code"] == code
+
+
+TRUE_TABLE: list[tuple[str, Evidence]] = [
+    ("bound by pull_requests entry only", ev(runs=(rn(title="x", refs=(PullRef(PR, HEAD),)),))),
+    ("blocking review on an older head", ev(reviews=(rv(body("<!-- opencode-review: diagnostic -->"), rid=5, commit=OTHER), rv(rid=6)))),
+    ("human and other-bot reviews are ignored", ev(reviews=(rv(body(), rid=1, login="alice", state="CHANGES_REQUESTED"), rv(rid=2, login="github-actions[bot]", state="APPROVED"), rv(rid=3)))),
+    ("crlf body", ev(reviews=(rv(body(CLEAN).replace("\n", "\r\n")),))),
+    ("two clean reviews, latest names the latest attempt", ev(reviews=(rv(rid=1), rv(body(CLEAN, attempt=2), rid=2)), runs=(rn(attempt=2),), jobs=(jb(attempt=2),))),
+    ("exact repeats across pages are merged", ev(reviews=(rv(), rv()), runs=(rn(), rn()))),
+    ("older runs of other generations", ev(runs=(rn(RID - 3, number=5, conclusion="failure"), rn(RID - 2, number=6, status="in_progress", conclusion=None), rn()))),
+]
+
+
+@pytest.mark.parametrize("evidence", [row[1] for row in TRUE_TABLE], ids=[row[0] for row in TRUE_TABLE])
+def test_true_table(evidence: Evidence) -> None:
+    v = decide(CFG, evidence)
+    assert v.trusted is Trust.TRUE, v.reason
+
+
+def test_latest_generation_is_max_of_number_attempt_id() -> None:
+    a = rn(10, 1, number=5)
+    b = rn(11, 3, number=5)
+    c = rn(9, 1, number=6)
+    assert latest_run((a, b, c)) == c
+    assert latest_run((a, b)) == b
+    assert latest_run((rn(12, 2, number=5), rn(13, 2, number=5))).id == 13
+    assert latest_run(()) is None
+    assert latest_run((a, rn(14, None))) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"repo": "octo"}, "--repo"),
+        ({"pr": 0}, "--pr"),
+        ({"pr": True}, "--pr"),
+        ({"app_login": "github-actions[bot]"}, "shared Actions identity"),
+        ({"app_login": "OpenCode-Review[bot]"}, "--app-login"),
+        ({"app_login": "opencode-review"}, "--app-login"),
+        ({"app_login": "opencode-reviеw[bot]"}, "--app-login"),
+        ({"workflow": "opencode-code-review.yml"}, "--workflow"),
+        ({"workflow": ".github/workflows/a/b.yml"}, "--workflow"),
+        ({"job": ""}, "--job"),
+    ],
+)
+def test_config_is_validated(kwargs: dict[str, Any], needle: str) -> None:
+    args = {"repo": REPO, "pr": PR, "app_login": APP, "workflow": DEFAULT_WORKFLOW, "job": DEFAULT_JOB, **kwargs}
+    with pytest.raises(InputError) as e:
+        TrustConfig(**args)
+    assert e.value.code == "BAD_CONFIG" and needle in e.value.detail
+
+
+def test_marker_parser() -> None:
+    m = parse_markers(
+        "text\n<!-- opencode-review: clean -->\r\n<!-- opencode-review: findings count=3 -->\n"
+        "<!-- opencode-review: workflow-run id=12 attempt=2 -->\n<!-- opencode-review: diagnostic -->\n"
+        "see opencode-review: docs\n<!-- opencode-review: workflow-run id=١٢ attempt=1 -->"
+    )
+    assert (m.clean, m.findings, m.runs, m.diagnostic, m.malformed) == (1, (3,), ((12, 2),), 1, 2)
+    assert not m.is_clean
+    assert parse_markers(CLEAN).is_clean
+
+
+# ------------------------------------------------------------------ properties over the table
+
+STAGES = ("pull_request", "reviews", "runs", "jobs", "final_pull_request")
+
+
+@given(stage=st.sampled_from(STAGES), code=st.sampled_from([EvidenceCode.HTTP_ERROR, EvidenceCode.HTTP_STATUS, EvidenceCode.RESPONSE_SHAPE]), missing=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_a_failed_or_missing_read_is_never_true(stage: str, code: EvidenceCode, missing: bool) -> None:
+    v = decide(CFG, replace(GOOD, **{stage: None if missing else ReadFailure(code, "x")}))
+    assert v.trusted is Trust.UNKNOWN
+    assert v.code == (EvidenceCode.NOT_READ if missing else code)
+
+
+@given(
+    login=st.text(min_size=1, max_size=25),
+    state=st.sampled_from(["COMMENTED", "APPROVED", "CHANGES_REQUESTED", "DISMISSED", "PENDING", "commented"]),
+    event=st.sampled_from(["pull_request_target", "pull_request", "push", "workflow_run"]),
+    status=st.sampled_from(["completed", "in_progress", "queued", None]),
+    conclusion=st.sampled_from(["success", "failure", "cancelled", "skipped", "neutral", None]),
+    job_conclusion=st.sampled_from(["success", "skipped", "failure"]),
+    final_head=st.sampled_from([HEAD, OTHER]),
+)
+@settings(max_examples=300, deadline=None)
+def test_true_only_when_every_predicate_holds(login: str, state: str, event: str, status: str | None, conclusion: str | None, job_conclusion: str, final_head: str) -> None:
+    evidence = ev(
+        reviews=(rv(login=login, state=state),),
+        runs=(rn(event=event, status=status, conclusion=conclusion),),
+        jobs=(jb(conclusion=job_conclusion),),
+        final_pull_request=pr(head=final_head),
+    )
+    expect = (login == APP and state == "COMMENTED" and event == "pull_request_target" and status == "completed"
+              and conclusion == "success" and job_conclusion == "success" and final_head == HEAD)
+    assert (decide(CFG, evidence).trusted is Trust.TRUE) == expect

@@ -178,6 +178,12 @@ def test_true_table(evidence: Evidence) -> None:
     assert v.trusted is Trust.TRUE, v.reason
 
 
+def test_server_strings_in_reasons_are_inert() -> None:
+    v = decide(CFG, ev(pull_request=pr(head_repo="evil/\x1b[2Jrepo\nX")))
+    assert v.code == EvidenceCode.NOT_SAME_REPO
+    assert "\x1b" not in v.reason and "\n" not in v.reason and "\\x1b" in v.reason
+
+
 def test_latest_generation_is_max_of_number_attempt_id() -> None:
     a = rn(10, 1, number=5)
     b = rn(11, 3, number=5)
@@ -193,6 +199,7 @@ def test_latest_generation_is_max_of_number_attempt_id() -> None:
     ("kwargs", "needle"),
     [
         ({"repo": "octo"}, "--repo"),
+        ({"repo": "octo/.."}, "--repo"),
         ({"pr": 0}, "--pr"),
         ({"pr": True}, "--pr"),
         ({"app_login": "github-actions[bot]"}, "shared Actions identity"),

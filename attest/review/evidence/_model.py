@@ -69,16 +69,17 @@ class Verdict:
         }
 
 
+# Reasons quote server-controlled strings (states, repository names, paths): keep them inert.
 def true(reason: str) -> Verdict:
-    return Verdict(Trust.TRUE, EvidenceCode.TRUSTED, reason)
+    return Verdict(Trust.TRUE, EvidenceCode.TRUSTED, _printable(reason, 1000))
 
 
 def false(code: EvidenceCode, reason: str) -> Verdict:
-    return Verdict(Trust.FALSE, code, reason)
+    return Verdict(Trust.FALSE, code, _printable(reason, 1000))
 
 
 def unknown(code: EvidenceCode, reason: str) -> Verdict:
-    return Verdict(Trust.UNKNOWN, code, reason)
+    return Verdict(Trust.UNKNOWN, code, _printable(reason, 1000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ class TrustConfig:
 
     def __post_init__(self) -> None:
         problems: list[str] = []
-        if not _OWNER_NAME.fullmatch(self.repo) or self.repo.endswith((".", "/..")):
+        if not _OWNER_NAME.fullmatch(self.repo) or self.repo.split("/")[-1] in (".", ".."):
             problems.append(f"--repo must be OWNER/NAME, got {_printable(self.repo)!r}")
         if isinstance(self.pr, bool) or not isinstance(self.pr, int) or not 1 <= self.pr <= _MAX_ID:
             problems.append(f"--pr must be a positive integer, got {self.pr!r}")

@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback, never exit 0
         from ..errors import CommonCode, InputError
 
-        err = InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}")
-        render_error(err, json_mode)
+        render_error(InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}"), json_mode)
         return 2
     # click returns the code of a typer.Exit in non-standalone mode; commands return None.
     return rv if isinstance(rv, int) else 0

@@ -73,6 +73,7 @@ class Sandbox:
     unshare: str | None
     umask: int = BUILD_UMASK
     source_date_epoch: int = SOURCE_DATE_EPOCH
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def establish(cls, *, allow_unisolated_network: bool, umask: int = BUILD_UMASK,
@@ -93,7 +94,11 @@ class Sandbox:
         return cls(ok, unshare if ok else None, umask, source_date_epoch)
 
     def with_umask(self, umask: int) -> Sandbox:
-        return Sandbox(self.network_isolated, self.unshare, umask, self.source_date_epoch)
+        return Sandbox(self.network_isolated, self.unshare, umask, self.source_date_epoch, self.extra_env)
+
+    def with_env(self, extra: Mapping[str, str]) -> Sandbox:
+        """Another sandbox whose steps also see ``extra`` (the rebuild check's noise)."""
+        return Sandbox(self.network_isolated, self.unshare, self.umask, self.source_date_epoch, tuple(sorted(extra.items())))
 
     def run(self, argv: Sequence[str], *, cwd: str, home: str, extra_env: Mapping[str, str] | None = None,
             what: str = "build step", timeout: float = 1800) -> StepResult:
@@ -106,7 +111,7 @@ class Sandbox:
             proc = subprocess.run(
                 cmd,
                 cwd=cwd,
-                env=clean_env(home, source_date_epoch=self.source_date_epoch, extra=extra_env),
+                env=clean_env(home, source_date_epoch=self.source_date_epoch, extra={**dict(self.extra_env), **(extra_env or {})}),
                 capture_output=True,
                 umask=self.umask,
                 stdin=subprocess.DEVNULL,

@@ -59,7 +59,8 @@ def _h(d):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with open("pyproject.toml", "rb") as f:
-        p = tomllib.load(f)["project"]
+        doc = tomllib.load(f)
+    p = doc["project"]
     name, version = p["name"], p["version"]
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
@@ -70,6 +71,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             path = os.path.join(root, fn)
             with open(path, "rb") as f:
                 body[path] = f.read()
+    if doc.get("tool", {}).get("tiny", {}).get("noisy"):
+        body[f"{dist}/_noise.txt"] = (os.urandom(8).hex() + "\\n").encode()
     body[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
         + "".join(f"Requires-Dist: {r}\\n" for r in p.get("dependencies", []))).encode()
     body[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\\nGenerator: tiny\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
@@ -160,7 +163,7 @@ repository = "https://example.org/toolchain.git"
 """
 
 
-def make_toolchain_repo(repo: Path, *, message: bytes = b"hi") -> str:
+def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = False) -> str:
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists():
         git(repo, "init", "-q")
@@ -168,6 +171,7 @@ def make_toolchain_repo(repo: Path, *, message: bytes = b"hi") -> str:
         '[build-system]\nrequires = ["tinybackend>=1"]\nbuild-backend = "tinybackend"\n\n'
         '[project]\nname = "toolchain"\nversion = "0.1"\ndependencies = ["libdep>=1.0"]\n\n'
         '[project.scripts]\ntool = "toolchain.cli:main"\n'
+        + ('\n[tool.tiny]\nnoisy = true\n' if noisy else '')
     )
     pkg = repo / "toolchain"
     pkg.mkdir(exist_ok=True)

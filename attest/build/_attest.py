@@ -1,0 +1,103 @@
+"""Signed evidence of a build: the runtime or installation predicate and SLSA Provenance v1.
+
+Statements carry no clock reading, so two honest builds of the same inputs sign the same
+statement bytes. Files land beside the build record: ``STATE/builds/<name>.<kind>.json``
+and ``STATE/builds/<name>.provenance.json``.
+
+    >>> result = attest_build(result, load_signer("release.pem"), state)
+    >>> result.attestations      # paths of the signed statements
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any
+
+from .._fs import write_atomic
+from ._common import BUILDER_ID
+from ._store import BuildResult, input_digest, write_manifest
+
+BUILD_TYPES = {
+    "runtime": "https://attest.dev/build-types/runtime/v1",
+    "skill": "https://attest.dev/build-types/skill/v1",
+}
+
+
+def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
+    """The project's own predicate for ``result`` (ADR-0008 "Lock-selected runtime provenance")."""
+    from ..attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE
+
+    if result.kind == "runtime":
+        d = result.details
+        return RUNTIME_PREDICATE, {
+            "name": result.name,
+            "inputs_digest": result.inputs_digest,
+            "toolchain": {k: d["toolchain"][k] for k in ("repository", "revision", "tree")},
+            "lock": d["lock"],
+            "interpreter": d["interpreter"],
+            "distributions": d["distributions"],
+            "wheels": result.inputs["wheels"],
+            "inventory": result.inventory.to_json(),
+        }
+    s = result.details["skill"]
+    return INSTALLATION_PREDICATE, {
+        "name": result.name,
+        "inputs_digest": result.inputs_digest,
+        "installer": {"repository": s["installer_repository"], "revision": s["installer_revision"]},
+        "source": {"repository": s["source_repository"], "revision": s["source_revision"], "tree": s["tree"],
+                   "subtree": s["subtree"], "subtree_tree": s["subtree_tree"]},
+        "root": s["root"],
+        "inventory": result.inventory.to_json(),
+    }
+
+
+def provenance_predicate(result: BuildResult) -> dict[str, Any]:
+    from ..attestation import ResourceRef, slsa_provenance
+
+    inputs = result.inputs
+    deps: list[ResourceRef] = []
+    if result.kind == "runtime":
+        tc = inputs["toolchain"]
+        deps.append(ResourceRef(uri=f"git+{tc['repository']}@{tc['revision']}", name="toolchain"))
+        deps.extend(ResourceRef(name=w["filename"], digest={"sha256": w["sha256"]}) for w in [*inputs["wheels"], *inputs["build_backend"]])
+        external = {"recipe": inputs["recipe"], "toolchain_revision": tc["revision"], "lock": inputs["lock"], "options": inputs["options"]}
+        internal = {"interpreter_sha256": input_digest(inputs["interpreter"]), "network_isolated": result.network_isolated}
+    else:
+        src = inputs["source"]
+        deps.append(ResourceRef(uri=f"git+{src['repository']}@{src['revision']}", name="source"))
+        external = {"recipe": inputs["recipe"], "source_revision": src["revision"], "subtree": src["subtree"], "root": inputs["root"],
+                    "installer": inputs["installer"]}
+        internal = {"network_isolated": result.network_isolated}
+    return slsa_provenance(
+        build_type=BUILD_TYPES[result.kind],
+        builder_id=BUILDER_ID,
+        external_parameters=external,
+        internal_parameters=internal,
+        resolved_dependencies=deps,
+        builder_version={"code_sha256": inputs["builder"]["code_sha256"]},
+    )
+
+
+def attest_build(result: BuildResult, signer: Any, state: str, *, fmt: str = "dsse") -> BuildResult:
+    """Sign the build's predicate and provenance; record them in the build record."""
+    from ..attestation import SLSA_PROVENANCE_V1, sign_statement, statement, subject
+
+    subj = [subject(result.name, result.inventory.digest_hex)]
+    ptype, predicate = build_predicate(result)
+    builds = os.path.join(state, "builds")
+    paths = []
+    for suffix, pt, pred in ((result.kind, ptype, predicate), ("provenance", SLSA_PROVENANCE_V1, provenance_predicate(result))):
+        data = sign_statement(statement(subj, pt, pred), signer, fmt=fmt)
+        path = os.path.join(builds, f"{result.name}.{suffix}.json")
+        write_atomic(path, data, mode=0o444)
+        paths.append(path)
+    signed = dataclasses.replace(result, attestations=tuple(paths))
+    write_manifest(signed, state)
+    return signed
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return "sha256:" + hashlib.sha256(f.read()).hexdigest()

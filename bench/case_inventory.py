@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import shutil
@@ -71,7 +72,7 @@ def build_runtime(root: Path, target_files: int, target_bytes: int) -> str:
     root.mkdir(parents=True)
     site = Path(sysconfig.get_paths()["purelib"])
     per_venv = sum(len(fs) for _, _, fs in os.walk(site))
-    k = max(1, round(0.7 * target_files / max(per_venv, 1)))
+    k = max(1, math.ceil(0.6 * target_files / max(per_venv, 1)))
     py = _base_python()
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for i in range(k):
@@ -95,7 +96,9 @@ def build_runtime(root: Path, target_files: int, target_bytes: int) -> str:
                 break
             src = Path(dirpath) / name
             st = src.lstat()
-            if not stat.S_ISREG(st.st_mode) or size + st.st_size > target_bytes:
+            # Keep the mean size on course for both targets: skip files over twice the mean left.
+            cap = 2 * (target_bytes - size) / max(1, target_files - files)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > cap or size + st.st_size > target_bytes:
                 continue
             dst = pad_root / src.relative_to(stdlib)
             dst.parent.mkdir(parents=True, exist_ok=True)

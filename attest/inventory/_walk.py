@@ -16,7 +16,15 @@ Rules (DESIGN.md "Closed inventory", THREATS.md A, B, C, G):
 5. The walk is iterative (an explicit stack), so a deep tree meets the depth cap, not Python's
    recursion limit.
 
-Large files are hashed in a small thread pool (hashlib and ``readv`` release the GIL).
+Speed (``python -m bench``): the walk is shared by ``workers`` threads (two by default).
+hashlib and every system call release the GIL, so two threads keep two cores busy. The
+work items are a directory to list, a slice of up to 64 entries of a listed directory, or
+one large file; a thread that meets a large file hands it to the other. A directory
+descriptor is closed when its last slice is done. Small files are read with one
+``read`` of ``st_size + 1`` bytes (rule 4 still holds: fewer bytes than requested means
+end of file, and the ``fstat`` after the read must agree with the one before), large files
+with ``readv`` into one reused buffer per thread. Names are checked once per distinct
+name per walk (the checks depend on the name alone).
 
     >>> inv = inventory_tree("some/tree")          # raises VerificationError on any rejection
     >>> result = scan_tree("some/tree")            # never raises for entries; collects findings
@@ -28,9 +36,9 @@ import errno
 import hashlib
 import os
 import stat
+import itertools
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +52,19 @@ Progress = Callable[[int, int], None]
 _O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
-_SMALL = 256 * 1024
-_CHUNK = 1024 * 1024
+_SMALL = 256 * 1024  # read in one call of st_size + 1 bytes
+_CHUNK = 1024 * 1024  # larger files: readv into a reused buffer of this size
+_HANDOFF = 4 * 1024 * 1024  # files at least this large become a work item of their own
+_MAX_HANDOFFS = 32  # at most this many open file descriptors wait in the queue
+_SLICE = 64  # entries of one directory per work item
+_FILE = EntryType.FILE  # enum attribute access is slow in 3.11; this is per entry
+_DIR = EntryType.DIR
+_S_IFMT = stat.S_IFMT
+_S_IMODE = stat.S_IMODE
+_S_IFDIR = stat.S_IFDIR
+_S_IFREG = stat.S_IFREG
+_S_IFLNK = stat.S_IFLNK
+_NAME_CACHE_MAX = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +82,11 @@ DEFAULT_LIMITS = Limits()
 
 @dataclass(slots=True)
 class ScanResult:
-    """What a walk saw: the admissible entries and every finding, in walk order."""
+    """What a walk saw: the admissible entries and every finding.
+
+    Both lists are in the order the walk's threads produced them, which varies from run to
+    run: sort them (``Inventory.from_entries`` and ``check_tree`` do).
+    """
 
     entries: list[Entry] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -160,37 +183,40 @@ def hash_fd(fd: int, size: int, buf: bytearray | None = None) -> tuple[str, int]
     return h.hexdigest(), total
 
 
-class _Hasher:
-    """Hashes large files on worker threads; small ones inline (thread hand-off costs more)."""
+def _hash_small(fd: int, size: int) -> tuple[str, int]:
+    """SHA-256 of a file of at most ``_SMALL`` bytes: usually one ``read`` of ``size + 1``.
 
-    def __init__(self, workers: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attest-hash") if workers > 0 else None
-        self._slots = threading.BoundedSemaphore(64)
-        self._local = threading.local()
-        self.pending: list[tuple[str, int, os.stat_result, Future[tuple[str, int, os.stat_result]]]] = []
+    Stops at end of file (a read that returns nothing, or fewer bytes than asked, which for a
+    regular file means end of file), or once more than ``size`` bytes arrived. The caller
+    compares the count with ``st_size`` and the ``fstat`` after the read with the one before.
+    """
+    data = os.read(fd, size + 1)
+    got = len(data)
+    if got == size or got > size or not data:
+        return hashlib.sha256(data).hexdigest(), got
+    h = hashlib.sha256(data)
+    while got <= size:
+        more = os.read(fd, size + 1 - got)
+        if not more:
+            break
+        h.update(more)
+        got += len(more)
+    return h.hexdigest(), got
 
-    def _buf(self) -> bytearray:
-        buf = getattr(self._local, "buf", None)
-        if buf is None:
-            buf = self._local.buf = bytearray(_CHUNK)
-        return buf
 
-    def _work(self, fd: int, size: int) -> tuple[str, int, os.stat_result]:
-        try:
-            digest, got = hash_fd(fd, size, self._buf())
-            return digest, got, os.fstat(fd)
-        finally:
-            os.close(fd)
-            self._slots.release()
-
-    def submit(self, path: str, mode: int, fd: int, before: os.stat_result) -> None:
-        assert self._pool is not None
-        self._slots.acquire()
-        self.pending.append((path, mode, before, self._pool.submit(self._work, fd, before.st_size)))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+def _hash_large(fd: int, buf: bytearray) -> tuple[str, int]:
+    h = hashlib.sha256()
+    view = memoryview(buf)
+    total = 0
+    readv = os.readv
+    bufs = [buf]
+    while True:
+        n = readv(fd, bufs)
+        if n == 0:
+            break
+        h.update(view[:n])
+        total += n
+    return h.hexdigest(), total
 
 
 def _stat_changed(a: os.stat_result, b: os.stat_result) -> bool:
@@ -201,6 +227,270 @@ def _stat_changed(a: os.stat_result, b: os.stat_result) -> bool:
         b.st_mtime_ns,
         b.st_ctime_ns,
     )
+
+
+class _Dir:
+    """A directory descriptor shared by the work items that open its children."""
+
+    __slots__ = ("fd", "refs")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.refs = 1  # the listing item's own reference
+
+
+# Work items (tuples: they are made per 64 entries):
+#   (_LIST, _Dir, prefix, depth)              list the directory, check names, queue slices
+#   (_SLICE_ITEM, _Dir, prefix, depth, items) classify, open and hash up to _SLICE entries
+#   (_BIG, fd, rel, fstat)                    hash one large file opened by a slice
+_LIST, _SLICE_ITEM, _BIG = 0, 1, 2
+
+
+class _Walk:
+    """One walk, shared by worker threads through a LIFO queue of work items."""
+
+    def __init__(self, spec: Any, limits: Limits, result: ScanResult, workers: int) -> None:
+        self.spec = spec
+        self.limits = limits
+        self.entries = result.entries
+        self.findings = result.findings
+        self.workers = workers
+        self.cond = threading.Condition(threading.Lock())
+        self.queue: list[tuple[Any, ...]] = []
+        self.outstanding = 0  # queued + running work items
+        self.handoffs = 0  # _BIG items holding an open descriptor
+        self.halted = False
+        self.error: BaseException | None = None
+        self.counter = itertools.count(1)
+        self.names: dict[str, tuple[InventoryCode, str] | None] = {}
+        self.stats: list[list[int]] = []  # per thread: [files, bytes]
+
+    # -- bookkeeping (under the condition's lock) -------------------------------------------
+
+    def report(self, code: InventoryCode, path: str, detail: str) -> None:
+        with self.cond:
+            if len(self.findings) < self.limits.max_findings:
+                self.findings.append(Finding(code, path, detail))
+
+    def push(self, items: list[tuple[Any, ...]]) -> None:
+        with self.cond:
+            self.queue.extend(items)
+            self.outstanding += len(items)
+            for item in items:
+                if item[0] == _BIG:
+                    self.handoffs += 1
+            self.cond.notify(len(items))
+
+    def take(self) -> tuple[Any, ...] | None:
+        with self.cond:
+            while True:
+                if self.halted:
+                    return None
+                if self.queue:
+                    return self.queue.pop()
+                if self.outstanding == 0:
+                    return None
+                self.cond.wait()
+
+    def finish(self, item: tuple[Any, ...]) -> None:
+        with self.cond:
+            kind = item[0]
+            if kind == _BIG:
+                self.handoffs -= 1
+            else:
+                self._release(item[1])
+            self.outstanding -= 1
+            if self.outstanding == 0:
+                self.cond.notify_all()
+
+    def _release(self, d: _Dir) -> None:
+        d.refs -= 1
+        if d.refs == 0 and d.fd >= 0:
+            os.close(d.fd)
+            d.fd = -1
+
+    def halt(self, error: BaseException | None = None) -> None:
+        with self.cond:
+            self.halted = True
+            if error is not None and self.error is None:
+                self.error = error
+            self.cond.notify_all()
+
+    def drain(self) -> None:
+        """After every thread stopped: close what queued items still hold."""
+        with self.cond:
+            for item in self.queue:
+                if item[0] == _BIG:
+                    os.close(item[1])
+                else:
+                    self._release(item[1])
+            self.queue.clear()
+
+    def done(self) -> tuple[int, int]:
+        return sum(s[0] for s in self.stats), sum(s[1] for s in self.stats)
+
+    # -- the work -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """A worker: take items until the queue is empty and nothing is running."""
+        stats = [0, 0]
+        self.stats.append(stats)
+        buf = bytearray(_CHUNK)
+        try:
+            while True:
+                item = self.take()
+                if item is None:
+                    return
+                try:
+                    kind = item[0]
+                    if kind == _SLICE_ITEM:
+                        self.slice(item[1].fd, item[2], item[3], item[4], buf, stats)
+                    elif kind == _LIST:
+                        self.listing(item[1], item[2], item[3])
+                    else:
+                        try:
+                            self.hash_file(item[1], item[2], item[3], buf, stats)
+                        finally:
+                            os.close(item[1])
+                finally:
+                    self.finish(item)
+        except BaseException as e:
+            self.halt(e)
+
+    def listing(self, d: _Dir, prefix: str, depth: int) -> None:
+        try:
+            names = sorted(os.listdir(d.fd))
+        except OSError as e:
+            self.report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
+            return
+        cache = self.names
+        seen: dict[str, str] = {}
+        items: list[tuple[str, str]] = []
+        for name in names:
+            rel = name if name.isascii() else _display(name)
+            if prefix:
+                rel = f"{prefix}/{rel}"
+            try:
+                problem = cache[name]
+            except KeyError:
+                problem = check_name(name)
+                if len(cache) < _NAME_CACHE_MAX:
+                    cache[name] = problem
+            if problem is not None:
+                self.report(problem[0], rel, problem[1])
+                continue
+            key = collision_key(name)
+            if key in seen:
+                self.report(
+                    InventoryCode.NAME_COLLISION,
+                    rel,
+                    f"equal to the sibling {seen[key]!r} under case folding or Unicode normalization",
+                )
+                continue
+            seen[key] = name
+            # UTF-8 takes at most 4 bytes a code point: only long paths need encoding.
+            if len(rel) * 4 > PATH_MAX and len(rel.encode("utf-8")) > PATH_MAX:
+                self.report(InventoryCode.PATH_TOO_LONG, rel[:200] + "...", f"the path is longer than {PATH_MAX} bytes")
+                continue
+            items.append((name, rel))
+        if not items:
+            return
+        slices = [(_SLICE_ITEM, d, prefix, depth, items[i : i + _SLICE]) for i in range(0, len(items), _SLICE)]
+        with self.cond:
+            d.refs += len(slices)
+        # Pushed in reverse so the LIFO queue takes them in name order.
+        self.push(slices[::-1])
+
+    def slice(self, dfd: int, prefix: str, depth: int, items: list[tuple[str, str]], buf: bytearray, stats: list[int]) -> None:
+        spec = self.spec
+        limits = self.limits
+        report = self.report
+        entries = self.entries
+        for name, rel in items:
+            if self.halted:
+                return
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+                continue
+            except OSError as e:
+                report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+                continue
+            st_mode = st.st_mode
+            fmt = _S_IFMT(st_mode)
+            is_dir = fmt == _S_IFDIR
+            if spec is not None and spec.match_file(rel + "/" if is_dir else rel):
+                continue
+            if next(self.counter) > limits.max_entries:
+                report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
+                self.halt()
+                return
+            if fmt == _S_IFLNK:
+                report(InventoryCode.SYMLINK, rel, "symbolic links are not allowed in a closed tree")
+                continue
+            if not is_dir and fmt != _S_IFREG:
+                report(InventoryCode.SPECIAL_FILE, rel, f"{_kind(fmt)} is not allowed in a closed tree")
+                continue
+            if st_mode & _SPECIAL_BITS:
+                report(InventoryCode.SPECIAL_MODE, rel, f"mode {_S_IMODE(st_mode):04o} has setuid, setgid or sticky bits")
+                continue
+            if is_dir:
+                if depth + 1 > limits.max_depth:
+                    report(InventoryCode.DEPTH_EXCEEDED, rel, f"the tree is deeper than {limits.max_depth} levels")
+                    continue
+                opened = _open_checked(dfd, name, _O_DIR, st, rel, report)
+                if opened is None:
+                    continue
+                child, cst = opened
+                entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
+                self.push([(_LIST, _Dir(child), rel, depth + 1)])
+                continue
+            # A regular file.
+            if st.st_nlink > 1:
+                report(InventoryCode.HARDLINK, rel, f"the file has {st.st_nlink} links (another name shares its inode)")
+                continue
+            if st.st_size > limits.max_file_size:
+                report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {limits.max_file_size}")
+                continue
+            opened = _open_checked(dfd, name, _O_FILE, st, rel, report)
+            if opened is None:
+                continue
+            fd, fst = opened
+            try:
+                if fst.st_nlink > 1:
+                    report(InventoryCode.HARDLINK, rel, "the file gained a second link while the tree was walked")
+                    continue
+                if fst.st_size > limits.max_file_size:
+                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {limits.max_file_size} bytes")
+                    continue
+                if fst.st_size >= _HANDOFF and self.workers > 1 and self.handoffs < _MAX_HANDOFFS:
+                    self.push([(_BIG, fd, rel, fst)])
+                    fd = -1
+                    continue
+                self.hash_file(fd, rel, fst, buf, stats)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+
+    def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
+        """Hash an opened regular file (rule 4) and record it; ``fd`` stays open."""
+        size = before.st_size
+        try:
+            if size <= _SMALL:
+                digest, got = _hash_small(fd, size)
+            else:
+                digest, got = _hash_large(fd, buf)
+            after = os.fstat(fd)
+        except OSError as e:
+            self.report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")
+            return
+        if got != size or _stat_changed(before, after):
+            self.report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
+            return
+        self.entries.append(Entry(rel, _FILE, _S_IMODE(before.st_mode), got, digest))
+        stats[0] += 1
+        stats[1] += got
 
 
 def scan_tree(
@@ -215,151 +505,40 @@ def scan_tree(
 
     Raises :class:`InputError` / :class:`VerificationError` only for the root itself;
     everything below the root becomes a finding so a check can report all of them.
+    ``workers`` threads share the walk; with ``workers <= 1`` and no ``progress`` it runs
+    in the calling thread.
     """
     spec = compile_ignore(tuple(ignore))
     result = ScanResult(ignore=tuple(ignore))
-    findings = result.findings
-    entries = result.entries
-    count = 0
-    files_done = 0
-    bytes_done = 0
-
-    def report(code: InventoryCode, path: str, detail: str) -> None:
-        if len(findings) < limits.max_findings:
-            findings.append(Finding(code, path, detail))
-
     root_fd = open_root(root)
-    hasher = _Hasher(workers)
-    # Each stack item: (directory fd, its relative path, its depth). The fd stays open until
-    # every child has been listed, then it is closed; children are opened through it.
-    stack: list[tuple[int, str, int]] = [(root_fd, "", 0)]
+    walk = _Walk(spec, limits, result, max(1, workers))
+    walk.push([(_LIST, _Dir(root_fd), "", 0)])
     try:
-        while stack:
-            dfd, prefix, depth = stack.pop()
+        if workers <= 1 and progress is None:
+            walk.run()
+        else:
+            threads = [
+                threading.Thread(target=walk.run, name=f"attest-walk-{i}", daemon=True) for i in range(max(1, workers))
+            ]
+            for t in threads:
+                t.start()
             try:
-                try:
-                    with os.scandir(dfd) as it:
-                        listing = sorted(it, key=lambda d: d.name)
-                except OSError as e:
-                    report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
-                    continue
-                seen: dict[str, str] = {}
-                for dent in listing:
-                    name = dent.name
-                    rel = _join(prefix, _display(name))
-                    problem = check_name(name)
-                    if problem is not None:
-                        report(problem[0], rel, problem[1])
-                        continue
-                    key = collision_key(name)
-                    if key in seen:
-                        report(
-                            InventoryCode.NAME_COLLISION,
-                            rel,
-                            f"equal to the sibling {seen[key]!r} under case folding or Unicode normalization",
-                        )
-                        continue
-                    seen[key] = name
-                    if len(rel.encode("utf-8")) > PATH_MAX:
-                        report(InventoryCode.PATH_TOO_LONG, rel[:200] + "...", f"the path is longer than {PATH_MAX} bytes")
-                        continue
-                    try:
-                        st = dent.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
-                        continue
-                    except OSError as e:
-                        report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
-                        continue
-                    fmt = stat.S_IFMT(st.st_mode)
-                    is_dir = fmt == stat.S_IFDIR
-                    if spec is not None and spec.match_file(rel + "/" if is_dir else rel):
-                        continue
-                    count += 1
-                    if count > limits.max_entries:
-                        report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
-                        stack.clear()
-                        break
-                    if fmt == stat.S_IFLNK:
-                        report(InventoryCode.SYMLINK, rel, "symbolic links are not allowed in a closed tree")
-                        continue
-                    if fmt not in (stat.S_IFDIR, stat.S_IFREG):
-                        report(InventoryCode.SPECIAL_FILE, rel, f"{_kind(fmt)} is not allowed in a closed tree")
-                        continue
-                    if st.st_mode & _SPECIAL_BITS:
-                        report(InventoryCode.SPECIAL_MODE, rel, f"mode {stat.S_IMODE(st.st_mode):04o} has setuid, setgid or sticky bits")
-                        continue
-                    if is_dir:
-                        if depth + 1 > limits.max_depth:
-                            report(InventoryCode.DEPTH_EXCEEDED, rel, f"the tree is deeper than {limits.max_depth} levels")
-                            continue
-                        child = _open_checked(dfd, name, _O_DIR, st, rel, report)
-                        if child is None:
-                            continue
-                        cst = os.fstat(child)
-                        entries.append(Entry(rel, EntryType.DIR, stat.S_IMODE(cst.st_mode)))
-                        stack.append((child, rel, depth + 1))
-                        continue
-                    # A regular file.
-                    if st.st_nlink > 1:
-                        report(InventoryCode.HARDLINK, rel, f"the file has {st.st_nlink} links (another name shares its inode)")
-                        continue
-                    if st.st_size > limits.max_file_size:
-                        report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {limits.max_file_size}")
-                        continue
-                    fd = _open_checked(dfd, name, _O_FILE, st, rel, report)
-                    if fd is None:
-                        continue
-                    try:
-                        fst = os.fstat(fd)
-                        if fst.st_nlink > 1:
-                            report(InventoryCode.HARDLINK, rel, "the file gained a second link while the tree was walked")
-                            os.close(fd)
-                            continue
-                        if fst.st_size > limits.max_file_size:
-                            report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {limits.max_file_size} bytes")
-                            os.close(fd)
-                            continue
-                        mode = stat.S_IMODE(fst.st_mode)
-                        if fst.st_size > _SMALL and workers > 0:
-                            hasher.submit(rel, mode, fd, fst)
-                            fd = -1
-                            continue
-                        digest, got = hash_fd(fd, fst.st_size)
-                        after = os.fstat(fd)
-                    finally:
-                        if fd >= 0:
-                            os.close(fd)
-                    if got != fst.st_size or _stat_changed(fst, after):
-                        report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
-                        continue
-                    entries.append(Entry(rel, EntryType.FILE, mode, got, digest))
-                    files_done += 1
-                    bytes_done += got
-                    if progress is not None and files_done % 256 == 0:
-                        progress(files_done, bytes_done)
-            finally:
-                os.close(dfd)
-        for rel, mode, before, fut in hasher.pending:
-            try:
-                digest, got, after = fut.result()
-            except OSError as e:
-                report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")
-                continue
-            if got != before.st_size or _stat_changed(before, after):
-                report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
-                continue
-            entries.append(Entry(rel, EntryType.FILE, mode, got, digest))
-            files_done += 1
-            bytes_done += got
-            if progress is not None:
-                progress(files_done, bytes_done)
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.2 if progress is not None else None)
+                        if progress is not None:
+                            progress(*walk.done())
+            except BaseException:
+                walk.halt()
+                for t in threads:
+                    t.join()
+                raise
     finally:
-        for dfd, _, _ in stack:
-            os.close(dfd)
-        hasher.close()
+        walk.drain()
+    if walk.error is not None:
+        raise walk.error
     if progress is not None:
-        progress(files_done, bytes_done)
+        progress(*walk.done())
     return result
 
 
@@ -379,8 +558,11 @@ def _open_checked(
     listed: os.stat_result,
     rel: str,
     report: Callable[[InventoryCode, str, str], None],
-) -> int | None:
-    """Open ``name`` under ``dfd`` and confirm it is still the inode that was listed (rule 3)."""
+) -> tuple[int, os.stat_result] | None:
+    """Open ``name`` under ``dfd`` and confirm it is still the inode that was listed (rule 3).
+
+    Returns the descriptor and its ``fstat``, from which every later decision is made.
+    """
     try:
         fd = os.open(name, flags, dir_fd=dfd)
     except OSError as e:
@@ -414,7 +596,7 @@ def _open_checked(
         os.close(fd)
         report(InventoryCode.SPECIAL_MODE, rel, "the entry gained setuid, setgid or sticky bits while the tree was walked")
         return None
-    return fd
+    return fd, st
 
 
 def inventory_tree(

@@ -1,0 +1,173 @@
+"""`attest fetch`, `attest build runtime|skill`, `attest rebuild`, `attest promote`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, print_json
+
+build_app = typer.Typer(name="build", help="Hermetic, input-addressed builds of the runtime and the skill.",
+                        no_args_is_help=True, rich_markup_mode=None)
+
+_STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
+StoreOption = typer.Option(None, "--store", help=_STATE_HELP)
+CacheOption = typer.Option(None, "--cache", help="Fetched-input cache [default: STORE/cache].")
+KeyOption = typer.Option(None, "--key", help="Private key (PEM or signer URI) that signs the attestations.")
+UnisolatedOption = typer.Option(False, "--allow-network-unisolated",
+                                help="Build even when no empty network namespace can be made (recorded in the output).")
+PythonOption = typer.Option(None, "--python", help="Interpreter to build for [default: the recipe's, else this one].")
+FormatOption = typer.Option("dsse", "--format", help="Attestation format: dsse or bundle.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fetch")(fetch)
+    build_app.command("runtime")(build_runtime)
+    build_app.command("skill")(build_skill)
+    app.add_typer(build_app, name="build")
+    app.command("rebuild")(rebuild)
+    app.command("promote")(promote)
+
+
+def _state(store: Optional[str]) -> str:
+    from ..build._api import default_state
+
+    return store or default_state()
+
+
+def fetch(
+    lock: str = typer.Option(..., "--lock", help="pylock.toml or requirements lock with --hash lines."),
+    into: str = typer.Option(..., "--into", help="The cache directory."),
+    python: Optional[str] = PythonOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Download exactly the locked wheels and check every hash (the only networked step)."""
+    from ..build._api import run_fetch
+
+    result = run_fetch(lock, into, python=python)
+    if json_mode:
+        print_json({"ok": True, "fetched": list(result.fetched), "present": list(result.present), "network_used": result.network_used})
+    else:
+        print(f"fetched {len(result.fetched)}, already present {len(result.present)} (every hash checked) into {into}")
+
+
+def _print_build(result: object, json_mode: bool) -> None:
+    from ..build import BuildResult
+
+    assert isinstance(result, BuildResult)
+    if json_mode:
+        print_json({"ok": True, **result.to_json()})
+        return
+    verb = "reused" if result.reused else "built"
+    print(f"{verb} {result.kind} {result.name}")
+    print(f"  image:        {result.store_path}")
+    print(f"  inventory:    {result.inventory.identity} ({len(result.inventory.entries)} entries)")
+    print(f"  immutability: {result.immutability}")
+    if result.kind == "runtime":
+        print(f"  network:      {'isolated (empty network namespace)' if result.network_isolated else 'NOT ISOLATED (accepted by --allow-network-unisolated)'}")
+    for path in result.attestations:
+        print(f"  attestation:  {path}")
+    if not result.attestations:
+        print("  attestation:  none (no --key)")
+
+
+def build_runtime(
+    recipe: str = typer.Option("builders/runtime.toml", "--recipe", help="Runtime recipe."),
+    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA of the toolchain."),
+    store: Optional[str] = StoreOption,
+    cache: Optional[str] = CacheOption,
+    key: Optional[str] = KeyOption,
+    allow_network_unisolated: bool = UnisolatedOption,
+    python: Optional[str] = PythonOption,
+    fmt: str = FormatOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Build the runtime (toolchain at a full SHA plus its locked wheels) into the store."""
+    from ..build._api import run_build_runtime
+
+    result = run_build_runtime(recipe, toolchain_rev, _state(store), cache=cache, key=key,
+                               allow_unisolated_network=allow_network_unisolated, python=python, fmt=fmt)
+    _print_build(result, json_mode)
+
+
+def build_skill(
+    recipe: str = typer.Option("builders/skill.toml", "--recipe", help="Skill recipe."),
+    source_rev: str = typer.Option(..., "--source-rev", help="Full git SHA of the skill source."),
+    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Full SHA of the installer [default: --source-rev]."),
+    store: Optional[str] = StoreOption,
+    key: Optional[str] = KeyOption,
+    fmt: str = FormatOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Install the skill subtree of the source repository at a full SHA, from git objects."""
+    from ..build._api import run_build_skill
+
+    _print_build(run_build_skill(recipe, source_rev, _state(store), installer_rev=installer_rev, key=key, fmt=fmt), json_mode)
+
+
+def rebuild(
+    check: str = typer.Option(..., "--check", help="The recipe to rebuild and compare."),
+    rev: str = typer.Option(..., "--rev", help="Full git SHA (toolchain or skill source)."),
+    store: Optional[str] = StoreOption,
+    cache: Optional[str] = CacheOption,
+    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Skill recipes: installer SHA [default: --rev]."),
+    key: Optional[str] = KeyOption,
+    vsa: Optional[str] = typer.Option(None, "--vsa", help="Write a signed SLSA VSA with the verdict here (needs --key)."),
+    allow_network_unisolated: bool = UnisolatedOption,
+    python: Optional[str] = PythonOption,
+    fmt: str = FormatOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Build again in another staging context; exit 0 only if the output is bit-identical."""
+    from ..build._api import run_rebuild
+    from ..errors import VerificationError
+
+    report, vsa_path = run_rebuild(check, rev, _state(store), cache=cache, allow_unisolated_network=allow_network_unisolated,
+                                   python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)
+    if json_mode:
+        print_json({**report.to_json(), **({"vsa": vsa_path} if vsa_path else {})})
+        if not report.ok:
+            raise typer.Exit(1)
+        return
+    if not report.ok:
+        for path, text in report.diffs.items():
+            sys.stderr.write(f"{path}:\n{text}\n")
+        raise VerificationError(findings=report.findings)
+    print(f"REPRODUCIBLE: {report.first.name} rebuilt with inventory {report.second_identity}")
+    if vsa_path:
+        print(f"  vsa: {vsa_path}")
+
+
+def promote(
+    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA to promote."),
+    pins: str = typer.Option(..., "--pins", help="Deployment pins TOML (rewritten atomically on success only)."),
+    key: str = typer.Option(..., "--key", help="Release signing key."),
+    policy: str = typer.Option(..., "--policy", help="Release trust policy the attestations must verify under."),
+    runtime_recipe: str = typer.Option("builders/runtime.toml", "--runtime-recipe"),
+    skill_recipe: str = typer.Option("builders/skill.toml", "--skill-recipe"),
+    skill_rev: Optional[str] = typer.Option(None, "--skill-rev", help="Skill source SHA [default: --toolchain-rev]."),
+    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Installer SHA [default: --toolchain-rev]."),
+    store: Optional[str] = StoreOption,
+    cache: Optional[str] = CacheOption,
+    allow_network_unisolated: bool = UnisolatedOption,
+    python: Optional[str] = PythonOption,
+    fmt: str = FormatOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Build (or reuse), rebuild-check and verify the runtime and skill, then update the pins."""
+    from ..build._api import run_promote
+
+    result = run_promote(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+                         state=_state(store), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
+                         installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt)
+    if json_mode:
+        print_json(result.to_json())
+        return
+    print(f"PROMOTED {toolchain_rev} into {os.path.abspath(pins)}")
+    if not result.changes:
+        print("  (no change: the pins already named this promotion)")
+    for k, old, new in result.changes:
+        print(f"  {k}: {old!r} -> {new!r}")

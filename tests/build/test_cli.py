@@ -1,0 +1,66 @@
+"""The thin CLI: fetch, build runtime|skill, rebuild, promote; exit codes and --json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from build_helpers import Project, make_toolchain_repo
+
+from attest.attestation import generate_key
+from attest.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    rc = main([*args, "--json"])
+    out = capsys.readouterr().out.strip().splitlines()
+    return rc, json.loads(out[-1]) if out else {}
+
+
+def test_cli_end_to_end(project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "state")
+    rc, doc = run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))
+    assert rc == 0 and doc["ok"] and len(doc["fetched"]) == 2
+    rc, doc = run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))
+    assert rc == 0 and doc["fetched"] == [] and doc["network_used"] is False
+    key = tmp_path / "release.pem"
+    generate_key("ed25519", key)
+    rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha,
+                  "--store", state, "--cache", str(project.cache), "--key", str(key))
+    assert rc == 0 and doc["ok"] and doc["network_isolated"] is True and len(doc["attestations"]) == 2
+    rc, doc = run(capsys, "build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha, "--store", state)
+    assert rc == 0 and doc["kind"] == "skill"
+    rc, doc = run(capsys, "rebuild", "--check", str(project.recipe), "--rev", project.sha, "--store", state,
+                  "--cache", str(project.cache), "--key", str(key), "--vsa", str(tmp_path / "vsa.json"))
+    assert rc == 0 and doc["ok"] and Path(doc["vsa"]).exists()
+    policy = tmp_path / "policy.toml"
+    policy.write_text('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "release.pub.pem"\n')
+    pins = tmp_path / "pins.toml"
+    rc, doc = run(capsys, "promote", "--toolchain-rev", project.sha, "--pins", str(pins), "--key", str(key), "--policy", str(policy),
+                  "--runtime-recipe", str(project.recipe), "--skill-recipe", str(project.skill_recipe), "--store", state,
+                  "--cache", str(project.cache))
+    assert rc == 0 and doc["ok"] and any(c["key"] == "toolchain.revision" for c in doc["changes"])
+    assert pins.exists()
+
+
+def test_cli_failures_exit_nonzero_with_codes(project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "state")
+    rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", "HEAD", "--store", state)
+    assert rc == 2 and doc["errors"][0]["code"] == "NOT_FULL_SHA"
+    rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.skill_recipe), "--toolchain-rev", project.sha, "--store", state)
+    assert rc == 2 and doc["errors"][0]["code"] == "BAD_RECIPE"
+    rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha, "--store", state,
+                  "--cache", str(tmp_path / "empty"))
+    assert rc == 2 and doc["errors"][0]["code"] == "NOT_IN_CACHE"
+    rc, doc = run(capsys, "fetch", "--lock", str(tmp_path / "missing.toml"), "--into", str(project.cache))
+    assert rc == 2 and doc["errors"][0]["code"] == "UNREADABLE"
+    # An unreproducible toolchain: exit 1, every differing entry listed.
+    sha = make_toolchain_repo(project.repo, noisy=True)
+    run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))
+    rc, doc = run(capsys, "rebuild", "--check", str(project.recipe), "--rev", sha, "--store", state, "--cache", str(project.cache))
+    assert rc == 1 and doc["ok"] is False
+    assert {"NOT_REPRODUCIBLE", "DIGEST_MISMATCH"} <= {e["code"] for e in doc["errors"]}
+    rc = main(["rebuild", "--check", str(project.recipe), "--rev", sha, "--store", state, "--cache", str(project.cache)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "_noise.txt" in err and "--- first/" in err

@@ -31,7 +31,7 @@ from ._statement import (
     subject,
     tree_inventory,
 )
-from ._tree import TreeVerification, verify_tree_attestation
+from ._tree import TreeVerification, check_policy_outside, verify_tree_attestation
 from ._verify import (
     VerifiedStatement,
     closed_tree_inventory,
@@ -65,6 +65,7 @@ __all__ = [
     "SslibSigner",
     "TreeVerification",
     "VerifiedStatement",
+    "check_policy_outside",
     "closed_tree_inventory",
     "closed_tree_statement",
     "generate_key",

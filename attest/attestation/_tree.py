@@ -50,6 +50,7 @@ def _inside(path: str, root: str) -> bool:
 
 
 def check_policy_outside(policy: Policy, root: str | os.PathLike[str]) -> None:
+    """Raise POLICY_IN_TREE if the policy file or any key / trusted root it named resolves inside ``root``."""
     real_root = os.path.realpath(root)
     for source in policy.sources:
         if _inside(source, real_root):

@@ -17,7 +17,6 @@ other document falls back to ``rfc8785`` itself. The test suite checks the two a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from .errors import CommonCode, InputError
@@ -43,32 +42,31 @@ class _DuplicateKey(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return out
 
 
 def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of a parsed value, iteratively (no recursion a hostile input can exhaust)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        children: Iterable[Any]
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, level + 1) for child in children)
-    return deepest
+    """Nesting depth of a parsed value, level by level (no recursion a hostile input can exhaust)."""
+    depth = 0
+    level = [value] if isinstance(value, (dict, list)) else []
+    while level:
+        depth += 1
+        if depth > limit:
+            return depth
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+    return depth
 
 
 def loads_strict(

@@ -9,6 +9,7 @@ reserved spelling of ``.git`` (any case, trailing dots or spaces, the 8.3 alias
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from ._codes import InventoryCode
@@ -24,6 +25,7 @@ _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 _RESERVED = frozenset({".git", "git~1"})
 
 
+@functools.lru_cache(maxsize=65536)
 def check_name(name: str) -> tuple[InventoryCode, str] | None:
     """Return ``(code, detail)`` when ``name`` is not an acceptable component, else None."""
     if name in ("", ".", ".."):

@@ -77,7 +77,43 @@ def step_inventory(state: Path, say: Say) -> None:
     _expect_failure(say, "one changed byte", check)
 
 
-STEPS: list[Callable[[Path, Say], None]] = [step_inventory]
+def demo_key(state: Path) -> tuple[Path, Path]:
+    """The demo's local signing key and a trust policy pinning it, both outside every tree."""
+    from .attestation import generate_key
+
+    keys = state / "keys"
+    keys.mkdir(mode=0o700, exist_ok=True)
+    key = keys / "release.pem"
+    if not key.exists():
+        generate_key("ed25519", key)
+    policy = state / "policy.toml"
+    policy.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n')
+    return key, policy
+
+
+def step_attest(state: Path, say: Say) -> None:
+    from .attestation import closed_tree_statement, load_policy, load_signer, sign_statement, verify_tree_attestation
+    from .inventory import inventory_tree
+
+    key, policy_path = demo_key(state)
+    sample = write_sample(state / "sample")
+    say(f"3. sign the sample tree with the local key {key} (in-toto Statement v1 in a Sigstore bundle v0.3)")
+    bundle = state / "sample.sigstore.json"
+    data = sign_statement(closed_tree_statement("sample", inventory_tree(sample)), load_signer(str(key)), fmt="bundle")
+    from ._fs import write_atomic
+
+    write_atomic(bundle, data)
+    policy = load_policy(policy_path)
+    result = verify_tree_attestation(sample, bundle, policy)
+    say(f"4. verify the tree against the attestation under the policy {policy_path}: OK")
+    say(f"   signers {', '.join(result.verified.signers)}, attestation {result.verified.attestation_digest}")
+    (sample / "lib/sample/data.txt").write_bytes(b"some dat4\n")
+    say("5. tamper with the tree and verify again")
+    _expect_failure(say, "a tampered tree", lambda: verify_tree_attestation(sample, bundle, policy))
+    write_sample(sample)
+
+
+STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest]
 
 
 def run_demo(state_dir: Path, say: Say) -> None:

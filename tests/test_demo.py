@@ -1,0 +1,18 @@
+"""The README's first command runs the demo: it must pass end to end, and twice in a row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attest.cli import main
+
+
+def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for _ in range(2):
+        assert main(["demo", "--state-dir", str(tmp_path / "state")]) == 0
+        out = capsys.readouterr().out
+        assert "refused, as it must be (one changed byte)" in out
+        assert "refused, as it must be (a tampered tree)" in out
+        assert out.rstrip().endswith("demo complete: every check ended as it must.")

@@ -27,7 +27,6 @@ class BuildCode(ReasonCode):
     BUILD_STEP_FAILED = "BUILD_STEP_FAILED"          # the backend or the installer failed
     DEPENDENCY_UNSATISFIED = "DEPENDENCY_UNSATISFIED"  # the installed set misses a requirement
     STAGING_PATH_LEAK = "STAGING_PATH_LEAK"          # an output file names the staging path
-    BAD_WHEEL = "BAD_WHEEL"                          # a wheel the installer refuses
     STORE_CONFLICT = "STORE_CONFLICT"                # the store path holds something else
     # Rebuild check and promotion.
     NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"            # the rebuild differs from the first build

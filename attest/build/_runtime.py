@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -196,12 +197,26 @@ def build_runtime(
     store_root = ensure_state(store)
     verify_full_sha(toolchain_rev, what="toolchain revision")
     lock = load_lock(recipe.lock_path)
-    ident = interpreter_identity(python or recipe.interpreter_path)
+    # The interpreter probe (a child process) runs while git resolves the tree.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        probing = pool.submit(interpreter_identity, python or recipe.interpreter_path)
+        repo = GitRepo.open(recipe.toolchain_source)
+        try:
+            verify_full_sha(toolchain_rev, repo.object_format, what="toolchain revision")
+            tree = repo.commit_tree(toolchain_rev)
+        except BaseException:
+            repo.close()
+            raise
+        finally:
+            ident_or_error = probing.exception() or probing.result()
+    if isinstance(ident_or_error, BaseException):
+        repo.close()
+        raise ident_or_error
+    ident = ident_or_error
     if not SpecifierSet(recipe.interpreter_requires).contains(ident.version, prereleases=True):
+        repo.close()
         raise InputError(BuildCode.INTERPRETER_UNUSABLE, f"Python {ident.version} does not satisfy {recipe.interpreter_requires}", ident.executable)
-    with GitRepo.open(recipe.toolchain_source) as repo:
-        verify_full_sha(toolchain_rev, repo.object_format, what="toolchain revision")
-        tree = repo.commit_tree(toolchain_rev)
+    with repo:
         # 2. Selection and the input address.
         selected = select_wheels(lock, ident, cache)
         build_only = {str(canonicalize_name(n)) for n in recipe.build_only}
@@ -282,6 +297,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "python_version": ident.python_tag,
         "full_version": ident.version,
         "wheels": [toolchain_wheel, *wheel_paths],
+        "identity": ident.to_json(),
     }, "installing the runtime")
     site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
     if recipe.bytecode == "checked-hash":

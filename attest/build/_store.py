@@ -168,15 +168,39 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
     doc = read_manifest(path)
     if doc.get("inputs_digest") != digest or doc.get("name") != name:
         raise VerificationError(BuildCode.STORE_CONFLICT, "the build record names other inputs", path)
-    inventory = Inventory.from_json(doc["inventory"])
-    if inventory.identity != doc.get("inventory_identity"):
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory does not match its identity", path)
+    identity = doc.get("inventory_identity")
+    if not isinstance(identity, str):
+        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record names no inventory identity", path)
     try:
-        image = Store(state).get(inventory.identity)
+        image = Store(state).get(identity)
     except VerificationError:
         return None  # gone or unsealed: never reused, rebuilt
+    # The image was verified against exactly the inventory whose canonical bytes hash to its
+    # identity; the record's copy is accepted only if it hashes to the same identity.
+    inventory = _inventory_from_record(doc.get("inventory"), path)
+    if inventory.identity != identity or image.identity != identity:
+        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory is not the frozen image's", path)
     details = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
                        image.backend, tuple(doc.get("attestations", ())), details)
 
 
+
+
+def _inventory_from_record(raw: Any, where: str) -> Inventory:
+    """The inventory of a build record, rebuilt without re-checking every name.
+
+    Sound only because the caller then requires its identity to equal the identity of a
+    sealed image, which the freeze layer verified entry by entry (names included).
+    """
+    from ..inventory import Entry, EntryType
+
+    try:
+        entries = tuple(
+            Entry(e["path"], EntryType.DIR, e["mode"]) if e["type"] == "dir"
+            else Entry(e["path"], EntryType.FILE, e["mode"], e["size"], e["digest"]["sha256"])
+            for e in raw["entries"]
+        )
+        return Inventory(entries, tuple(raw["ignore"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise VerificationError(BuildCode.STORE_CONFLICT, f"the build record's inventory is malformed: {e}", where) from e

@@ -37,6 +37,40 @@ if __name__ == "__main__":
 """
 
 
+_GUARD = '''"""attest runtime guard: refuse to start under an interpreter other than the recorded one."""
+import hashlib, json, os, platform, sys, sysconfig
+
+
+def _check():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "..", "attest-runtime.json"), encoding="utf-8") as f:
+        want = json.load(f)
+    libs = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "/libpython" in parts[-1] and os.path.realpath(parts[-1]) not in libs:
+                libs.append(os.path.realpath(parts[-1]))
+    have_libs = []
+    for p in libs:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        have_libs.append({"path": p, "sha256": h.hexdigest()})
+    have = {"version": platform.python_version(), "soabi": sysconfig.get_config_var("SOABI") or "",
+            "platform": sysconfig.get_platform(), "libpython": have_libs}
+    wrong = [k for k in have if have[k] != want.get(k)]
+    if wrong:
+        sys.stderr.write("attest runtime: built for another interpreter (%s differ); refusing to run\\n" % ", ".join(wrong))
+        sys.stderr.flush()
+        os._exit(70)
+
+
+_check()
+'''
+
+
 def _destination(scheme: dict[str, str], interpreter: str) -> Any:
     from installer.destinations import SchemeDictionaryDestination
     from installer.records import RecordEntry
@@ -93,8 +127,10 @@ def task_install(spec: dict[str, Any]) -> None:
         "data": str(root),
     }
     _install_wheels(spec["wheels"], scheme, "python")
-    for name, data in spec.get("extra_files", {}).items():
-        (root / name).write_text(data)
+    if spec.get("identity") is not None:
+        # The runtime records the interpreter it was built for and refuses any other at startup.
+        (root / "attest-runtime.json").write_text(json.dumps(spec["identity"], sort_keys=True, indent=1) + "\n")
+        (site / "sitecustomize.py").write_text(_GUARD)
 
 
 def task_install_dir(spec: dict[str, Any]) -> None:

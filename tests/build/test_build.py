@@ -200,3 +200,65 @@ def test_bad_recipe(tmp_path: Path) -> None:
     with pytest.raises(InputError) as ei:
         load_recipe(p)
     assert ei.value.code == BuildCode.BAD_RECIPE
+
+
+def test_runtime_refuses_another_interpreter(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    _fetch(project)
+    result = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox,
+                           publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
+    root = Path(result.store_path)
+    env = {"PATH": "/usr/bin:/bin"}
+    ok = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
+    assert ok.returncode == 0 and ok.stdout == b"ran\n"
+    record = root / "attest-runtime.json"
+    os.chmod(root, 0o755)
+    os.chmod(record, 0o644)
+    record.write_text(record.read_text().replace('"version": "3.11', '"version": "3.99'))
+    bad = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
+    assert bad.returncode == 70 and b"refusing to run" in bad.stderr and bad.stdout == b""
+
+
+def test_no_compatible_wheel(project: Project, sandbox: Sandbox) -> None:
+    from build_helpers import make_wheel, pylock_text
+
+    win = make_wheel(project.wheels, "winonly", "1.0", {"winonly/__init__.py": b""}, tag="cp311-cp311-win_amd64")
+    project.lock.write_text(pylock_text([("winonly", "1.0", win)], project.wheels))
+    _fetch(project)
+    with pytest.raises(InputError) as ei:
+        build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox)
+    assert ei.value.code == BuildCode.NO_COMPATIBLE_WHEEL
+
+
+def test_fetch_failed_for_missing_local_wheel(project: Project) -> None:
+    next(project.wheels.glob("libdep-*.whl")).unlink()
+    recipe = load_recipe(project.recipe)
+    with pytest.raises(InputError) as ei:
+        fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
+    assert ei.value.code == BuildCode.FETCH_FAILED
+
+
+def test_staging_path_leak_is_found(tmp_path: Path) -> None:
+    from attest.build._store import find_leaks
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.txt").write_bytes(b"built in /tmp/stage-1234/out\n")
+    (tmp_path / "t" / "b.txt").write_bytes(b"clean\n")
+    found = find_leaks(str(tmp_path / "t"), [b"/tmp/stage-1234"])
+    assert [(f.code, f.path) for f in found] == [("STAGING_PATH_LEAK", "a.txt")]
+
+
+def test_tampered_build_record_is_a_store_conflict(project: Project, sandbox: Sandbox) -> None:
+    import json as _json
+
+    from attest.build._store import manifest_path
+
+    recipe = load_recipe(project.skill_recipe)
+    result = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
+    path = Path(manifest_path(str(project.store), result.name))
+    doc = _json.loads(path.read_text())
+    doc["inventory"]["entries"][0]["mode"] = 0o777
+    os.chmod(path, 0o644)
+    path.write_text(_json.dumps(doc))
+    with pytest.raises(VerificationError) as ei:
+        build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
+    assert ei.value.code == BuildCode.STORE_CONFLICT

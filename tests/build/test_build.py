@@ -262,3 +262,28 @@ def test_tampered_build_record_is_a_store_conflict(project: Project, sandbox: Sa
     with pytest.raises(VerificationError) as ei:
         build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
     assert ei.value.code == BuildCode.STORE_CONFLICT
+
+
+def test_requirements_lock_builds_from_a_warm_cache(project: Project, sandbox: Sandbox) -> None:
+    """A pip requirements lock names only hashes: the cache supplies the files, offline."""
+    import hashlib
+
+    _fetch(project)
+    lines = []
+    for name, pattern in (("tinybackend", "tinybackend-*.whl"), ("libdep", "libdep-*.whl")):
+        wheel = next(project.wheels.glob(pattern))
+        version = wheel.name.split("-")[1]
+        lines.append(f"{name}=={version} \\\n    --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
+    req = project.root / "lockfiles" / "requirements.lock"
+    req.write_text("# generated for the test\n" + "".join(lines))
+    recipe_path = project.root / "builders" / "runtime-req.toml"
+    recipe_path.write_text(project.recipe.read_text().replace("../lockfiles/pylock.toml", "../lockfiles/requirements.lock"))
+    recipe = load_recipe(recipe_path)
+    warm = fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
+    assert warm.fetched == () and not warm.network_used and len(warm.present) == 2
+    result = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    assert {d["name"] for d in result.details["distributions"]} == {"toolchain", "libdep"}
+    pylock_build = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox)
+    # Same files, another lock (digest and format are inputs): another name, the same bytes.
+    assert pylock_build.name != result.name
+    assert pylock_build.inventory.identity == result.inventory.identity

@@ -39,7 +39,6 @@ _O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _O_SRC = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _O_DST = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
-_THREADED = 128 * 1024
 # Filesystems whose copy_file_range never shares extents (no reflink support).
 _NO_REFLINK = frozenset({"ext2", "ext3", "ext4", "tmpfs", "ramfs"})
 
@@ -88,8 +87,21 @@ class _Dir:
     mode: int
     listing: Iterator[os.DirEntry[str]]
     expected: set[str]
+    lane: int = 0
     seen: set[str] = field(default_factory=set)
-    pending: list[tuple[str, Future[Sealed]]] = field(default_factory=list)
+    pending: list[Future[tuple[Sealed | None, Finding | None]]] = field(default_factory=list)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o777  # unknown: always fchmod
 
 
 def materialize(
@@ -101,12 +113,17 @@ def materialize(
     workers: int = 2,
     progress: Progress | None = None,
     max_findings: int = 1000,
+    max_open_dirs: int = 128,
 ) -> tuple[list[Finding], list[Sealed]]:
     """Copy the attested entries of ``source`` into the empty directory ``dst_root`` and seal them.
 
     Returns the findings (the copy must not be used when there are any) and the sealed
     record, root first. Raises only for the source root itself and for a staging or seal
     failure (:class:`EnvironmentFailure`).
+
+    The main thread walks the source and creates directories; each file (open the source
+    by name under its directory descriptor, cross-check, create, copy, seal) is one job on
+    ``workers`` threads: creating and sealing inodes is system time that overlaps.
     """
     spec = compile_ignore(expected.ignore)
     want = expected.by_path()
@@ -115,6 +132,7 @@ def materialize(
         parent, _, name = e.path.rpartition("/")
         children.setdefault(parent, set()).add(name)
     mask = backend.mode_mask
+    umask = _umask()
     use_cfr = fs_type(os.fstat(dst_root).st_dev) in _NO_REFLINK
     findings: list[Finding] = []
     sealed: list[Sealed] = []
@@ -125,28 +143,87 @@ def materialize(
         if len(findings) < max_findings:
             findings.append(Finding(code, path, detail))
 
-    def seal(fd: int, rel: str, is_dir: bool, mode: int) -> Sealed:
+    def seal(fd: int, rel: str, is_dir: bool, mode: int, chmod: bool = True) -> Sealed:
         try:
-            os.fchmod(fd, mode & ~mask)
+            if chmod:
+                os.fchmod(fd, mode)
             backend.seal(fd)
         except OSError as e:
             raise EnvironmentFailure(FreezeCode.BACKEND_UNAVAILABLE, f"cannot seal with {backend.name!r}: {e.strerror}", rel or ".") from e
         return snapshot(fd, rel, is_dir)
 
-    def copy_one(sfd: int, dfd: int, rel: str, size: int, mode: int) -> Sealed:
+    def copy_job(sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[Sealed | None, Finding | None]:
+        # Rule 1: open by name under the directory descriptor, decide from fstat.
         try:
+            sfd = os.open(name, _O_SRC, dir_fd=sdir)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                return None, Finding(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link during the copy")
+            if e.errno == errno.ENOENT:
+                return None, Finding(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished during the copy")
+            return None, Finding(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
+        try:
+            fst = os.fstat(sfd)
+            if (fst.st_dev, fst.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(fst.st_mode):
+                return None, Finding(InventoryCode.CHANGED_DURING_WALK, rel, "the entry was replaced during the copy")
+            if fst.st_nlink > 1:
+                return None, Finding(InventoryCode.HARDLINK, rel, f"the source file has {fst.st_nlink} links")
+            if fst.st_mode & _SPECIAL_BITS:
+                return None, Finding(InventoryCode.SPECIAL_MODE, rel, "the source has setuid, setgid or sticky bits")
+            if fst.st_size != size:
+                # Only ever a reason to fail: success is decided from the frozen copy alone.
+                return None, Finding(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {fst.st_size} bytes; the attested size is {size}")
+            # Rule 2: a new inode, never a link; rule 3: the attested mode.
+            final = mode & ~mask
             try:
-                _copy(sfd, dfd, size, use_cfr)
+                dfd = os.open(name, _O_DST, final, dir_fd=ddir)
             except OSError as e:
-                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot copy into staging: {e.strerror}", rel) from e
-            return seal(dfd, rel, False, mode)
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
+            try:
+                if size:
+                    try:
+                        _copy(sfd, dfd, size, use_cfr)
+                    except OSError as e:
+                        raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot copy into staging: {e.strerror}", rel) from e
+                return seal(dfd, rel, False, final, chmod=bool(final & umask)), None
+            finally:
+                os.close(dfd)
         finally:
             os.close(sfd)
-            os.close(dfd)
+
+    def finish(d: _Dir) -> None:
+        """Post-order: every entry of ``d`` is copied and sealed; now seal ``d`` itself."""
+        try:
+            for fut in d.pending:
+                got, problem = fut.result()
+                if problem is not None:
+                    report(problem.code, problem.path or "", problem.detail)
+                elif got is not None:
+                    sealed.append(got)
+            for name in sorted(d.expected - d.seen):
+                rel = f"{d.rel}/{name}" if d.rel else name
+                report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
+            if not findings:
+                sealed.append(seal(d.dst, d.rel, True, d.mode & ~mask))
+        finally:
+            os.close(d.src)
+            os.close(d.dst)
+
+    def run_inline(fn: Callable[..., tuple[Sealed | None, Finding | None]], *a: object) -> Future[tuple[Sealed | None, Finding | None]]:
+        fut: Future[tuple[Sealed | None, Finding | None]] = Future()
+        try:
+            fut.set_result(fn(*a))
+        except BaseException as e:  # re-raised by finish() through fut.result()
+            fut.set_exception(e)
+        return fut
 
     src_root = open_root(source)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attest-copy") if workers > 0 else None
+    # One single-threaded lane per worker, a directory's files all in one lane: two threads
+    # creating in one directory would only contend for its lock.
+    lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="attest-copy") for _ in range(workers)]
+    dirs_listed = 0
     stack: list[_Dir] = []
+    done_dirs: list[_Dir] = []  # listed, waiting for their file jobs; the root last of all
     try:
         try:
             listing = _safe_listing(src_root)
@@ -158,20 +235,11 @@ def materialize(
             top = stack[-1]
             dent = next(top.listing, None)
             if dent is None:
-                # Post-order: every child is copied and sealed; now seal this directory.
                 stack.pop()
-                try:
-                    for rel, fut in top.pending:
-                        s = fut.result()
-                        sealed.append(s)
-                    for name in sorted(top.expected - top.seen):
-                        rel = f"{top.rel}/{name}" if top.rel else name
-                        report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
-                    if not findings:
-                        sealed.append(seal(top.dst, top.rel, True, top.mode))
-                finally:
-                    os.close(top.src)
-                    os.close(top.dst)
+                done_dirs.append(top)
+                # Bound the open descriptors: finish the oldest listed directories first.
+                while len(done_dirs) > max_open_dirs:
+                    finish(done_dirs.pop(0))
                 continue
             name = dent.name
             rel = f"{top.rel}/{name}" if top.rel else name
@@ -202,11 +270,22 @@ def materialize(
             if is_dir != (entry.type is EntryType.DIR):
                 report(InventoryCode.TYPE_CHANGED, rel, f"attested a {entry.type.value}, the source has a {'dir' if is_dir else 'file'}")
                 continue
-            if not is_dir and st.st_nlink > 1:
-                report(InventoryCode.HARDLINK, rel, f"the source file has {st.st_nlink} links")
+            if not is_dir:
+                if st.st_nlink > 1:
+                    report(InventoryCode.HARDLINK, rel, f"the source file has {st.st_nlink} links")
+                    continue
+                if findings:
+                    continue  # already failing: keep walking to report everything, copy nothing
+                size = entry.size or 0
+                files += 1
+                nbytes += size
+                job = (top.src, top.dst, name, rel, st, size, entry.mode)
+                top.pending.append(lanes[top.lane].submit(copy_job, *job) if lanes else run_inline(copy_job, *job))
+                if progress is not None and files % 256 == 0:
+                    progress(files, nbytes)
                 continue
             try:
-                sfd = os.open(name, _O_DIR if is_dir else _O_SRC, dir_fd=top.src)
+                sfd = os.open(name, _O_DIR, dir_fd=top.src)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
                     report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link during the copy")
@@ -216,56 +295,33 @@ def materialize(
                     report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
                 continue
             fst = os.fstat(sfd)
-            if (fst.st_dev, fst.st_ino, stat.S_IFMT(fst.st_mode)) != (st.st_dev, st.st_ino, fmt) or (not is_dir and fst.st_nlink > 1):
+            if (fst.st_dev, fst.st_ino, stat.S_IFMT(fst.st_mode)) != (st.st_dev, st.st_ino, fmt) or fst.st_mode & _SPECIAL_BITS:
                 os.close(sfd)
-                code = InventoryCode.HARDLINK if fst.st_nlink > 1 and not is_dir else InventoryCode.CHANGED_DURING_WALK
-                report(code, rel, "the entry was replaced or linked during the copy")
-                continue
-            if fst.st_mode & _SPECIAL_BITS:
-                os.close(sfd)
-                report(InventoryCode.SPECIAL_MODE, rel, "the source gained setuid, setgid or sticky bits")
-                continue
-            if not is_dir and fst.st_size != entry.size:
-                os.close(sfd)
-                # Only ever a reason to fail: success is decided from the frozen copy alone.
-                report(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {fst.st_size} bytes; the attested size is {entry.size}")
+                report(InventoryCode.CHANGED_DURING_WALK, rel, "the directory was replaced during the copy")
                 continue
             if findings:
-                # Already failing: stop copying, keep walking to report everything.
-                if is_dir:
-                    stack.append(_Dir(sfd, os.dup(sfd), rel, entry.mode, _safe_listing(sfd), children.get(rel, set())))
-                else:
-                    os.close(sfd)
+                stack.append(_Dir(sfd, os.dup(sfd), rel, entry.mode, _safe_listing(sfd), children.get(rel, set())))
                 continue
             try:
-                if is_dir:
-                    os.mkdir(name, 0o700, dir_fd=top.dst)
-                    dfd = os.open(name, _O_DIR, dir_fd=top.dst)
-                else:
-                    dfd = os.open(name, _O_DST, 0o600, dir_fd=top.dst)
+                os.mkdir(name, 0o700, dir_fd=top.dst)
+                dfd = os.open(name, _O_DIR, dir_fd=top.dst)
             except OSError as e:
                 os.close(sfd)
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
-            if is_dir:
-                stack.append(_Dir(sfd, dfd, rel, entry.mode, _safe_listing(sfd), children.get(rel, set())))
-                continue
-            size = entry.size or 0
-            files += 1
-            nbytes += size
-            if pool is not None and size >= _THREADED:
-                top.pending.append((rel, pool.submit(copy_one, sfd, dfd, rel, size, entry.mode)))
-            else:
-                sealed.append(copy_one(sfd, dfd, rel, size, entry.mode))
-            if progress is not None and files % 256 == 0:
-                progress(files, nbytes)
+            dirs_listed += 1
+            stack.append(_Dir(sfd, dfd, rel, entry.mode, _safe_listing(sfd), children.get(rel, set()), dirs_listed % max(1, workers)))
+        # Directories in the order they were listed: children before parents, the root last.
+        while done_dirs:
+            finish(done_dirs.pop(0))
     finally:
-        for d in stack:
+        for d in (*stack, *done_dirs):
+            for fut in d.pending:
+                fut.cancel()
+        for lane in lanes:
+            lane.shutdown(wait=True)
+        for d in (*stack, *done_dirs):
             os.close(d.src)
             os.close(d.dst)
-            for _, fut in d.pending:
-                fut.cancel()
-        if pool is not None:
-            pool.shutdown(wait=True)
     if progress is not None:
         progress(files, nbytes)
     sealed.sort(key=lambda s: (s.path != "", s.path))

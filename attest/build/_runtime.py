@@ -161,7 +161,8 @@ def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str) -> 
     spec = os.path.join(staging, f"spec-{task['task']}.json")
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(task, f)
-    sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=staging, home=os.path.join(staging, "home"), what=what)
+    sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=staging, home=os.path.join(staging, "home"),
+                staging=staging, what=what)
 
 
 def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
@@ -281,7 +282,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         + (f"b = getattr(b, {obj!r})\n" if obj else "")
         + f"print(b.build_wheel({out!r}))\n"
     )
-    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, what="building the toolchain wheel")
+    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, staging=staging, what="building the toolchain wheel")
     built = sorted(os.listdir(out))
     if len(built) != 1 or not built[0].endswith(".whl"):
         raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"the build backend produced {built}, not one wheel")
@@ -307,7 +308,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
             " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
             "sys.exit(0 if ok else 1)\n"
         )
-        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, what="compiling bytecode")
+        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, staging=staging, what="compiling bytecode")
     # 5. The validated distribution set and the exposed entry points.
     expected = {w.name: w.version for w in wheels}
     expected[str(tname)] = str(tversion)
@@ -327,6 +328,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "distributions": distributions,
         "interpreter": ident.to_json(),
         "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
+        "filesystem_confined": sandbox.filesystem_confined,
     }
     if not publish_output:
         return BuildResult("runtime", name, root, inputs, digest, inventory, False, sandbox.network_isolated,

@@ -68,6 +68,8 @@ def _print_build(result: object, json_mode: bool) -> None:
     print(f"  immutability: {result.immutability}")
     if result.kind == "runtime":
         print(f"  network:      {'isolated (empty network namespace)' if result.network_isolated else 'NOT ISOLATED (accepted by --allow-network-unisolated)'}")
+        confined = result.details.get("filesystem_confined")
+        print(f"  filesystem:   {'read-only except staging, no capabilities' if confined else 'NOT CONFINED (accepted by --allow-network-unisolated)'}")
     for path in result.attestations:
         print(f"  attestation:  {path}")
     if not result.attestations:

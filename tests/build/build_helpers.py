@@ -71,6 +71,24 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             path = os.path.join(root, fn)
             with open(path, "rb") as f:
                 body[path] = f.read()
+    probe = doc.get("tool", {}).get("tiny", {}).get("probe")
+    if probe:
+        # A hostile build: try to write outside staging and to reach the network.
+        results = []
+        for target in (probe, os.path.join(os.path.dirname(os.getcwd()), "..", "planted")):
+            try:
+                with open(target, "w") as f:
+                    f.write("escaped")
+                results.append("wrote " + target)
+            except OSError as e:
+                results.append(f"refused {e.errno}")
+        import socket
+        try:
+            socket.create_connection(("1.1.1.1", 80), timeout=2).close()
+            results.append("network reachable")
+        except OSError as e:
+            results.append(f"network refused {e.errno}")
+        body[f"{dist}/_probe.txt"] = ("\\n".join(results) + "\\n").encode()
     if doc.get("tool", {}).get("tiny", {}).get("noisy"):
         body[f"{dist}/_noise.txt"] = (os.urandom(8).hex() + "\\n").encode()
     body[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
@@ -163,7 +181,7 @@ repository = "https://example.org/toolchain.git"
 """
 
 
-def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = False) -> str:
+def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = False, probe: str | None = None) -> str:
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists():
         git(repo, "init", "-q")
@@ -171,7 +189,9 @@ def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = Fal
         '[build-system]\nrequires = ["tinybackend>=1"]\nbuild-backend = "tinybackend"\n\n'
         '[project]\nname = "toolchain"\nversion = "0.1"\ndependencies = ["libdep>=1.0"]\n\n'
         '[project.scripts]\ntool = "toolchain.cli:main"\n'
-        + ('\n[tool.tiny]\nnoisy = true\n' if noisy else '')
+        + ('\n[tool.tiny]\n' if noisy or probe else '')
+        + ('noisy = true\n' if noisy else '')
+        + (f'probe = "{probe}"\n' if probe else '')
     )
     pkg = repo / "toolchain"
     pkg.mkdir(exist_ok=True)

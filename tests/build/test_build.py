@@ -287,3 +287,17 @@ def test_requirements_lock_builds_from_a_warm_cache(project: Project, sandbox: S
     # Same files, another lock (digest and format are inputs): another name, the same bytes.
     assert pylock_build.name != result.name
     assert pylock_build.inventory.identity == result.inventory.identity
+
+
+def test_build_step_cannot_write_outside_staging_or_reach_the_network(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    assert sandbox.filesystem_confined and sandbox.network_isolated
+    target = tmp_path / "escaped.txt"
+    sha = make_toolchain_repo(project.repo, probe=str(target))
+    _fetch(project)
+    result = build_runtime(load_recipe(project.recipe), sha, str(project.store), str(project.cache), sandbox)
+    assert not target.exists()
+    report = (Path(result.store_path) / "lib/python3.11/site-packages/toolchain/_probe.txt").read_text().splitlines()
+    assert report[0] == "refused 30"  # EROFS: the filesystem outside staging is read-only
+    assert report[1].startswith("refused ")
+    assert report[2].startswith("network refused")
+    assert result.details["filesystem_confined"] is True

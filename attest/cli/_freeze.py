@@ -37,8 +37,9 @@ def freeze(
     """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
     from ..attestation import closed_tree_inventory, load_policy, verify_attestation_file
     from ..attestation._tree import check_policy_outside
-    from ..freeze import freeze_tree
+    from ..freeze import freeze_tree, get_backend
 
+    get_backend(backend)  # an unknown backend is bad usage, before anything is read
     pol = load_policy(policy)
     check_policy_outside(pol, source)
     expected = closed_tree_inventory(verify_attestation_file(attestation, pol))

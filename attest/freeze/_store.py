@@ -396,7 +396,20 @@ def _freeze_into(
         os.fsync(store_fd)
         store._touch_use(state_fd, hexid, clock())
         return dataclasses.replace(image, path=store.tree_path(hexid))
-    finally:
+    except BaseException as failure:
         os.close(wrap_fd)
+        wrap_fd = -1
         if not published:
-            remove_tree(staging_fd, name)
+            try:
+                remove_tree(staging_fd, name)
+            except OSError as e:  # keep the reason the freeze failed; say staging is left for gc
+                failure.add_note(f"staging {wrap_path} could not be removed ({e.strerror}); attest store gc removes it")
+        raise
+    finally:
+        if wrap_fd >= 0:
+            os.close(wrap_fd)
+            if not published:
+                try:
+                    remove_tree(staging_fd, name)
+                except OSError as e:
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot remove staging: {e.strerror}", wrap_path) from e

@@ -33,7 +33,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import EnvironmentFailure, Finding, InputError, VerificationError
@@ -84,7 +84,10 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
                 if p is None:
                     continue
                 filename = p.name
-            _, _, _, wtags = parse_wheel_filename(filename)
+            try:
+                _, _, _, wtags = parse_wheel_filename(filename)
+            except InvalidWheelFilename as e:
+                raise InputError(BuildCode.LOCK_NOT_WHEEL, f"{filename!r} is not a valid wheel file name", pkg.name) from e
             r = min((rank[str(t)] for t in wtags if str(t) in rank), default=None)
             if r is not None and (best is None or r < best[0]):
                 best = (r, SelectedWheel(pkg.name, pkg.version, filename, w.sha256))

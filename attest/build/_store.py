@@ -180,7 +180,7 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
     inventory = _inventory_from_record(doc.get("inventory"), path)
     if inventory.identity != identity or image.identity != identity:
         raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory is not the frozen image's", path)
-    details = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network", "filesystem_confined") if k in doc}
+    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network", "filesystem_confined") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
                        image.backend, tuple(doc.get("attestations", ())), details)
 

@@ -104,7 +104,7 @@ def _install_wheels(wheels: list[str], scheme: dict[str, str], interpreter: str)
 
     dest = _destination(scheme, interpreter)
     for wheel in wheels:
-        with WheelFile.open(wheel) as source:
+        with WheelFile.open(Path(wheel)) as source:
             install(source, dest, {"INSTALLER": INSTALLER_NAME})
 
 

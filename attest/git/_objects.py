@@ -101,12 +101,12 @@ def parse_tree(data: bytes, fmt: ObjectFormat, *, where: str = "") -> tuple[Tree
         if problem is not None:
             raise VerificationError(GitCode.BAD_TREE_NAME, problem[1], path)
         out.append(TreeEntry(mode, _KIND_OF_MODE[mode], oid, name))
-    keys = [_tree_sort_key(e) for e in out]
-    for a, b, e in zip(keys, keys[1:], out[1:]):
+    keys = [_tree_sort_key(t) for t in out]
+    for a, b, later in zip(keys, keys[1:], out[1:]):
         if a >= b:
             what = "duplicate" if a == b else "out of order"
-            raise VerificationError(GitCode.BAD_TREE_ORDER, f"tree entry is {what}", f"{where}/{e.name}" if where else e.name)
-    names = [e.name for e in out]
+            raise VerificationError(GitCode.BAD_TREE_ORDER, f"tree entry is {what}", f"{where}/{later.name}" if where else later.name)
+    names = [t.name for t in out]
     if len(set(names)) != len(names):
         raise VerificationError(GitCode.BAD_TREE_ORDER, "tree has a duplicate name", where or None)
     return tuple(out)

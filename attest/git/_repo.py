@@ -133,6 +133,9 @@ class GitRepo:
             self.close()
             raise EnvironmentFailure(GitCode.GIT_FAILED, f"unexpected git cat-file header {header[:200]!r}", path)
         kind = parts[1].decode("ascii", "replace")
+        if not parts[2].isdigit():
+            self.close()
+            raise EnvironmentFailure(GitCode.GIT_FAILED, f"unexpected git cat-file header {header[:200]!r}", path)
         size = int(parts[2])
         if size > MAX_BLOB:
             self.close()

@@ -20,3 +20,5 @@ class GitCode(ReasonCode):
     PATH_NOT_IN_TREE = "PATH_NOT_IN_TREE"    # the subtree path does not exist or is not a directory
     GIT_FAILED = "GIT_FAILED"                # the git subprocess failed or is unavailable
     TREE_TOO_LARGE = "TREE_TOO_LARGE"        # entry count / depth / blob size caps
+    NO_MERGE_BASE = "NO_MERGE_BASE"          # unrelated histories: no common ancestor
+    MULTIPLE_MERGE_BASES = "MULTIPLE_MERGE_BASES"  # criss-cross history: several best common ancestors

@@ -262,6 +262,40 @@ class GitRepo:
         return files
 
 
+def merge_bases(repo: GitRepo, a: str, b: str) -> tuple[str, ...]:
+    """Every best common ancestor of two full-SHA commits (``git merge-base --all``), sorted."""
+    for rev in (a, b):
+        resolve_full_sha(repo, rev)
+    try:
+        proc = subprocess.run([*_GIT_ARGS, f"--git-dir={repo.git_dir}", "merge-base", "--all", a, b],
+                              capture_output=True, env=git_env(), cwd="/", timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git merge-base: {e}") from e
+    if proc.returncode not in (0, 1) or (proc.returncode == 1 and proc.stdout.strip()):
+        raise EnvironmentFailure(GitCode.GIT_FAILED, "git merge-base failed: " + proc.stderr.decode("utf-8", "replace")[-300:])
+    bases = tuple(sorted(line for line in proc.stdout.decode("ascii", "replace").split() if line))
+    for base in bases:
+        verify_full_sha(base, repo.object_format, what="merge base")
+    return bases
+
+
+def unique_merge_base(repo: GitRepo, a: str, b: str) -> str:
+    """The single best common ancestor, or a failure (ADR-0008: zero or several fail closed)."""
+    bases = merge_bases(repo, a, b)
+    if not bases:
+        raise VerificationError(GitCode.NO_MERGE_BASE, f"{a} and {b} have unrelated histories")
+    if len(bases) > 1:
+        raise VerificationError(GitCode.MULTIPLE_MERGE_BASES, f"{len(bases)} best merge bases: {', '.join(bases)}")
+    return bases[0]
+
+
+def verify_export(root: str | os.PathLike[str], repo: GitRepo, tree: str, **modes: int) -> Inventory:
+    """Raise unless the tree at ``root`` is exactly ``tree`` (paths, types, modes, bytes)."""
+    from ..inventory import verify_tree
+
+    return verify_tree(root, repo.tree_inventory(tree, **modes))
+
+
 def _run(args: list[str], where: str) -> bytes:
     try:
         proc = subprocess.run([*_GIT_ARGS, *args], capture_output=True, env=git_env(), cwd="/", timeout=60)
@@ -280,4 +314,4 @@ def resolve_full_sha(repo: GitRepo, rev: str) -> str:
     return rev
 
 
-__all__ = ["GitRepo", "git_env", "is_full_sha", "resolve_full_sha"]
+__all__ = ["GitRepo", "git_env", "is_full_sha", "merge_bases", "resolve_full_sha", "unique_merge_base", "verify_export"]

@@ -208,3 +208,59 @@ def test_git_failure_is_reported(tmp_path: Path) -> None:
         r.read_object("a" * 40)
     r.close()
     assert ei.value.code == GitCode.GIT_FAILED
+
+
+def test_merge_bases(tmp_path: Path) -> None:
+    from attest.git import merge_bases, unique_merge_base
+
+    repo = tmp_path / "r"
+    base = make_repo(repo, {"a": b"1"})
+    git(repo, "checkout", "-q", "-b", "x")
+    (repo / "x").write_bytes(b"x")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "x")
+    x1 = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", base)
+    git(repo, "checkout", "-q", "-b", "y")
+    (repo / "y").write_bytes(b"y")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "y")
+    y1 = git(repo, "rev-parse", "HEAD")
+    with GitRepo.open(repo) as r:
+        assert unique_merge_base(r, x1, y1) == base
+        # Criss-cross: merge each side into the other; now two best bases.
+        git(repo, "merge", "-q", "--no-edit", x1)
+        y2 = git(repo, "rev-parse", "HEAD")
+        git(repo, "checkout", "-q", x1)
+        git(repo, "merge", "-q", "--no-edit", y1)
+        x2 = git(repo, "rev-parse", "HEAD")
+        assert merge_bases(r, x2, y2) == tuple(sorted((x1, y1)))
+        with pytest.raises(VerificationError) as ei:
+            unique_merge_base(r, x2, y2)
+        assert ei.value.code == GitCode.MULTIPLE_MERGE_BASES
+        # Unrelated history.
+        git(repo, "checkout", "-q", "--orphan", "other")
+        git(repo, "commit", "-q", "-m", "orphan")
+        orphan = git(repo, "rev-parse", "HEAD")
+        with pytest.raises(VerificationError) as ei:
+            unique_merge_base(r, orphan, base)
+        assert ei.value.code == GitCode.NO_MERGE_BASE
+        with pytest.raises(InputError):
+            unique_merge_base(r, "main", base)
+
+
+def test_verify_export(tmp_path: Path) -> None:
+    from attest.git import verify_export
+
+    repo = tmp_path / "r"
+    sha = make_repo(repo, {"d/f": b"1"})
+    out = tmp_path / "out"
+    out.mkdir()
+    with GitRepo.open(repo) as r:
+        tree = r.commit_tree(sha)
+        r.export_tree(tree, out)
+        assert verify_export(out, r, tree).file_count == 1
+        (out / "d" / "extra").write_bytes(b"planted")
+        with pytest.raises(VerificationError) as ei:
+            verify_export(out, r, tree)
+        assert ei.value.code == "EXTRA"

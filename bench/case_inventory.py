@@ -216,6 +216,7 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
             },
             runs,
         )
+        print(f"  {label}: medians " + ", ".join(f"{k} {v:.3f} s" for k, v in m.items()), flush=True)
         rows.append(Row(label, "attest inventory --digest vs xargs -P2 sha256sum", m["attest"], m["sha256sum"], target_sum))
         rows.append(Row(label, "attest inventory --digest vs xargs -P2 openssl dgst", m["attest"], m["openssl"], 1.0))
 

@@ -453,18 +453,30 @@ class _Walk:
             if st.st_size > limits.max_file_size:
                 report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {limits.max_file_size}")
                 continue
-            opened = _open_checked(dfd, name, _O_FILE, st, rel, report)
-            if opened is None:
-                continue
-            fd, fst = opened
+            # _open_checked, inlined for the common case (the same inode, mode unchanged).
             try:
+                fd = os.open(name, _O_FILE, dir_fd=dfd)
+            except OSError as e:
+                _report_open_error(e, rel, report)
+                continue
+            try:
+                try:
+                    fst = os.fstat(fd)
+                except OSError as e:
+                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+                    continue
+                if (fst.st_ino != st.st_ino or fst.st_dev != st.st_dev or fst.st_mode != st_mode) and not _same_entry(
+                    fst, st, rel, report
+                ):
+                    continue
                 if fst.st_nlink > 1:
                     report(InventoryCode.HARDLINK, rel, "the file gained a second link while the tree was walked")
                     continue
-                if fst.st_size > limits.max_file_size:
+                size = fst.st_size
+                if size > limits.max_file_size:
                     report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {limits.max_file_size} bytes")
                     continue
-                if fst.st_size >= _HANDOFF and self.workers > 1 and self.handoffs < _MAX_HANDOFFS:
+                if size >= _HANDOFF and self.workers > 1 and self.handoffs < _MAX_HANDOFFS:
                     self.push([(_BIG, fd, rel, fst)])
                     fd = -1
                     continue
@@ -551,6 +563,39 @@ def _kind(fmt: int) -> str:
     }.get(fmt, "a special file")
 
 
+def _report_open_error(e: OSError, rel: str, report: Callable[[InventoryCode, str, str], None]) -> None:
+    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+        report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link while the tree was walked")
+    elif e.errno == errno.ENOENT:
+        report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+    else:
+        report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
+
+
+def _same_entry(
+    st: os.stat_result,
+    listed: os.stat_result,
+    rel: str,
+    report: Callable[[InventoryCode, str, str], None],
+) -> bool:
+    """Whether the opened ``st`` is still the listed inode, of the listed type, without special bits."""
+    if stat.S_IFMT(st.st_mode) != stat.S_IFMT(listed.st_mode):
+        if stat.S_ISLNK(st.st_mode):
+            report(InventoryCode.SYMLINK, rel, "the entry became a symbolic link while the tree was walked")
+        elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            report(InventoryCode.SPECIAL_FILE, rel, f"the entry became {_kind(stat.S_IFMT(st.st_mode))} while the tree was walked")
+        else:
+            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry changed type while the tree was walked")
+        return False
+    if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino):
+        report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry was replaced while the tree was walked")
+        return False
+    if st.st_mode & _SPECIAL_BITS:
+        report(InventoryCode.SPECIAL_MODE, rel, "the entry gained setuid, setgid or sticky bits while the tree was walked")
+        return False
+    return True
+
+
 def _open_checked(
     dfd: int,
     name: str,
@@ -566,12 +611,7 @@ def _open_checked(
     try:
         fd = os.open(name, flags, dir_fd=dfd)
     except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENOTDIR):
-            report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link while the tree was walked")
-        elif e.errno == errno.ENOENT:
-            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
-        else:
-            report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
+        _report_open_error(e, rel, report)
         return None
     try:
         st = os.fstat(fd)
@@ -579,22 +619,8 @@ def _open_checked(
         os.close(fd)
         report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
         return None
-    if stat.S_IFMT(st.st_mode) != stat.S_IFMT(listed.st_mode):
+    if not _same_entry(st, listed, rel, report):
         os.close(fd)
-        if stat.S_ISLNK(st.st_mode):
-            report(InventoryCode.SYMLINK, rel, "the entry became a symbolic link while the tree was walked")
-        elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            report(InventoryCode.SPECIAL_FILE, rel, f"the entry became {_kind(stat.S_IFMT(st.st_mode))} while the tree was walked")
-        else:
-            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry changed type while the tree was walked")
-        return None
-    if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino):
-        os.close(fd)
-        report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry was replaced while the tree was walked")
-        return None
-    if st.st_mode & _SPECIAL_BITS:
-        os.close(fd)
-        report(InventoryCode.SPECIAL_MODE, rel, "the entry gained setuid, setgid or sticky bits while the tree was walked")
         return None
     return fd, st
 

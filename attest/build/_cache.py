@@ -124,11 +124,25 @@ def _fetch_one(cache: Path, w: LockedWheel, lock_dir: Path) -> None:
     _place(cache, tmp, w.filename, w.sha256)
 
 
+def _make_private_dirs(path: Path) -> None:
+    """Create ``path`` and any missing parent as 0700 (the cache usually lives in the state dir)."""
+    missing = []
+    p = path.absolute()
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+
+
 def fetch(lock: Lock, cache: str | os.PathLike[str], *, lock_path: str | None = None,
           python: str | None = None) -> FetchResult:
     """Make the cache hold every locked file, each checked against its hash."""
     cdir = Path(cache)
-    cdir.mkdir(parents=True, exist_ok=True)
+    _make_private_dirs(cdir)
     lock_dir = Path(lock_path).resolve().parent if lock_path else Path.cwd()
     fetched: list[str] = []
     present: list[str] = []

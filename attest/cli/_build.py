@@ -39,14 +39,16 @@ def _state(store: Optional[str]) -> str:
 
 
 def fetch(
-    lock: str = typer.Option(..., "--lock", help="pylock.toml or requirements lock with --hash lines."),
-    into: str = typer.Option(..., "--into", help="The cache directory."),
+    lock: str = typer.Option("lockfiles/pylock.toml", "--lock", help="pylock.toml or requirements lock with --hash lines."),
+    into: Optional[str] = typer.Option(None, "--into", help="The cache directory [default: STORE/cache]."),
+    store: Optional[str] = StoreOption,
     python: Optional[str] = PythonOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Download exactly the locked wheels and check every hash (the only networked step)."""
-    from ..build._api import run_fetch
+    from ..build._api import default_cache, run_fetch
 
+    into = into or default_cache(_state(store))
     result = run_fetch(lock, into, python=python)
     if json_mode:
         print_json({"ok": True, "fetched": list(result.fetched), "present": list(result.present), "network_used": result.network_used})

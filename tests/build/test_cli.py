@@ -64,3 +64,12 @@ def test_cli_failures_exit_nonzero_with_codes(project: Project, tmp_path: Path, 
     rc = main(["rebuild", "--check", str(project.recipe), "--rev", sha, "--store", state, "--cache", str(project.cache)])
     err = capsys.readouterr().err
     assert rc == 1 and "_noise.txt" in err and "--- first/" in err
+
+
+def test_fetch_creates_a_private_state_by_default(project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "fresh" / "state"
+    rc, doc = run(capsys, "fetch", "--lock", str(project.lock), "--store", str(state))
+    assert rc == 0 and len(doc["fetched"]) == 2
+    assert (state / "cache").is_dir() and (state.stat().st_mode & 0o777) == 0o700
+    rc, doc = run(capsys, "build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha, "--store", str(state))
+    assert rc == 0 and doc["ok"]

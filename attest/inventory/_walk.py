@@ -204,6 +204,17 @@ def _hash_small(fd: int, size: int) -> tuple[str, int]:
     return h.hexdigest(), got
 
 
+def _hash_small_rest(data: bytes, fd: int, size: int) -> tuple[str, int]:
+    """_hash_small after a first read that returned ``data`` (not exactly ``size`` bytes)."""
+    got = len(data)
+    h = hashlib.sha256(data)
+    while data and got <= size:
+        data = os.read(fd, size + 1 - got)
+        h.update(data)
+        got += len(data)
+    return h.hexdigest(), got
+
+
 def _hash_large(fd: int, buf: bytearray) -> tuple[str, int]:
     h = hashlib.sha256()
     view = memoryview(buf)
@@ -406,9 +417,13 @@ class _Walk:
         limits = self.limits
         report = self.report
         entries = self.entries
+        read = os.read
+        fstat = os.fstat
+        sha256 = hashlib.sha256
+        nfiles = nbytes = 0
         for name, rel in items:
             if self.halted:
-                return
+                break
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -425,7 +440,7 @@ class _Walk:
             if next(self.counter) > limits.max_entries:
                 report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
                 self.halt()
-                return
+                break
             if fmt == _S_IFLNK:
                 report(InventoryCode.SYMLINK, rel, "symbolic links are not allowed in a closed tree")
                 continue
@@ -480,10 +495,39 @@ class _Walk:
                     self.push([(_BIG, fd, rel, fst)])
                     fd = -1
                     continue
-                self.hash_file(fd, rel, fst, buf, stats)
+                if size > _SMALL:
+                    self.hash_file(fd, rel, fst, buf, stats)
+                    continue
+                # hash_file inlined for small files: usually one read (see _hash_small).
+                try:
+                    data = read(fd, size + 1)
+                    got = len(data)
+                    if got == size:
+                        digest = sha256(data).hexdigest()
+                    else:
+                        digest, got = _hash_small_rest(data, fd, size)
+                    after = fstat(fd)
+                except OSError as e:
+                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")
+                    continue
+                if (
+                    got != size
+                    or after.st_ino != fst.st_ino
+                    or after.st_dev != fst.st_dev
+                    or after.st_size != size
+                    or after.st_mtime_ns != fst.st_mtime_ns
+                    or after.st_ctime_ns != fst.st_ctime_ns
+                ):
+                    report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
+                    continue
+                entries.append(Entry(rel, _FILE, _S_IMODE(fst.st_mode), got, digest))
+                nfiles += 1
+                nbytes += got
             finally:
                 if fd >= 0:
                     os.close(fd)
+        stats[0] += nfiles
+        stats[1] += nbytes
 
     def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
         """Hash an opened regular file (rule 4) and record it; ``fd`` stays open."""

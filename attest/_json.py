@@ -1,8 +1,9 @@
 """Strict JSON in, canonical JSON (RFC 8785) out.
 
 Everything attest reads from outside goes through :func:`loads_strict`: bounded size and
-nesting, UTF-8 only (no BOM), no duplicate keys at any depth, no NaN/Infinity, and
-integers bounded to the interoperable range (|n| <= 2**53 - 1).
+nesting, UTF-8 only (no BOM), no duplicate keys at any depth, no NaN/Infinity or numbers
+that overflow a double, no lone surrogates, and integers bounded to the interoperable
+range (|n| <= 2**53 - 1): I-JSON (RFC 7493), which RFC 8785 is defined over.
 
 :func:`canonical_bytes` produces RFC 8785 (JCS) bytes. For the documents attest writes
 (string keys, strings, integers within 2**53, booleans, null, lists and objects; no
@@ -17,6 +18,8 @@ other document falls back to ``rfc8785`` itself. The test suite checks the two a
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from .errors import CommonCode, InputError
@@ -28,6 +31,33 @@ DEFAULT_MAX_DEPTH = 64
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:30]} is outside the range of a double")
+    return value
+
+
+# Lone surrogates can only come from \uD800-\uDFFF escapes (strict UTF-8 decoding refuses them
+# as bytes), so the slow per-string check runs only when such an escape is present.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse strings (and keys) that are not valid Unicode: RFC 8785 is defined over I-JSON."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                key.encode("utf-8")
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _parse_int(text: str) -> int:
@@ -93,11 +123,16 @@ def loads_strict(
             object_pairs_hook=_pairs,
             parse_constant=_reject_constant,
             parse_int=_parse_int,
+            parse_float=_parse_float,
         )
+        if _SURROGATE_ESCAPE.search(text):
+            _check_strings(value)
     except _DuplicateKey as e:
         raise InputError(CommonCode.DUPLICATE_KEY, f"{what} has the key {str(e)!r} twice in one object") from e
     except RecursionError as e:
         raise InputError(CommonCode.TOO_DEEP, f"{what} nests too deeply") from e
+    except UnicodeEncodeError as e:
+        raise InputError(CommonCode.BAD_JSON, f"{what} holds a lone UTF-16 surrogate (not I-JSON)") from e
     except ValueError as e:
         raise InputError(CommonCode.BAD_JSON, f"{what} is not valid JSON: {e}") from e
     if _depth(value, max_depth) > max_depth:

@@ -93,12 +93,19 @@ def test_non_bmp_keys_fall_back_to_utf16_order() -> None:
         (b"[" * 100 + b"]" * 100, CommonCode.TOO_DEEP),
         (b"[" * 100000 + b"]" * 100000, CommonCode.TOO_DEEP),
         (b'{"a":', CommonCode.BAD_JSON),
+        (b'[1e400]', CommonCode.BAD_JSON),
+        (b'["\\ud800"]', CommonCode.BAD_JSON),
+        (b'{"\\udfff":1}', CommonCode.BAD_JSON),
     ],
 )
 def test_strict_json_rejections(raw: bytes, code: CommonCode) -> None:
     with pytest.raises(InputError) as info:
         loads_strict(raw)
     assert info.value.code == code
+
+
+def test_paired_surrogate_escapes_are_fine() -> None:
+    assert loads_strict(b'["\\ud83d\\ude00", 1.5]') == ["\U0001f600", 1.5]
 
 
 def test_strict_json_size_cap() -> None:

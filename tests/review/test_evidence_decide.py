@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from attest.errors import InputError
@@ -243,7 +243,7 @@ def test_a_failed_or_missing_read_is_never_true(stage: str, code: EvidenceCode, 
 
 
 @given(
-    login=st.text(min_size=1, max_size=25),
+    login=st.sampled_from([APP, "opencode-review", "OpenCode-Review[bot]", "github-actions[bot]", "alice"]) | st.text(min_size=1, max_size=25),
     state=st.sampled_from(["COMMENTED", "APPROVED", "CHANGES_REQUESTED", "DISMISSED", "PENDING", "commented"]),
     event=st.sampled_from(["pull_request_target", "pull_request", "push", "workflow_run"]),
     status=st.sampled_from(["completed", "in_progress", "queued", None]),
@@ -251,6 +251,8 @@ def test_a_failed_or_missing_read_is_never_true(stage: str, code: EvidenceCode, 
     job_conclusion=st.sampled_from(["success", "skipped", "failure"]),
     final_head=st.sampled_from([HEAD, OTHER]),
 )
+@example(login=APP, state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success", final_head=HEAD)
+@example(login="OpenCode-Review[bot]", state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success", final_head=HEAD)
 @settings(max_examples=300, deadline=None)
 def test_true_only_when_every_predicate_holds(login: str, state: str, event: str, status: str | None, conclusion: str | None, job_conclusion: str, final_head: str) -> None:
     evidence = ev(

@@ -25,3 +25,9 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     assert command in readme
     assert re.search(r"python3 bootstrap\.py demo", readme)
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """tests/ has no __init__.py files: two test modules with one basename abort collection."""
+    names = [p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "__init__.py" and p.name != "conftest.py"]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []

@@ -19,7 +19,13 @@ def builder_identity() -> dict[str, Any]:
         for f in sorted(pkg.glob("*.py")):
             h.update(f"{pkg.name}/{f.name}\0".encode())
             h.update(hashlib.sha256(f.read_bytes()).digest())
-    return {"id": BUILDER_ID, "code_sha256": h.hexdigest()}
+    # The worker installs with this process's interpreter and these libraries: their versions
+    # are part of the builder too.
+    import sys
+    from importlib.metadata import version
+
+    return {"id": BUILDER_ID, "code_sha256": h.hexdigest(), "python": sys.version.split()[0],
+            "installer": version("installer"), "packaging": version("packaging")}
 
 
 def make_staging(parent: str) -> str:

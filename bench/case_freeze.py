@@ -80,11 +80,14 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
     reused_state = out / "state-reused"
     freeze_tree(runtime, expected, reused_state)
 
+    def lib_reuse() -> None:
+        assert freeze_tree(runtime, expected, reused_state).reused
+
     def lib_fresh() -> None:
         freeze_tree(runtime, expected, out / f"state-{next(counter)}")
 
     try:
-        lib = measure_alternating({"reuse": lambda: freeze_tree(runtime, expected, reused_state), "fresh": lib_fresh}, runs)
+        lib = measure_alternating({"reuse": lib_reuse, "fresh": lib_fresh}, runs)
         cli = measure_alternating({"reuse": freeze_cmd(reused_state)}, runs)
     finally:
         for p in out.iterdir():

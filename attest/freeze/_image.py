@@ -180,10 +180,11 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
                 with os.scandir(dfd) as it:
                     for dent in it:
                         rel = f"{prefix}/{dent.name}" if prefix else dent.name
-                        s = want.get(rel)
-                        if s is None or dent.name not in expected:
+                        found = want.get(rel)
+                        if found is None or dent.name not in expected:
                             report(FreezeCode.IMAGE_CHANGED, rel, "an entry was added after the seal")
                             continue
+                        s = found
                         seen.add(dent.name)
                         try:
                             st = dent.stat(follow_symlinks=False)

@@ -29,8 +29,10 @@ MAX_SUBJECTS = 1024
 MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
 MAX_PAYLOAD_DEPTH = 64
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-_HEX = re.compile(r"[0-9a-f]{2,256}\Z")
-_DIGEST_ALG = re.compile(r"[a-z0-9_-]{1,32}\Z")
+_HEX = re.compile(r"(?:[0-9a-f]{2}){1,128}\Z")  # whole bytes only
+# in-toto DigestSet names: lowercase algorithms (sha256, sha3_256, ...) and the camelCase
+# git and directory names the spec lists (gitCommit, gitTree, gitBlob, gitTag, dirHash).
+_DIGEST_ALG = re.compile(r"[a-z][a-zA-Z0-9_-]{0,31}\Z")
 # in-toto ResourceDescriptor fields; anything else in a subject is an unknown field.
 _SUBJECT_FIELDS = {"name", "uri", "digest", "content", "downloadLocation", "mediaType", "annotations"}
 _STATEMENT_FIELDS = {"_type", "subject", "predicateType", "predicate"}

@@ -16,15 +16,17 @@ Rules (DESIGN.md "Closed inventory", THREATS.md A, B, C, G):
 5. The walk is iterative (an explicit stack), so a deep tree meets the depth cap, not Python's
    recursion limit.
 
-Speed (``python -m bench``): the walk is shared by ``workers`` threads (two by default).
-hashlib and every system call release the GIL, so two threads keep two cores busy. The
-work items are a directory to list, a slice of up to 64 entries of a listed directory, or
-one large file; a thread that meets a large file hands it to the other. A directory
-descriptor is closed when its last slice is done. Small files are read with one
-``read`` of ``st_size + 1`` bytes (rule 4 still holds: fewer bytes than requested means
-end of file, and the ``fstat`` after the read must agree with the one before), large files
-with ``readv`` into one reused buffer per thread. Names are checked once per distinct
-name per walk (the checks depend on the name alone).
+Speed (``python -m bench``): one thread walks (lists, checks names, stats, opens, hashes
+small files) and ``workers - 1`` threads hash the files of 64 KiB or more that it hands
+them (hashlib and ``readv`` release the GIL); the walking thread hashes handed-over files
+too once it has nothing else to do, so several large files are hashed on two cores. (Two
+threads walking small files contend for the GIL on every short system call and were
+slower than one.) Work items are a directory to list, a slice of up to 64 entries of a
+listed directory, or one handed-over file; a directory descriptor is closed when its last
+slice is done. Small files are read with one ``read`` of ``st_size + 1`` bytes (rule 4
+still holds: fewer bytes than asked means end of file, and the ``fstat`` after the read
+must agree with the one before); larger ones with ``readv`` into one reused buffer per
+thread.
 
     >>> inv = inventory_tree("some/tree")          # raises VerificationError on any rejection
     >>> result = scan_tree("some/tree")            # never raises for entries; collects findings
@@ -54,9 +56,13 @@ _O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEX
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _SMALL = 256 * 1024  # read in one call of st_size + 1 bytes
 _CHUNK = 1024 * 1024  # larger files: readv into a reused buffer of this size
-_HANDOFF = 4 * 1024 * 1024  # files at least this large become a work item of their own
+_HANDOFF = 64 * 1024  # files at least this large are handed to a hashing thread
 _MAX_HANDOFFS = 32  # at most this many open file descriptors wait in the queue
 _SLICE = 64  # entries of one directory per work item
+# Threads that list, stat and open; the other workers only hash files handed to them. Two
+# threads walking small files contend for the GIL on every short system call and end up
+# slower than one, so one thread walks and the others hash what is worth handing over.
+_WALK_THREADS = 1
 _FILE = EntryType.FILE  # enum attribute access is slow in 3.11; this is per entry
 _DIR = EntryType.DIR
 _S_IFMT = stat.S_IFMT
@@ -267,7 +273,8 @@ class _Walk:
         self.findings = result.findings
         self.workers = workers
         self.cond = threading.Condition(threading.Lock())
-        self.queue: list[tuple[Any, ...]] = []
+        self.queue: list[tuple[Any, ...]] = []  # _LIST and _SLICE_ITEM
+        self.big: list[tuple[Any, ...]] = []  # _BIG
         self.outstanding = 0  # queued + running work items
         self.handoffs = 0  # _BIG items holding an open descriptor
         self.halted = False
@@ -285,20 +292,25 @@ class _Walk:
 
     def push(self, items: list[tuple[Any, ...]]) -> None:
         with self.cond:
-            self.queue.extend(items)
-            self.outstanding += len(items)
             for item in items:
                 if item[0] == _BIG:
+                    self.big.append(item)
                     self.handoffs += 1
-            self.cond.notify(len(items))
+                else:
+                    self.queue.append(item)
+            self.outstanding += len(items)
+            self.cond.notify_all()
 
-    def take(self) -> tuple[Any, ...] | None:
+    def take(self, walker: bool) -> tuple[Any, ...] | None:
+        """The next item: a walker takes walk items first, then large files; a hasher only large files."""
         with self.cond:
             while True:
                 if self.halted:
                     return None
-                if self.queue:
+                if walker and self.queue:
                     return self.queue.pop()
+                if self.big:
+                    return self.big.pop()
                 if self.outstanding == 0:
                     return None
                 self.cond.wait()
@@ -330,11 +342,11 @@ class _Walk:
     def drain(self) -> None:
         """After every thread stopped: close what queued items still hold."""
         with self.cond:
+            for item in self.big:
+                os.close(item[1])
+            self.big.clear()
             for item in self.queue:
-                if item[0] == _BIG:
-                    os.close(item[1])
-                else:
-                    self._release(item[1])
+                self._release(item[1])
             self.queue.clear()
 
     def done(self) -> tuple[int, int]:
@@ -342,14 +354,14 @@ class _Walk:
 
     # -- the work -------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """A worker: take items until the queue is empty and nothing is running."""
+    def run(self, walker: bool = True) -> None:
+        """A worker: take items until the queues are empty and nothing is running."""
         stats = [0, 0]
         self.stats.append(stats)
         buf = bytearray(_CHUNK)
         try:
             while True:
-                item = self.take()
+                item = self.take(walker)
                 if item is None:
                     return
                 try:
@@ -574,7 +586,8 @@ def scan_tree(
             walk.run()
         else:
             threads = [
-                threading.Thread(target=walk.run, name=f"attest-walk-{i}", daemon=True) for i in range(max(1, workers))
+                threading.Thread(target=walk.run, args=(i < _WALK_THREADS,), name=f"attest-walk-{i}", daemon=True)
+                for i in range(max(1, workers))
             ]
             for t in threads:
                 t.start()

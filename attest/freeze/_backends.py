@@ -22,6 +22,7 @@ A backend that cannot be established is refused (:class:`EnvironmentFailure`
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -30,7 +31,8 @@ import stat
 import struct
 import subprocess
 from collections.abc import Sequence
-from typing import ClassVar, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 from ..errors import EnvironmentFailure, InputError
 from ._codes import FreezeCode
@@ -39,6 +41,44 @@ FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
 FS_IMMUTABLE_FL = 0x10
 _WRITE_BITS = 0o222
+
+
+_AT_SYMLINK_NOFOLLOW = 0x100
+_STATX_BASIC_STATS = 0x7FF
+STATX_ATTR_IMMUTABLE = 0x10
+_STATX = struct.Struct("=IIQIIIHHQQQQ16x16x16x16xIIII")  # up to stx_dev_minor; the rest is padding
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _statx_fn: Any = _libc.statx
+    _statx_fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
+except (OSError, AttributeError):  # no glibc statx wrapper: callers fall back to open + ioctl
+    _statx_fn = None
+
+
+@dataclass(frozen=True, slots=True)
+class Statx:
+    mode: int
+    ino: int
+    ctime_ns: int
+    attributes: int
+    attributes_mask: int
+
+
+def statx_nofollow(dir_fd: int, name: str) -> Statx | None:
+    """statx(2) of ``name`` under ``dir_fd`` without following a link, or None if unavailable.
+
+    One system call gives the inode, change time and the immutable attribute, so checking a
+    sealed file needs no open.
+    """
+    if _statx_fn is None:
+        return None
+    buf = ctypes.create_string_buffer(256)
+    if _statx_fn(dir_fd, os.fsencode(name), _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, buf) != 0:
+        return None
+    f = _STATX.unpack_from(buf.raw)
+    # f: mask, blksize, attributes, nlink, uid, gid, mode, spare, ino, size, blocks, attributes_mask
+    ctime_sec, ctime_nsec = struct.unpack_from("=qI", buf.raw, 96)
+    return Statx(f[6], f[8], ctime_sec * 1_000_000_000 + ctime_nsec, f[2], f[11])
 
 
 def get_flags(fd: int) -> int:
@@ -75,6 +115,8 @@ class Backend(Protocol):
     mode_mask: ClassVar[int]
     #: Whether :meth:`holds` needs an open descriptor of the entry (else ``st`` is enough).
     needs_fd: ClassVar[bool]
+    #: The statx(2) attribute that shows the seal without opening the entry (0: none).
+    statx_attr: ClassVar[int]
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         """Raise ``BACKEND_UNAVAILABLE`` unless the backend can be established in the scratch directory."""
@@ -105,6 +147,7 @@ class ImmutableBackend:
     )
     mode_mask: ClassVar[int] = 0
     needs_fd: ClassVar[bool] = True
+    statx_attr: ClassVar[int] = STATX_ATTR_IMMUTABLE
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         name = ".attest-probe-immutable"
@@ -146,6 +189,7 @@ class ReadonlyBackend:
     )
     mode_mask: ClassVar[int] = _WRITE_BITS
     needs_fd: ClassVar[bool] = False
+    statx_attr: ClassVar[int] = 0
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         return None

@@ -24,7 +24,7 @@ from typing import Any
 from .._json import canonical_bytes, loads_strict
 from ..errors import AttestError, Finding, VerificationError
 from ..inventory import open_root
-from ._backends import BACKENDS, Backend
+from ._backends import BACKENDS, Backend, statx_nofollow
 from ._codes import FreezeCode
 
 RECORD_FORMAT = "https://attest.dev/freeze-record/v1"
@@ -186,6 +186,18 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
                             continue
                         s = found
                         seen.add(dent.name)
+                        if not s.is_dir and flags and backend.statx_attr:
+                            sx = statx_nofollow(dfd, dent.name)
+                            if sx is not None and sx.attributes_mask & backend.statx_attr:
+                                checks += 1
+                                if stat.S_IFMT(sx.mode) != stat.S_IFREG:
+                                    report(FreezeCode.IMAGE_CHANGED, rel, "the entry changed type after the seal")
+                                elif not sx.attributes & backend.statx_attr:
+                                    report(FreezeCode.IMAGE_NOT_IMMUTABLE, rel, "the immutable attribute is not set")
+                                elif (sx.ino, sx.ctime_ns) != (s.ino, s.ctime_ns):
+                                    what = "replaced by another inode" if sx.ino != s.ino else "its inode change time moved since the seal"
+                                    report(FreezeCode.IMAGE_CHANGED, rel, what)
+                                continue
                         try:
                             st = dent.stat(follow_symlinks=False)
                         except OSError as e:

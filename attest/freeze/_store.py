@@ -165,6 +165,18 @@ class Store:
         verify_image(image)
         return image
 
+    def lookup(self, identity: str) -> Image | None:
+        """The stored image of ``identity`` if there is one and its seal holds; None if absent.
+
+        Raises (``IMAGE_*``, ``BAD_RECORD``) when an entry exists but no longer holds.
+        """
+        try:
+            return self.get(identity)
+        except VerificationError as e:
+            if e.code == FreezeCode.NOT_IN_STORE and _IDENTITY.match(identity):
+                return None
+            raise
+
     def ls(self, *, check: bool = False) -> list[StoreEntry]:
         """Every published image, sorted by identity; with ``check``, whether its seal holds."""
         state_fd = open_state(self.state_dir, create=False)

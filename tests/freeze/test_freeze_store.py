@@ -254,6 +254,8 @@ def test_store_get_resolves_only_store_paths_and_identities(src: Path, expected:
     with pytest.raises(VerificationError) as err:
         store.get("sha256:" + "0" * 64)
     assert err.value.code == "NOT_IN_STORE"
+    assert store.lookup("sha256:" + "0" * 64) is None
+    assert store.lookup(image.identity) == store.get(image.identity)
 
 
 def test_verify_image_raises_with_the_reason(src: Path, expected: Inventory, state: Path) -> None:

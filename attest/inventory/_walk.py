@@ -35,6 +35,7 @@ thread.
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import os
 import stat
@@ -292,14 +293,20 @@ class _Walk:
 
     def push(self, items: list[tuple[Any, ...]]) -> None:
         with self.cond:
+            wake = 0
             for item in items:
                 if item[0] == _BIG:
                     self.big.append(item)
                     self.handoffs += 1
+                    wake += 1
                 else:
                     self.queue.append(item)
+                    # Only walkers take walk items, and a lone walker is the one pushing them:
+                    # waking an idle hasher for nothing costs a GIL hand-off each time.
+                    wake += _WALK_THREADS > 1
             self.outstanding += len(items)
-            self.cond.notify_all()
+            if wake:
+                self.cond.notify(wake)
 
     def take(self, walker: bool) -> tuple[Any, ...] | None:
         """The next item: a walker takes walk items first, then large files; a hasher only large files."""
@@ -561,6 +568,23 @@ class _Walk:
         stats[1] += got
 
 
+class _GcPaused:
+    """Pause the cyclic garbage collector while a walk allocates its entries.
+
+    A walk allocates several objects per entry and none of them form reference cycles;
+    the collector's repeated passes over the growing entry list cost 15-20 % of a walk of
+    small files. Nesting is safe; the previous state is restored.
+    """
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was:
+            gc.enable()
+
+
 def scan_tree(
     root: str | os.PathLike[str],
     *,
@@ -576,6 +600,17 @@ def scan_tree(
     ``workers`` threads share the walk; with ``workers <= 1`` and no ``progress`` it runs
     in the calling thread.
     """
+    with _GcPaused():
+        return _scan(root, ignore, limits, progress, workers)
+
+
+def _scan(
+    root: str | os.PathLike[str],
+    ignore: Sequence[str],
+    limits: Limits,
+    progress: Progress | None,
+    workers: int,
+) -> ScanResult:
     spec = compile_ignore(tuple(ignore))
     result = ScanResult(ignore=tuple(ignore))
     root_fd = open_root(root)
@@ -690,7 +725,8 @@ def inventory_tree(
     progress: Progress | None = None,
 ) -> Inventory:
     """The closed inventory of ``root``; raises :class:`VerificationError` with every finding."""
-    result = scan_tree(root, ignore=ignore, limits=limits, progress=progress)
-    if result.findings:
-        raise VerificationError(findings=sorted(result.findings, key=lambda f: (f.path or "", f.code)))
-    return result.inventory()
+    with _GcPaused():
+        result = scan_tree(root, ignore=ignore, limits=limits, progress=progress)
+        if result.findings:
+            raise VerificationError(findings=sorted(result.findings, key=lambda f: (f.path or "", f.code)))
+        return result.inventory()

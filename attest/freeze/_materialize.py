@@ -110,7 +110,7 @@ def materialize(
     dst_root: int,
     backend: Backend,
     *,
-    workers: int = 2,
+    workers: int = 4,
     progress: Progress | None = None,
     max_findings: int = 1000,
     max_open_dirs: int = 128,
@@ -123,7 +123,9 @@ def materialize(
 
     The main thread walks the source and creates directories; each file (open the source
     by name under its directory descriptor, cross-check, create, copy, seal) is one job on
-    ``workers`` threads: creating and sealing inodes is system time that overlaps.
+    one of ``workers`` lanes. Setting the immutable flag makes ext4 write the file's dirty
+    pages back and wait for them (so no writable mapping survives the seal), so a lane mostly
+    waits for I/O: more lanes than cores overlap those waits.
     """
     spec = compile_ignore(expected.ignore)
     want = expected.by_path()

@@ -303,7 +303,7 @@ def freeze_tree(
     backend: str = DEFAULT_BACKEND,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
-    workers: int = 2,
+    workers: int = 4,
 ) -> Image:
     """Freeze ``source`` into the store, verified against ``expected``; see the module docstring."""
     seal_with = get_backend(backend)

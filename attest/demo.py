@@ -113,7 +113,64 @@ def step_attest(state: Path, say: Say) -> None:
     write_sample(sample)
 
 
-STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest]
+def _freeze(sample: Path, expected: object, state: Path, say: Say) -> object:
+    """Freeze with the immutable backend; where it cannot be established, say so and use readonly."""
+    from .freeze import freeze_tree
+    from .freeze._codes import FreezeCode
+
+    try:
+        return freeze_tree(sample, expected, state)  # type: ignore[arg-type]
+    except EnvironmentFailure as e:
+        if e.code != FreezeCode.BACKEND_UNAVAILABLE:
+            raise
+        say(f"   {e.detail}")
+        say("   the demo continues with the 'readonly' backend, which holds only against processes of another user")
+        return freeze_tree(sample, expected, state, backend="readonly")  # type: ignore[arg-type]
+
+
+def step_freeze(state: Path, say: Say) -> None:
+    import sys
+
+    from .attestation import closed_tree_inventory, load_policy, verify_attestation_file
+    from .freeze import run_from_images
+
+    sample = write_sample(state / "sample")
+    policy = load_policy(state / "policy.toml")
+    say("6. freeze: verify the signature, copy the sample into private staging, seal it, verify the frozen bytes, publish")
+    expected = closed_tree_inventory(verify_attestation_file(state / "sample.sigstore.json", policy))
+    image = _freeze(sample, expected, state, say)
+    info = image.to_json()  # type: ignore[attr-defined]
+    say(f"   image {info['image']} ({info['backend']} backend{', reused from the store' if info['reused'] else ''})")
+    say("7. run a command from the frozen image only (clean environment, no bytecode written into it)")
+    script = f"{info['image']}/bin/hello"
+    sys.stdout.flush()  # the child writes to the same stdout
+    code = run_from_images(state, {"SAMPLE": info["image"]}, [sys.executable, "-I", script])
+    if code != 0:
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"the command from the image exited {code}")
+    try:
+        with open(f"{info['image']}/README.md", "ab") as f:
+            f.write(b"tamper")
+        raise EnvironmentFailure(CommonCode.INTERNAL, "a write into the frozen image succeeded; this is a bug")
+    except PermissionError as e:
+        say(f"   a write into the image is refused by the kernel: {e.strerror}")
+    say("8. release 2 of the sample is signed; its source is tampered with before the freeze")
+    from ._fs import write_atomic
+    from .attestation import closed_tree_statement, load_signer, sign_statement
+    from .inventory import inventory_tree
+
+    v2 = write_sample(state / "sample-v2")
+    (v2 / "lib/sample/data.txt").write_bytes(b"release 2 data\n")
+    bundle = state / "sample-v2.sigstore.json"
+    write_atomic(bundle, sign_statement(closed_tree_statement("sample", inventory_tree(v2)), load_signer(str(state / "keys/release.pem")), fmt="bundle"))
+    expected_v2 = closed_tree_inventory(verify_attestation_file(bundle, policy))
+    (v2 / "bin/hello").write_bytes(b"#!/usr/bin/env python3\nprint('pwned')\n")
+    _expect_failure(say, "a tampered source", lambda: _freeze(v2, expected_v2, state, say))
+    if (state / "store" / expected_v2.digest_hex).exists():
+        raise EnvironmentFailure(CommonCode.INTERNAL, "a refused freeze published an image; this is a bug")
+    say(f"   nothing was published: the store holds no image {expected_v2.identity}")
+
+
+STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest, step_freeze]
 
 
 def run_demo(state_dir: Path, say: Say) -> None:

@@ -35,3 +35,15 @@ def sample_tree(tmp_path: Path) -> Path:
             "empty": None,
         },
     )
+
+
+@pytest.fixture(autouse=True)
+def _clear_immutable_flags(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Frozen images are immutable; clear the flags so pytest can remove tmp_path afterwards."""
+    # Asking for tmp_path here (not after the yield) orders its teardown after this one's.
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is not None:
+        import subprocess
+
+        subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)

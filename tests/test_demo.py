@@ -9,10 +9,11 @@ import pytest
 from attest.cli import main
 
 
-def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     for _ in range(2):
         assert main(["demo", "--state-dir", str(tmp_path / "state")]) == 0
-        out = capsys.readouterr().out
+        out = capfd.readouterr().out
         assert "refused, as it must be (one changed byte)" in out
         assert "refused, as it must be (a tampered tree)" in out
+        assert "refused, as it must be (a tampered source)" in out and "hello from a frozen image" in out
         assert out.rstrip().endswith("demo complete: every check ended as it must.")

@@ -170,13 +170,81 @@ def step_freeze(state: Path, say: Say) -> None:
     say(f"   nothing was published: the store holds no image {expected_v2.identity}")
 
 
+def _repository() -> Path | None:
+    """The attest repository this package runs from (its recipes and git history), if any."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "builders" / "runtime.toml").is_file() and (root / ".git").exists():
+        return root
+    return None
+
+
+def _head(repo: Path) -> str:
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "HEAD^{commit}"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"cannot read the repository's HEAD: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
+    from .build._api import run_rebuild
+
+    report, _ = run_rebuild(str(recipe), sha, str(state))
+    if not report.ok:
+        raise VerificationError(findings=report.findings)
+    say(f"   rebuilt in another staging context: same name {report.second_name}, same inventory {report.second_identity}")
+
+
+def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
+    from .build._api import run_build_runtime, run_build_skill, run_fetch, run_promote
+
+    repo = _repository()
+    if repo is None:
+        say("9. builds: skipped, because this attest does not run from its git repository (no builders/ beside it)")
+        return
+    sha = _head(repo)
+    key = str(state / "keys" / "release.pem")
+    say(f"9. build the skill from git objects of {repo} at {sha}, freeze and sign it")
+    skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key)
+    say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
+    _rebuild(repo / "builders" / "skill.toml", sha, state, say)
+    if offline:
+        say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
+        return
+    lock = repo / "lockfiles" / "pylock.toml"
+    say(f"10. fetch the locked wheels of {lock.relative_to(repo)} (the only networked step) and build the runtime offline")
+    fetched = run_fetch(str(lock), str(state / "cache"))
+    say(f"   fetched {len(fetched.fetched)}, already cached {len(fetched.present)}; every hash checked")
+    runtime = run_build_runtime(str(repo / "builders" / "runtime.toml"), sha, str(state), key=key)
+    isolated = "in an empty network namespace" if runtime.network_isolated else "WITHOUT network isolation"
+    say(f"   {'reused' if runtime.reused else 'built'} {runtime.name} {isolated}: {len(runtime.inventory.entries)} entries")
+    _rebuild(repo / "builders" / "runtime.toml", sha, state, say)
+    pins = state / "pins.toml"
+    say(f"11. promote {sha} into the deployment pins {pins}")
+    result = run_promote(
+        sha,
+        str(pins),
+        key,
+        str(state / "policy.toml"),
+        runtime_recipe=str(repo / "builders" / "runtime.toml"),
+        skill_recipe=str(repo / "builders" / "skill.toml"),
+        state=str(state),
+    )
+    for name, old, new in result.changes:
+        say(f"   {name}: {old!r} -> {new!r}")
+    if not result.changes:
+        say("   the pins already name this promotion; nothing changed")
+
+
 STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest, step_freeze]
 
 
-def run_demo(state_dir: Path, say: Say) -> None:
+def run_demo(state_dir: Path, say: Say, *, offline: bool = False) -> None:
     """Run every step; raises an ``AttestError`` if any step does not end as it must."""
     state = Path(state_dir).absolute()
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     for step in STEPS:
         step(state, say)
+    step_build(state, say, offline=offline)
     say("demo complete: every check ended as it must.")

@@ -13,8 +13,9 @@ def register(app: typer.Typer) -> None:
 
 def demo(
     state_dir: Path = typer.Option(Path(".attest-state"), "--state-dir", help="Where the demo keeps its key, store and trees."),
+    offline: bool = typer.Option(False, "--offline", help="Skip the steps that need the package registry (fetch, runtime, promotion)."),
 ) -> None:
     """Show what attest does, end to end, on a sample tree (a local key, a store under --state-dir)."""
     from ..demo import run_demo
 
-    run_demo(state_dir, print)
+    run_demo(state_dir, print, offline=offline)

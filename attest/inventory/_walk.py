@@ -17,7 +17,7 @@ Rules (DESIGN.md "Closed inventory", THREATS.md A, B, C, G):
    recursion limit.
 
 Speed (``python -m bench``): one thread walks (lists, checks names, stats, opens, hashes
-small files) and ``workers - 1`` threads hash the files of 64 KiB or more that it hands
+small files) and ``workers - 1`` threads hash the files of 256 KiB or more that it hands
 them (hashlib and ``readv`` release the GIL); the walking thread hashes handed-over files
 too once it has nothing else to do, so several large files are hashed on two cores. (Two
 threads walking small files contend for the GIL on every short system call and were
@@ -55,9 +55,9 @@ Progress = Callable[[int, int], None]
 _O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
-_SMALL = 256 * 1024  # read in one call of st_size + 1 bytes
+_SMALL = 64 * 1024  # read in one call of st_size + 1 bytes (larger reads would allocate by mmap)
 _CHUNK = 1024 * 1024  # larger files: readv into a reused buffer of this size
-_HANDOFF = 64 * 1024  # files at least this large are handed to a hashing thread
+_HANDOFF = 256 * 1024  # files at least this large are handed to a hashing thread
 _MAX_HANDOFFS = 32  # at most this many open file descriptors wait in the queue
 _SLICE = 64  # entries of one directory per work item
 # Threads that list, stat and open; the other workers only hash files handed to them. Two

@@ -222,13 +222,18 @@ def _hash_small_rest(data: bytes, fd: int, size: int) -> tuple[str, int]:
     return h.hexdigest(), got
 
 
-def _hash_large(fd: int, buf: bytearray) -> tuple[str, int]:
+def _hash_large(fd: int, buf: bytearray, size: int) -> tuple[str, int]:
+    """SHA-256 read with ``readv`` into ``buf``; stops at end of file or once past ``size`` bytes.
+
+    (A file that keeps growing while it is read cannot keep the walk busy forever; the caller
+    reports any count other than ``size``.)
+    """
     h = hashlib.sha256()
     view = memoryview(buf)
     total = 0
     readv = os.readv
     bufs = [buf]
-    while True:
+    while total <= size:
         n = readv(fd, bufs)
         if n == 0:
             break
@@ -555,7 +560,7 @@ class _Walk:
             if size <= _SMALL:
                 digest, got = _hash_small(fd, size)
             else:
-                digest, got = _hash_large(fd, buf)
+                digest, got = _hash_large(fd, buf, size)
             after = os.fstat(fd)
         except OSError as e:
             self.report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")

@@ -31,3 +31,11 @@ def test_test_module_basenames_are_unique() -> None:
     """tests/ has no __init__.py files: two test modules with one basename abort collection."""
     names = [p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "__init__.py" and p.name != "conftest.py"]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def test_cli_reference_is_current() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr

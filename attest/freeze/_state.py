@@ -148,8 +148,7 @@ def remove_tree(parent_fd: int, name: str) -> None:
         _unlink_entry(parent_fd, name, st)
         return
     # (dir fd, names still to visit); iterative so a deep tree cannot exhaust the stack.
-    root = os.open(name, O_DIR, dir_fd=parent_fd)
-    clear_immutable(root)
+    root = _open_dir_for_removal(parent_fd, name)
     stack: list[tuple[int, list[str], int, str]] = [(root, sorted(os.listdir(root)), parent_fd, name)]
     try:
         while stack:
@@ -162,14 +161,40 @@ def remove_tree(parent_fd: int, name: str) -> None:
             child = pending.pop()
             cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISDIR(cst.st_mode):
-                cfd = os.open(child, O_DIR, dir_fd=dfd)
-                clear_immutable(cfd)
+                cfd = _open_dir_for_removal(dfd, child)
                 stack.append((cfd, sorted(os.listdir(cfd)), dfd, child))
             else:
                 _unlink_entry(dfd, child, cst)
     finally:
         for dfd, _, _, _ in stack:
             os.close(dfd)
+
+
+def _open_dir_for_removal(parent_fd: int, name: str) -> int:
+    """Open a directory of a sealed image so its entries can be unlinked.
+
+    Clears the immutable flag and gives the owner rwx back: a `readonly` image's directories
+    are 0555, and its non-root owner could otherwise never remove them. A directory the owner
+    cannot even read is made accessible through an O_PATH descriptor of exactly that inode
+    (``/proc/self/fd``), never by a path that could have been swapped for a link.
+    """
+    try:
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    except PermissionError:
+        pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{pfd}", 0o700)
+        finally:
+            os.close(pfd)
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    try:
+        clear_immutable(fd)
+        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
+            os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:

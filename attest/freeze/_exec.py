@@ -1,7 +1,8 @@
 """Run a command from frozen images only (DESIGN.md "Freeze and store"; ADR-0008).
 
 1. Every image must be a published store entry whose seal still holds (:func:`Store.get`).
-2. The command gets a clean environment: a fixed ``PATH``, ``PYTHONDONTWRITEBYTECODE=1``,
+2. The command gets a clean environment (never ``LD_*``, ``PYTHON*`` or other variables that
+   load code from elsewhere): a fixed ``PATH``, ``PYTHONDONTWRITEBYTECODE=1``,
    ``PYTHONNOUSERSITE=1``, ``PYTHONPYCACHEPREFIX``, ``HOME``/``TMPDIR``/``XDG_*`` in a fresh
    private run directory under ``STATE/runs`` (outside every image), each image's path as
    ``ATTEST_IMAGE_<NAME>``, plus only the variables the caller allows or sets.
@@ -33,6 +34,12 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _FIXED = ("PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONPYCACHEPREFIX", "ATTEST_RUN_DIR")
+# Variables that make an interpreter or the dynamic loader run code from outside the images
+# (a preloaded library, a startup file, another stdlib or module path): never passed through.
+_CODE_INJECTING_PREFIXES = ("LD_", "PYTHON")
+_CODE_INJECTING = frozenset(
+    {"BASH_ENV", "ENV", "GCONV_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH"}
+)
 
 
 def run_from_images(
@@ -73,6 +80,12 @@ def run_from_images(
     for var in env:
         if var in _FIXED or var.startswith("ATTEST_IMAGE_"):
             raise InputError(FreezeCode.BAD_EXEC_ENV, "this variable is fixed by attest exec and cannot be overridden", var)
+        if var.startswith(_CODE_INJECTING_PREFIXES) or var in _CODE_INJECTING:
+            raise InputError(
+                FreezeCode.BAD_EXEC_ENV,
+                "this variable makes an interpreter or the loader run code from outside the images; it is never passed",
+                var,
+            )
 
     state_fd = open_state(store.state_dir, create=False)
     try:

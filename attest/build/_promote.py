@@ -135,6 +135,15 @@ def _verify_attestations(result: BuildResult, policy: Any) -> list[Finding]:
     return problems
 
 
+def _require_confined(result: BuildResult) -> None:
+    """Refuse a runtime whose build (or reused record) was not isolated and confined."""
+    sandbox = result.inputs.get("sandbox") or {}
+    if not (result.network_isolated and result.details.get("filesystem_confined") is True
+            and sandbox.get("network_isolated") is True and sandbox.get("filesystem_confined") is True):
+        raise VerificationError(BuildCode.PROMOTION_REFUSED, "the runtime was not built network-isolated and confined; "
+                                "the pins are unchanged", result.name)
+
+
 def promote(
     *,
     toolchain_rev: str,
@@ -159,12 +168,18 @@ def promote(
     installer = installer_rev or toolchain_rev
     verify_full_sha(skill_source, what="skill source revision")
     verify_full_sha(installer, what="installer revision")
+    # Only a confined, network-isolated build is ever promoted (--allow-network-unisolated
+    # may build, never release).
+    if not (sandbox.network_isolated and sandbox.filesystem_confined):
+        raise VerificationError(BuildCode.PROMOTION_REFUSED, "promotion needs a network-isolated, confined sandbox; "
+                                "this one is not (the pins are unchanged)", pins_path)
     # 2. Pins and policy, read once.
     original = read_bounded(pins_path, what="pins file", max_bytes=MAX_PINS_BYTES) if os.path.lexists(pins_path) else None
     old = parse_pins(original, pins_path)
     policy = load_policy(policy_path)
     # 3. Build (or reuse) and attest.
     runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python), signer, state, fmt=fmt)
+    _require_confined(runtime)
     skill = attest_build(build_skill(skill_recipe, skill_source, state, installer_rev=installer), signer, state, fmt=fmt)
     # 4. Reproducible from another context.
     reports = (

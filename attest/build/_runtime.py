@@ -45,7 +45,7 @@ from ._common import builder_identity, ensure_state, make_staging
 from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
 from ._lock import Lock, load_lock
 from ._recipe import RuntimeRecipe
-from ._sandbox import Sandbox
+from ._sandbox import Sandbox, python_roots, worker_roots
 from ._store import BuildResult, find_leaks, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
 
 
@@ -160,16 +160,22 @@ def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[
     return [{"name": n, "version": installed[n]} for n in sorted(installed)]
 
 
-def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str) -> None:
+def _interpreter_roots(ident: InterpreterIdentity) -> tuple[str, ...]:
+    """What a confined step needs to run (or, for the installer, to copy) the target interpreter."""
+    return python_roots(executable=ident.executable, stdlib=ident.stdlib, libraries=[p for p, _ in ident.libpython])
+
+
+def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str, ident: InterpreterIdentity) -> None:
     spec = os.path.join(staging, f"spec-{task['task']}.json")
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(task, f)
     sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=staging, home=os.path.join(staging, "home"),
-                staging=staging, what=what)
+                staging=staging, what=what, readonly=(*worker_roots(), *_interpreter_roots(ident)))
 
 
 def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
-                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity) -> dict[str, Any]:
+                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, sandbox: Sandbox) -> dict[str, Any]:
+    g = sandbox.guarantees()
     return {
         "kind": "runtime",
         "builder": builder_identity(),
@@ -180,6 +186,9 @@ def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheel
         "build_backend": [w.to_json() for w in backend_wheels],
         "interpreter": ident.to_json(),
         "options": {"bytecode": recipe.bytecode, "entry_points": list(recipe.entry_points)},
+        # How the build steps were confined: an unisolated output never shares a name with
+        # an isolated one, so it is never reused by (or promoted for) a caller requiring isolation.
+        "sandbox": {k: g[k] for k in ("profile", "network_isolated", "filesystem_confined")},
     }
 
 
@@ -226,7 +235,7 @@ def build_runtime(
         build_only = {str(canonicalize_name(n)) for n in recipe.build_only}
         wheels = [w for w in selected if w.name not in build_only]
         backend_wheels = [w for w in selected if w.name in build_only]
-        inputs = runtime_inputs(recipe, toolchain_rev, tree, lock, wheels, backend_wheels, ident)
+        inputs = runtime_inputs(recipe, toolchain_rev, tree, lock, wheels, backend_wheels, ident, sandbox)
         digest = input_digest(inputs)
         name = store_name(digest, recipe.name)
         if publish_output:
@@ -274,7 +283,8 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         raise VerificationError(findings=missing)
     backend_env = os.path.join(staging, "backend")
     if backend_paths:
-        _worker(sandbox, staging, {"task": "install-dir", "root": backend_env, "wheels": backend_paths}, "installing the build backend")
+        _worker(sandbox, staging, {"task": "install-dir", "root": backend_env, "wheels": backend_paths}, "installing the build backend",
+                ident)
     out = os.path.join(staging, "dist")
     os.mkdir(out, 0o700)
     module, _, obj = backend.partition(":")
@@ -285,7 +295,8 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         + (f"b = getattr(b, {obj!r})\n" if obj else "")
         + f"print(b.build_wheel({out!r}))\n"
     )
-    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, staging=staging, what="building the toolchain wheel")
+    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, staging=staging, what="building the toolchain wheel",
+                readonly=_interpreter_roots(ident))
     built = sorted(os.listdir(out))
     if len(built) != 1 or not built[0].endswith(".whl"):
         raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"the build backend produced {built}, not one wheel")
@@ -302,7 +313,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "full_version": ident.version,
         "wheels": [toolchain_wheel, *wheel_paths],
         "identity": ident.to_json(),
-    }, "installing the runtime")
+    }, "installing the runtime", ident)
     site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
     if recipe.bytecode == "checked-hash":
         compile_code = (
@@ -311,7 +322,8 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
             " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
             "sys.exit(0 if ok else 1)\n"
         )
-        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, staging=staging, what="compiling bytecode")
+        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, staging=staging, what="compiling bytecode",
+                    readonly=_interpreter_roots(ident))
     # 5. The validated distribution set and the exposed entry points.
     expected = {w.name: w.version for w in wheels}
     expected[str(tname)] = str(tversion)
@@ -332,6 +344,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "interpreter": ident.to_json(),
         "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
         "filesystem_confined": sandbox.filesystem_confined,
+        "sandbox": sandbox.guarantees(),
     }
     if not publish_output:
         return BuildResult("runtime", name, root, inputs, digest, inventory, False, sandbox.network_isolated,

@@ -2,12 +2,14 @@
 
 Each step gets a clean environment (fixed ``PATH``, ``HOME`` and ``TMPDIR`` inside the
 staging directory, ``SOURCE_DATE_EPOCH``, ``PYTHONHASHSEED=0``, ``TZ=UTC``,
-``LC_ALL=C.UTF-8``), a fixed ``umask``, no network (a new network namespace with only a
-downed loopback) and a read-only view of the whole filesystem except its staging directory,
-as root without capabilities (a new mount namespace, a read-only bind of ``/``, ``chroot``,
-``setpriv``). When these cannot be created the step is refused with
-``NETWORK_NOT_ISOLATED`` unless the caller explicitly accepted an unisolated build, and
-the result then says so.
+``LC_ALL=C.UTF-8``), a fixed ``umask``, no controlling terminal, and, when confined: new
+network (no usable interface), mount, PID, IPC and UTS namespaces; a minimal root (the
+system paths and the interpreters' prefixes read-only, nosuid, nodev; a tmpfs ``/dev``
+with five harmless nodes; a new ``/proc``; fresh tmpfs ``/tmp``, ``/var/tmp``, ``/run``,
+``/dev/shm``; the staging directory read-write); uid/gid 65534, no capabilities,
+no_new_privs. When this cannot be established the step is refused with
+``NETWORK_NOT_ISOLATED`` unless the caller explicitly accepted an unisolated build; the
+result, the build record and the input address then say so.
 
     >>> sandbox = Sandbox.establish(allow_unisolated_network=False)
     >>> sandbox.run([python, "-I", "-c", "print(1)"], cwd=staging, home=staging, staging=staging)
@@ -20,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import EnvironmentFailure
 from ._codes import BuildCode
@@ -50,25 +53,71 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
     return env
 
 
-# Runs as root inside new network and mount namespaces: bind the whole filesystem read-only
-# at a private root, make only the staging directory writable again, chroot there, drop every
-# capability (so the step cannot remount), enter the step's working directory from inside the
-# new root, and exec the step. Any failure exits 97 before the step runs.
+# The confinement, run as root by ``unshare --net --mount --pid --fork --ipc --uts`` (so as
+# pid 1 of a new PID namespace). It builds a new root on a tmpfs at $S/.sandbox-root holding
+# only: the read-only paths it is given (bind mounts remounted ro,nosuid,nodev; host
+# symlinks such as /bin -> usr/bin recreated as symlinks), a tmpfs /dev with only null, zero,
+# full, random and urandom bound in, a fresh proc for the new PID namespace, fresh tmpfs
+# /tmp, /var/tmp, /run (/var/run links to it) and /dev/shm, and the staging directory
+# read-write (nosuid,nodev). It then chroots there, drops to the unprivileged uid/gid with no
+# supplementary groups, no capabilities (bounding set emptied) and no_new_privs, restores the
+# step's umask and execs the step in its working directory. Any failure exits 97 before the
+# step runs. Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID UMASK ro-path... -- argv...
 _CONFINE = r"""
-S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; shift 6
+S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
 R="$S/.sandbox-root"
 fail() { echo "attest-sandbox: $1" >&2; exit 97; }
+umask 022
 "$MOUNT" --make-rprivate / || fail "cannot make mounts private"
-"$MOUNT" --rbind / "$R" || fail "cannot bind the root"
-"$FINDMNT" -R -n -r -o TARGET "$R" > "$S/.sandbox-mounts" || fail "cannot list mounts"
-while read -r m; do
-  "$MOUNT" -o remount,bind,ro "$m" || fail "cannot make $m read-only"
-done < "$S/.sandbox-mounts"
-"$MOUNT" --bind "$S" "$R$S" || fail "cannot bind the staging directory"
-"$MOUNT" -o remount,bind,rw "$R$S" || fail "cannot make the staging directory writable"
-exec "$CHROOT" "$R" "$SETPRIV" --bounding-set=-all --inh-caps=-all --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@"
+"$MOUNT" -t tmpfs -o mode=0755,nosuid,nodev attest-root "$R" || fail "cannot mount the new root"
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+  P="$1"; shift
+  if [ -L "$P" ]; then
+    mkdir -p "$R$(dirname -- "$P")" && ln -s "$(readlink -- "$P")" "$R$P" || fail "cannot link $P"
+  elif [ -d "$P" ]; then
+    mkdir -p "$R$P" && "$MOUNT" --rbind "$P" "$R$P" || fail "cannot bind $P"
+    "$FINDMNT" -R -n -r -o TARGET "$R$P" > "$S/.sandbox-mounts" || fail "cannot list mounts under $P"
+    while read -r m; do
+      "$MOUNT" -o remount,bind,ro,nosuid,nodev "$m" || fail "cannot make $m read-only"
+    done < "$S/.sandbox-mounts"
+  elif [ -f "$P" ]; then
+    mkdir -p "$R$(dirname -- "$P")" && : > "$R$P" && "$MOUNT" --bind "$P" "$R$P" \
+      && "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R$P" || fail "cannot bind $P"
+  fi
+done
+[ "$1" = "--" ] || fail "no command"
+shift
+rm -f "$S/.sandbox-mounts"
+mkdir -p "$R/dev" "$R/proc" "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
+"$MOUNT" -t tmpfs -o mode=0755,nosuid,noexec attest-dev "$R/dev" || fail "cannot mount /dev"
+for n in null zero full random urandom; do
+  : > "$R/dev/$n" && "$MOUNT" --bind "/dev/$n" "$R/dev/$n" || fail "cannot bind /dev/$n"
+done
+ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s /proc/self/fd/1 "$R/dev/stdout" \
+  && ln -s /proc/self/fd/2 "$R/dev/stderr" && mkdir "$R/dev/shm" || fail "cannot lay out /dev"
+for t in /dev/shm /tmp /var/tmp /run; do
+  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R$t" || fail "cannot mount $t"
+done
+[ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
+"$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
+mkdir -p "$R$S" && "$MOUNT" --bind "$S" "$R$S" || fail "cannot bind the staging directory"
+"$MOUNT" -o remount,bind,rw,nosuid,nodev "$R$S" || fail "cannot make the staging directory writable"
+"$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
+umask "$U" || fail "bad umask"
+exec "$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
+  --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@"
 """
 _TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+_NAMESPACES = ("net", "mount", "pid", "ipc", "uts")
+_UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts")
+
+# The unprivileged identity every confined step runs as ("nobody" on Debian and Fedora).
+STEP_UID = 65534
+# What a build step may read: the system's programs and libraries and a read-only /etc.
+# Interpreters outside these (a pyenv or venv prefix) are added per step by the builder.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Increment when what a confined step can reach changes: it is part of every input address.
+SANDBOX_PROFILE = "attest-sandbox/v2"
 
 
 def _tools() -> tuple[str, ...] | None:
@@ -76,9 +125,55 @@ def _tools() -> tuple[str, ...] | None:
     return None if any(t is None for t in found) else found  # type: ignore[return-value]
 
 
-def _probe(argv_prefix: list[str], scratch: str) -> bool:
+def readonly_roots(paths: Sequence[str]) -> tuple[str, ...]:
+    """Absolute, resolved, de-nested paths to expose read-only (system paths always first)."""
+    out: list[str] = []
+    for p in [*SYSTEM_PATHS, *(os.path.realpath(x) for x in paths)]:
+        if not os.path.isabs(p) or p == "/" or not os.path.lexists(p):
+            continue
+        if any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            continue
+        out = [q for q in out if not q.startswith(p + "/")]
+        out.append(p)
+    return tuple(out)
+
+
+def python_roots(*, executable: str, stdlib: str | None = None, libraries: Sequence[str] = ()) -> tuple[str, ...]:
+    """What running ``executable`` needs besides the system paths: its prefix and its libraries."""
+    roots = [os.path.dirname(os.path.realpath(executable)), *(os.path.dirname(os.path.realpath(x)) for x in libraries)]
+    if stdlib:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(stdlib))))
+    return tuple(roots)
+
+
+def worker_roots() -> tuple[str, ...]:
+    """What ``python -I -m attest.build._worker`` needs: this interpreter, its venv, this package."""
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the attest package
+    return (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), here)
+
+
+def _give_to_step(staging: str, uid: int) -> None:
+    """Hand the staging tree to the step's uid (never following a symlink the step made)."""
+    os.chown(staging, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(staging):
+        if os.path.basename(dirpath) == ".sandbox-root" and os.path.dirname(dirpath) == staging:
+            continue
+        for name in (*dirnames, *filenames):
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+
+
+def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
+                   argv: Sequence[str]) -> list[str]:
+    return [tools[0], *_UNSHARE_FLAGS, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
+            str(STEP_UID), f"{umask:04o}", *readonly_roots(readonly), "--", *argv]
+
+
+def _probe(argv: list[str], scratch: str) -> bool:
     try:
-        proc = subprocess.run([*argv_prefix, "/bin/true"], capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"}, cwd=scratch)
+        proc = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"}, cwd=scratch,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
@@ -93,11 +188,14 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class Sandbox:
-    """How build steps run here; both guarantees are recorded in every build's evidence.
+    """How build steps run here; the guarantees are recorded in every build's inputs and evidence.
 
-    ``network_isolated``: steps run in a network namespace with no usable interface.
-    ``filesystem_confined``: steps see the whole filesystem read-only except their staging
-    directory, as root without capabilities (they cannot touch the cache, the store or git).
+    ``network_isolated``: steps run in a network namespace with no usable interface (abstract
+    AF_UNIX sockets are per network namespace, so the host's are unreachable too).
+    ``filesystem_confined``: steps run in new mount, PID, IPC and UTS namespaces, chrooted
+    into a minimal root (see ``_CONFINE``), as uid/gid 65534 without capabilities and with
+    no_new_privs: they cannot read or write the cache, the store, git or host sockets, open
+    host devices, or see or signal host processes.
     """
 
     network_isolated: bool
@@ -110,11 +208,12 @@ class Sandbox:
     @classmethod
     def establish(cls, *, allow_unisolated_network: bool, umask: int = BUILD_UMASK,
                   source_date_epoch: int = SOURCE_DATE_EPOCH, force_unisolated: bool = False) -> Sandbox:
-        """Probe the namespaces once; refuse (fail closed) unless both guarantees hold.
+        """Probe the namespaces and the confinement once; refuse (fail closed) unless both hold.
 
-        ``allow_unisolated_network`` accepts a build without them (recorded in the output).
-        ``force_unisolated`` pretends namespaces are unavailable, so the refusal path is
-        testable on machines where they work.
+        ``allow_unisolated_network`` accepts a build without them (recorded in the output and
+        in the input address, so such an output is never reused by a caller who required
+        them). ``force_unisolated`` pretends namespaces are unavailable, so the refusal path
+        is testable on machines where they work.
         """
         import tempfile
 
@@ -122,16 +221,18 @@ class Sandbox:
         net = confined = False
         if tools is not None:
             with tempfile.TemporaryDirectory(prefix="attest-sandbox-probe-") as scratch:
-                net = _probe([tools[0], "--net", "--"], scratch)
+                net = _probe([tools[0], "--net", "--", "/bin/true"], scratch)
                 if net:
                     os.mkdir(os.path.join(scratch, ".sandbox-root"), 0o700)
-                    confined = _probe([tools[0], "--net", "--mount", "--", "/bin/sh", "-c", _CONFINE, "sh", scratch, scratch, *tools[1:]], scratch)
+                    _give_to_step(scratch, STEP_UID)
+                    confined = _probe(_confined_argv(tools, scratch, scratch, umask, (), ["/bin/true"]), scratch)
+                    os.chown(scratch, 0, 0)
         if not (net and confined) and not allow_unisolated_network:
-            missing = "a network namespace without interfaces" if not net else "a read-only mount namespace"
+            missing = "a network namespace without interfaces" if not net else "a confined mount/PID/IPC namespace as an unprivileged uid"
             raise EnvironmentFailure(
                 BuildCode.NETWORK_NOT_ISOLATED,
-                f"cannot create {missing} here (unshare failed); "
-                "pass --allow-network-unisolated to build anyway (recorded in the output)",
+                f"cannot create {missing} here (unshare, mount or setpriv failed); "
+                "pass --allow-network-unisolated to build anyway (recorded in the output and the input address)",
             )
         return cls(net, net and confined, tools if net else None, umask, source_date_epoch)
 
@@ -143,16 +244,56 @@ class Sandbox:
         return Sandbox(self.network_isolated, self.filesystem_confined, self.tools, self.umask, self.source_date_epoch,
                        tuple(sorted(extra.items())))
 
+    def guarantees(self) -> dict[str, Any]:
+        """Exactly what was established, for the output, the build record and the input address.
+
+        Only the guarantees (not the umask or the environment noise of a rebuild check) are
+        here: two builds under the same guarantees share an input address.
+        """
+        if self.filesystem_confined:
+            return {
+                "profile": SANDBOX_PROFILE,
+                "network_isolated": True,
+                "filesystem_confined": True,
+                "namespaces": list(_NAMESPACES),
+                "uid": STEP_UID,
+                "gid": STEP_UID,
+                "capabilities": "none (bounding set empty), no_new_privs",
+                "root": "tmpfs; read-only nosuid nodev binds of the system paths and the interpreters' prefixes; "
+                        "staging read-write nosuid nodev",
+                "dev": "tmpfs with null, zero, full, random, urandom",
+                "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
+                "proc": "new, for the new PID namespace",
+            }
+        return {
+            "profile": SANDBOX_PROFILE,
+            "network_isolated": self.network_isolated,
+            "filesystem_confined": False,
+            "namespaces": ["net"] if self.network_isolated else [],
+            "uid": os.getuid(),
+            "gid": os.getgid(),
+            "capabilities": "inherited",
+            "root": "the host's, unconfined",
+            "dev": "the host's",
+            "tmpfs": [],
+            "proc": "the host's",
+        }
+
     def run(self, argv: Sequence[str], *, cwd: str, home: str, staging: str, extra_env: Mapping[str, str] | None = None,
-            what: str = "build step", timeout: float = 1800) -> StepResult:
-        """Run one step; only ``staging`` is writable to it. Raise ``BUILD_STEP_FAILED`` on failure."""
+            what: str = "build step", timeout: float = 1800, readonly: Sequence[str] = ()) -> StepResult:
+        """Run one step; only ``staging`` is writable to it. Raise ``BUILD_STEP_FAILED`` on failure.
+
+        A confined step sees the system paths and ``readonly`` (read-only) and ``staging``
+        (read-write, handed to the step's uid first); nothing else of the host.
+        """
         cmd = list(argv)
         if self.filesystem_confined:
             assert self.tools is not None
             root = os.path.join(staging, ".sandbox-root")
             if not os.path.isdir(root):
                 os.mkdir(root, 0o700)
-            cmd = [self.tools[0], "--net", "--mount", "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *self.tools[1:], *cmd]
+            _give_to_step(staging, STEP_UID)
+            cmd = _confined_argv(self.tools, staging, cwd, self.umask, readonly, cmd)
         elif self.network_isolated:
             assert self.tools is not None
             cmd = [self.tools[0], "--net", "--", *cmd]
@@ -166,6 +307,7 @@ class Sandbox:
                 stdin=subprocess.DEVNULL,
                 timeout=timeout,
                 close_fds=True,
+                start_new_session=True,  # no controlling terminal: /dev/tty reaches nothing
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what}: cannot run: {e}") from e

@@ -180,7 +180,14 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
     inventory = _inventory_from_record(doc.get("inventory"), path)
     if inventory.identity != identity or image.identity != identity:
         raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory is not the frozen image's", path)
-    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network", "filesystem_confined") if k in doc}
+    # The record must not claim a weaker sandbox than the one these inputs require.
+    required = inputs.get("sandbox")
+    if isinstance(required, dict):
+        for key in ("network_isolated", "filesystem_confined"):
+            if required.get(key) and doc.get(key) is not True:
+                raise VerificationError(BuildCode.STORE_CONFLICT, f"the build record was not built with {key} as these inputs require", path)
+    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network",
+                                                   "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
                        image.backend, tuple(doc.get("attestations", ())), details)
 

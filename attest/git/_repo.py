@@ -1,7 +1,10 @@
 """Reading commits, trees and blobs from a repository's object database.
 
 git runs as a subprocess with a clean environment: no system or global config, no
-replace objects or grafts, no hooks, no pager, no terminal prompts. Objects are read with
+replace objects, no grafts file (``GIT_GRAFT_FILE`` names a path that does not exist), no
+commit-graph (``core.commitGraph=false``: a planted graph file could rewrite parents), no
+hooks, no pager, no terminal prompts. History questions (merge bases) refuse a shallow
+repository (``SHALLOW_REPOSITORY``): its ``shallow`` file cuts history where it likes. Objects are read with
 ``git cat-file --batch`` and every object's bytes are re-hashed here, so a corrupted or
 substituted object fails with ``OBJECT_HASH_MISMATCH`` instead of being trusted. Trees
 are parsed from their raw bytes (never from a worktree: filters, ``autocrlf`` and
@@ -49,6 +52,8 @@ def git_env() -> dict[str, str]:
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_NO_REPLACE_OBJECTS": "1",
+        # Grafts rewrite parents from repository-local state; point git at a file that cannot exist.
+        "GIT_GRAFT_FILE": "/nonexistent/attest-no-grafts",
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_PAGER": "cat",
         "GIT_OPTIONAL_LOCKS": "0",
@@ -56,7 +61,8 @@ def git_env() -> dict[str, str]:
     }
 
 
-_GIT_ARGS = ("git", "--no-replace-objects", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+_GIT_ARGS = ("git", "--no-replace-objects", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+             "-c", "core.commitGraph=false")
 
 
 class GitRepo:
@@ -266,6 +272,7 @@ def merge_bases(repo: GitRepo, a: str, b: str) -> tuple[str, ...]:
     """Every best common ancestor of two full-SHA commits (``git merge-base --all``), sorted."""
     for rev in (a, b):
         resolve_full_sha(repo, rev)
+    verify_not_shallow(repo)
     try:
         proc = subprocess.run([*_GIT_ARGS, f"--git-dir={repo.git_dir}", "merge-base", "--all", a, b],
                               capture_output=True, env=git_env(), cwd="/", timeout=120)
@@ -307,6 +314,14 @@ def _run(args: list[str], where: str) -> bytes:
     return proc.stdout
 
 
+def verify_not_shallow(repo: GitRepo) -> None:
+    """Raise ``SHALLOW_REPOSITORY`` for a shallow clone: its history ends where a local file says."""
+    out = _run([f"--git-dir={repo.git_dir}", "rev-parse", "--is-shallow-repository"], repo.git_dir).strip()
+    if out != b"false":
+        raise VerificationError(GitCode.SHALLOW_REPOSITORY, "the repository is shallow (its history is cut by a local "
+                                "'shallow' file); history questions need a full clone (git fetch --unshallow)", repo.git_dir)
+
+
 def resolve_full_sha(repo: GitRepo, rev: str) -> str:
     """``rev`` itself after checking it is a full id of this repository's format and a commit."""
     verify_full_sha(rev, repo.object_format, what="revision")
@@ -314,4 +329,5 @@ def resolve_full_sha(repo: GitRepo, rev: str) -> str:
     return rev
 
 
-__all__ = ["GitRepo", "git_env", "is_full_sha", "merge_bases", "resolve_full_sha", "unique_merge_base", "verify_export"]
+__all__ = ["GitRepo", "git_env", "is_full_sha", "merge_bases", "resolve_full_sha", "unique_merge_base", "verify_export",
+           "verify_not_shallow"]

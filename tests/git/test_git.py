@@ -264,3 +264,75 @@ def test_verify_export(tmp_path: Path) -> None:
         with pytest.raises(VerificationError) as ei:
             verify_export(out, r, tree)
         assert ei.value.code == "EXTRA"
+
+
+def _forked(tmp_path: Path) -> tuple[Path, str, str, str]:
+    """base <- x1 (branch x) and base <- y1 (branch y)."""
+    repo = tmp_path / "r"
+    base = make_repo(repo, {"a": b"1"})
+    git(repo, "checkout", "-q", "-b", "x")
+    (repo / "x").write_bytes(b"x")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "x")
+    x1 = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", base)
+    git(repo, "checkout", "-q", "-b", "y")
+    (repo / "y").write_bytes(b"y")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "y")
+    return repo, base, x1, git(repo, "rev-parse", "HEAD")
+
+
+def test_merge_base_ignores_a_grafts_file(tmp_path: Path) -> None:
+    from attest.git import unique_merge_base
+
+    repo, base, x1, y1 = _forked(tmp_path)
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "grafts").write_text(f"{x1}\n")  # x1 becomes a root commit for plain git
+    plain = subprocess.run(["git", "-C", str(repo), "merge-base", x1, y1], capture_output=True, env=ENV)
+    assert plain.stdout.strip() == b""  # the graft steers plain git ...
+    with GitRepo.open(repo) as r:
+        assert unique_merge_base(r, x1, y1) == base  # ... but not us
+
+
+def test_merge_base_ignores_a_forged_commit_graph(tmp_path: Path) -> None:
+    from attest.git import unique_merge_base
+
+    repo, base, x0, y1 = _forked(tmp_path)
+    git(repo, "checkout", "-q", x0)
+    (repo / "x").write_bytes(b"x1")
+    git(repo, "commit", "-q", "-am", "x1")
+    x1 = git(repo, "rev-parse", "HEAD")
+    git(repo, "commit-graph", "write", "--reachable")
+    graph = repo / ".git" / "objects" / "info" / "commit-graph"
+    data = bytearray(graph.read_bytes())
+    # Chunk table after the 8-byte header: (4-byte id, 8-byte offset) entries.
+    offsets = {}
+    for i in range(data[6] + 1):
+        cid = bytes(data[8 + 12 * i: 12 + 12 * i])
+        offsets[cid] = int.from_bytes(data[12 + 12 * i: 20 + 12 * i], "big")
+    oidl = offsets[b"OIDL"]
+    ids = [bytes(data[oidl + 20 * k: oidl + 20 * k + 20]).hex() for k in range(4)]
+    # git parses the commits it is given from their objects, the ones it walks to from the graph.
+    row = offsets[b"CDAT"] + 36 * ids.index(x0)
+    data[row + 20: row + 24] = (0x70000000).to_bytes(4, "big")  # "no parent": x0 claims to be a root
+    os.chmod(graph, 0o644)
+    graph.write_bytes(bytes(data))
+    plain = subprocess.run(["git", "-C", str(repo), "merge-base", x1, y1], capture_output=True, env=ENV)
+    assert plain.stdout.strip() == b""  # the forged graph steers plain git ...
+    with GitRepo.open(repo) as r:
+        assert unique_merge_base(r, x1, y1) == base  # ... but not us
+
+
+def test_merge_base_refuses_a_shallow_repository(tmp_path: Path) -> None:
+    from attest.git import merge_bases
+
+    repo, base, x1, y1 = _forked(tmp_path)
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{repo}", str(clone)], check=True,
+                   capture_output=True, env=ENV)
+    with GitRepo.open(clone) as r:
+        with pytest.raises(VerificationError) as ei:
+            merge_bases(r, x1, y1)
+        assert ei.value.code == GitCode.SHALLOW_REPOSITORY
+        assert r.commit_tree(x1)  # reading a commit by its full id still works in a shallow clone

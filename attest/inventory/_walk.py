@@ -34,18 +34,25 @@ thread.
 
 from __future__ import annotations
 
+import array
 import errno
 import gc
 import hashlib
-import os
-import stat
 import itertools
+import marshal
+import mmap
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Finding, InputError, VerificationError
+from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._model import Entry, EntryType, Inventory
 from ._names import PATH_MAX, check_name, collision_key
@@ -72,6 +79,11 @@ _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
 _NAME_CACHE_MAX = 1 << 16
+# Two processes (see "Two processes" in the module docstring): the calling process walks
+# this many entries alone first; a tree it finishes by then is never split.
+_FORK_AFTER = 1000
+_LINK_BUF = 1 << 18  # largest work message: a slice of 64 names of at most 255 bytes, a path
+_RESULT_MAGIC = b"attest-walk-1\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +132,44 @@ def compile_ignore(patterns: Sequence[str]) -> Any:
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
+
+
+def _recv(sock: socket.socket, flags: int) -> tuple[bytes, list[int], int]:
+    """One message and the descriptor attached to it (``socket.recv_fds`` ignores its flags in 3.11)."""
+    fds = array.array("i")
+    msg, ancdata, mflags, _ = sock.recvmsg(_LINK_BUF, socket.CMSG_SPACE(fds.itemsize), flags)
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return msg, list(fds), mflags
+
+
+def _rel(prefix: str, name: str) -> str:
+    """The inventory path of ``name`` in the directory at ``prefix``."""
+    rel = name if name.isascii() else _display(name)
+    return f"{prefix}/{rel}" if prefix else rel
+
+
+def _received_item(data: bytes, fd: int) -> tuple[Any, ...]:
+    """A walk item given by the other process: (kind, prefix, depth, names) and its directory."""
+    try:
+        kind, prefix, depth, names = marshal.loads(data)
+        ok = (
+            kind in (0, 1)
+            and type(prefix) is str
+            and type(depth) is int
+            and (names is None if kind == 0 else type(names) is list and all(type(n) is str for n in names))
+            and stat.S_ISDIR(os.fstat(fd).st_mode)
+        )
+    except (ValueError, TypeError, EOFError, OSError) as e:
+        os.close(fd)
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"a malformed work item between the walking processes: {e}") from e
+    if not ok:
+        os.close(fd)
+        raise EnvironmentFailure(CommonCode.INTERNAL, "a malformed work item between the walking processes")
+    if kind == 0:
+        return (_LIST, _Dir(fd), prefix, depth)
+    return (_SLICE_ITEM, _Dir(fd), prefix, depth, [(n, _rel(prefix, n)) for n in names])
 
 
 def _display(name: str) -> str:
@@ -288,6 +338,14 @@ class _Walk:
         self.counter = itertools.count(1)
         self.names: dict[str, tuple[InventoryCode, str] | None] = {}
         self.stats: list[list[int]] = []  # per thread: [files, bytes]
+        self.counted = 0  # entries counted by finished slices
+        # Two processes (both None/False in a walk of one process). Only the walking thread
+        # uses the link, always under the condition's lock.
+        self.link: socket.socket | None = None  # to the other process; counts as outstanding work
+        self.asked = False  # we asked the other process for work and wait for its answer
+        self.peer_waiting = False  # the other process asked us and waits for our answer
+        self.shm: memoryview | None = None  # shared int64s: [count, files, bytes] of parent, then child
+        self.me = 0  # 0 in the parent, 1 in the child
 
     # -- bookkeeping (under the condition's lock) -------------------------------------------
 
@@ -314,18 +372,131 @@ class _Walk:
                 self.cond.notify(wake)
 
     def take(self, walker: bool) -> tuple[Any, ...] | None:
-        """The next item: a walker takes walk items first, then large files; a hasher only large files."""
+        """The next item: a walker takes walk items first, then large files; a hasher only large files.
+
+        With a link to the other process, the walker also answers its requests (giving away
+        the oldest walk item, the one nearest the root) and, when it has no walk item left,
+        asks for one, hashing large files while the answer is pending.
+        """
         with self.cond:
             while True:
                 if self.halted:
                     return None
+                if walker and self.link is not None:
+                    if self.me == 1:
+                        self.shm[4], self.shm[5] = self.done_own()  # type: ignore[index]
+                    self._link_poll(block=False)
+                    if self.link is not None and self.peer_waiting:
+                        if len(self.queue) >= 2:
+                            self._link_give()
+                        elif not self.queue:
+                            # Both sides idle: the walk is over for both.
+                            self._link_send(b"N")
+                            self._link_close()
                 if walker and self.queue:
                     return self.queue.pop()
+                if walker and self.link is not None:
+                    if not self.asked:
+                        self.asked = True
+                        self._link_send(b"R")
+                    if self.big:
+                        return self.big.pop()
+                    if self.link is not None:
+                        self._link_poll(block=True)
+                    continue
                 if self.big:
                     return self.big.pop()
                 if self.outstanding == 0:
                     return None
                 self.cond.wait()
+
+    # -- the link between the two processes (walking thread, under the lock) ---------------
+    #
+    # Messages (SOCK_SEQPACKET, one per datagram): b"R" asks for work; b"W" + marshal of
+    # (kind, prefix, depth, names) with the directory descriptor attached gives one walk item
+    # (kind 0: list the directory; kind 1: the slice of its already listed and checked
+    # ``names``); b"N" answers a request when the answering side is idle too. A side that
+    # receives b"R" while its own request is pending knows both are idle. Either way both
+    # sides then close the link; end of file (the other side stopped or died) closes it too.
+    # Work is only given in answer to a request, so at most one message is in flight per side.
+
+    def _link_close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+            self.asked = self.peer_waiting = False
+            self.outstanding -= 1
+            if self.outstanding == 0:
+                self.cond.notify_all()
+
+    def _link_send(self, msg: bytes, fds: Sequence[int] = ()) -> bool:
+        assert self.link is not None
+        try:
+            if fds:
+                socket.send_fds(self.link, [msg], list(fds))
+            else:
+                self.link.send(msg)
+        except OSError:
+            self._link_close()  # the other side is gone: its result tells whether it failed
+            return False
+        return True
+
+    def _link_give(self) -> None:
+        item = self.queue[0]
+        d = item[1]
+        if item[0] == _LIST:
+            payload = (0, item[2], item[3], None)
+        else:
+            payload = (1, item[2], item[3], [name for name, _ in item[4]])
+        if self._link_send(b"W" + marshal.dumps(payload), [d.fd]):
+            del self.queue[0]
+            self.peer_waiting = False
+            self._release(d)
+            self.outstanding -= 1
+
+    def _link_poll(self, block: bool) -> None:
+        """Handle one message from the other process, if one is there (or wait for it)."""
+        link = self.link
+        assert link is not None
+        flags = socket.MSG_CMSG_CLOEXEC
+        try:
+            if block:
+                self.cond.release()
+                try:
+                    msg, fds, mflags = _recv(link, flags)
+                finally:
+                    self.cond.acquire()
+            else:
+                msg, fds, mflags = _recv(link, flags | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            msg, fds, mflags = b"", [], 0
+        if self.link is not link:
+            for fd in fds:
+                os.close(fd)
+            return
+        try:
+            if mflags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                raise EnvironmentFailure(CommonCode.INTERNAL, "a truncated message between the walking processes")
+            if not msg:
+                self._link_close()
+            elif msg == b"R":
+                if self.asked:
+                    self._link_close()  # both asked: both are idle
+                else:
+                    self.peer_waiting = True
+            elif msg == b"N" and self.asked:
+                self._link_close()
+            elif msg[:1] == b"W" and self.asked and len(fds) == 1:
+                self.queue.append(_received_item(msg[1:], fds.pop()))
+                self.outstanding += 1
+                self.asked = False
+            else:
+                raise EnvironmentFailure(CommonCode.INTERNAL, f"an unexpected message between the walking processes: {msg[:20]!r}")
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def finish(self, item: tuple[Any, ...]) -> None:
         with self.cond:
@@ -361,8 +532,25 @@ class _Walk:
                 self._release(item[1])
             self.queue.clear()
 
-    def done(self) -> tuple[int, int]:
+    def done_own(self) -> tuple[int, int]:
         return sum(s[0] for s in self.stats), sum(s[1] for s in self.stats)
+
+    def done(self) -> tuple[int, int]:
+        files, size = self.done_own()
+        if self.shm is not None and self.me == 0:
+            files += self.shm[4]
+            size += self.shm[5]
+        return files, size
+
+    def count(self, n: int) -> None:
+        """Add ``n`` counted entries, and publish the total to the other process."""
+        with self.cond:
+            self.counted += n
+            if self.shm is not None:
+                self.shm[3 * self.me] = self.counted
+
+    def peer_count(self) -> int:
+        return 0 if self.shm is None else self.shm[3 * (1 - self.me)]
 
     # -- the work -------------------------------------------------------------------------
 
@@ -376,21 +564,38 @@ class _Walk:
                 item = self.take(walker)
                 if item is None:
                     return
-                try:
-                    kind = item[0]
-                    if kind == _SLICE_ITEM:
-                        self.slice(item[1].fd, item[2], item[3], item[4], buf, stats)
-                    elif kind == _LIST:
-                        self.listing(item[1], item[2], item[3])
-                    else:
-                        try:
-                            self.hash_file(item[1], item[2], item[3], buf, stats)
-                        finally:
-                            os.close(item[1])
-                finally:
-                    self.finish(item)
+                self.do(item, buf, stats)
         except BaseException as e:
             self.halt(e)
+        finally:
+            if walker:
+                with self.cond:
+                    self._link_close()
+
+    def do(self, item: tuple[Any, ...], buf: bytearray, stats: list[int]) -> None:
+        try:
+            kind = item[0]
+            if kind == _SLICE_ITEM:
+                self.slice(item[1].fd, item[2], item[3], item[4], buf, stats)
+            elif kind == _LIST:
+                self.listing(item[1], item[2], item[3])
+            else:
+                try:
+                    self.hash_file(item[1], item[2], item[3], buf, stats)
+                finally:
+                    os.close(item[1])
+        finally:
+            self.finish(item)
+
+    def prewalk(self, limit: int) -> bool:
+        """Walk in the calling thread, no other thread started, until more than ``limit``
+        entries were counted; whether walk items remain (large files may wait in any case)."""
+        stats = [0, 0]
+        self.stats.append(stats)
+        buf = bytearray(_CHUNK)
+        while self.queue and not self.halted and self.counted <= limit:
+            self.do(self.queue.pop(), buf, stats)
+        return bool(self.queue) and not self.halted
 
     def listing(self, d: _Dir, prefix: str, depth: int) -> None:
         try:
@@ -402,9 +607,7 @@ class _Walk:
         seen: dict[str, str] = {}
         items: list[tuple[str, str]] = []
         for name in names:
-            rel = name if name.isascii() else _display(name)
-            if prefix:
-                rel = f"{prefix}/{rel}"
+            rel = _rel(prefix, name)
             try:
                 problem = cache[name]
             except KeyError:
@@ -445,6 +648,8 @@ class _Walk:
         fstat = os.fstat
         sha256 = hashlib.sha256
         nfiles = nbytes = 0
+        budget = limits.max_entries - self.peer_count()  # the whole walk's cap, over both processes
+        taken = 0
         for name, rel in items:
             if self.halted:
                 break
@@ -461,7 +666,8 @@ class _Walk:
             is_dir = fmt == _S_IFDIR
             if spec is not None and spec.match_file(rel + "/" if is_dir else rel):
                 continue
-            if next(self.counter) > limits.max_entries:
+            taken += 1
+            if next(self.counter) > budget:
                 report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
                 self.halt()
                 break
@@ -552,6 +758,7 @@ class _Walk:
                     os.close(fd)
         stats[0] += nfiles
         stats[1] += nbytes
+        self.count(taken)
 
     def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
         """Hash an opened regular file (rule 4) and record it; ``fd`` stays open."""
@@ -621,10 +828,17 @@ def _scan(
     root_fd = open_root(root)
     walk = _Walk(spec, limits, result, max(1, workers))
     walk.push([(_LIST, _Dir(root_fd), "", 0)])
+    child: _Child | None = None
     try:
         if workers <= 1 and progress is None:
             walk.run()
         else:
+            # Split the walk with a second process when the tree is not small: per-entry
+            # Python work runs on one core per process (see "Two processes"). Only on Linux
+            # (descriptor passing, SOCK_SEQPACKET, fork), and before this walk starts a
+            # thread; a tree finished within _FORK_AFTER entries is walked in this process.
+            if _CAN_FORK and walk.prewalk(_FORK_AFTER):
+                child = _fork(walk)
             threads = [
                 threading.Thread(target=walk.run, args=(i < _WALK_THREADS,), name=f"attest-walk-{i}", daemon=True)
                 for i in range(max(1, workers))
@@ -638,17 +852,213 @@ def _scan(
                         if progress is not None:
                             progress(*walk.done())
             except BaseException:
+                if child is not None:
+                    child.kill()  # also ends a wait for its answer on the link
                 walk.halt()
                 for t in threads:
                     t.join()
                 raise
+        if child is not None:
+            if walk.error is not None:
+                child.kill()
+            else:
+                child.merge(walk, result)
     finally:
+        if child is not None:
+            child.kill()
         walk.drain()
     if walk.error is not None:
         raise walk.error
     if progress is not None:
         progress(*walk.done())
     return result
+
+
+# -- Two processes ----------------------------------------------------------------------------
+
+_CAN_FORK = (
+    sys.platform == "linux"
+    and hasattr(os, "fork")
+    and hasattr(socket, "send_fds")
+    and hasattr(socket, "SOCK_SEQPACKET")
+    and hasattr(socket, "MSG_CMSG_CLOEXEC")
+)
+
+
+def _fork(walk: _Walk) -> _Child:
+    """Fork the second walking process; in the parent, return its handle (the child never returns)."""
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        rfd, wfd = os.pipe()
+    except BaseException:
+        parent_sock.close()
+        child_sock.close()
+        raise
+    shm = memoryview(mmap.mmap(-1, 64)).cast("q")  # anonymous memory stays shared across fork
+    shm[0] = walk.counted
+    try:
+        pid = os.fork()
+    except BaseException:
+        for fd in (rfd, wfd):
+            os.close(fd)
+        parent_sock.close()
+        child_sock.close()
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child, which ends with os._exit
+        status = 70
+        try:
+            os.close(rfd)
+            parent_sock.close()
+            _child_main(walk, child_sock, shm, wfd)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(wfd)
+    child_sock.close()
+    walk.link = parent_sock
+    walk.shm = shm
+    walk.outstanding += 1  # the link: work may come back from the child until it is closed
+    return _Child(pid, rfd)
+
+
+def _child_main(walk: _Walk, link: socket.socket, shm: memoryview, wfd: int) -> None:  # pragma: no cover
+    """The child: forget the parent's share, walk what the parent gives, write the result."""
+    # The parent keeps the entries, findings and work items it had; close our copies.
+    seen: set[int] = set()
+    for item in walk.queue:
+        if id(item[1]) not in seen and item[1].fd >= 0:
+            seen.add(id(item[1]))
+            os.close(item[1].fd)
+    for item in walk.big:
+        os.close(item[1])
+    walk.queue = []
+    walk.big = []
+    walk.entries = []
+    walk.findings = []
+    walk.stats = []
+    walk.counter = itertools.count(1)
+    walk.counted = 0
+    walk.handoffs = 0
+    walk.outstanding = 1  # the link
+    walk.link = link
+    walk.shm = shm
+    walk.me = 1
+    error: str | None = None
+    try:
+        threads = [
+            threading.Thread(target=walk.run, args=(False,), name=f"attest-walk-child-{i}", daemon=True)
+            for i in range(1, walk.workers)
+        ]
+        for t in threads:
+            t.start()
+        walk.run(True)
+        for t in threads:
+            t.join()
+        walk.drain()
+        if walk.error is not None:
+            error = f"{type(walk.error).__name__}: {walk.error}"
+    except BaseException as e:
+        error = f"{type(e).__name__}: {e}"
+    entries = [(e.path, e.type is _FILE, e.mode, e.size, e.sha256) for e in walk.entries] if error is None else []
+    findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
+    files, size = walk.done_own()
+    blob = marshal.dumps((walk.counted, files, size, entries, findings, error))
+    data = memoryview(_RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
+    while data:
+        data = data[os.write(wfd, data) :]
+    os.close(wfd)
+
+
+class _Child:
+    """The forked walking process, from the parent's side."""
+
+    def __init__(self, pid: int, rfd: int) -> None:
+        self.pid = pid
+        self.rfd = rfd
+
+    def kill(self) -> None:
+        """Stop and reap the child if it still runs (no zombie is left)."""
+        if self.pid > 0:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap(self.pid)
+            self.pid = 0
+        if self.rfd >= 0:
+            os.close(self.rfd)
+            self.rfd = -1
+
+    def merge(self, walk: _Walk, result: ScanResult) -> None:
+        """Read the child's result and add it to ``result``; any doubt about it is a failure."""
+        limits = walk.limits
+        # Bounded: every entry and finding the caps allow, at their largest.
+        cap = len(_RESULT_MAGIC) + 8 + 64 + (limits.max_entries + 2) * (PATH_MAX + 160) + (limits.max_findings + 2) * (PATH_MAX + 4096)
+        chunks = []
+        total = 0
+        while True:
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:
+                self.kill()
+                raise EnvironmentFailure(CommonCode.INTERNAL, "the second walking process returned more than its caps allow")
+            chunks.append(chunk)
+        os.close(self.rfd)
+        self.rfd = -1
+        status = _reap(self.pid)
+        self.pid = 0
+        data = b"".join(chunks)
+        if status != 0:
+            raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process failed (wait status {status})")
+        head = len(_RESULT_MAGIC) + 8
+        if data[: len(_RESULT_MAGIC)] != _RESULT_MAGIC or len(data) < head or struct.unpack("<Q", data[len(_RESULT_MAGIC) : head])[0] != len(data) - head:
+            raise EnvironmentFailure(CommonCode.INTERNAL, "the second walking process returned a malformed result")
+        try:
+            counted, files, size, entries, findings, error = marshal.loads(memoryview(data)[head:])
+            if error is not None:
+                raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process failed: {error}")
+            if not (type(counted) is int and type(files) is int and type(size) is int and type(entries) is list and type(findings) is list):
+                raise TypeError("bad header")
+            add = result.entries.append
+            for path, is_file, mode, fsize, digest in entries:
+                if type(path) is not str or type(mode) is not int or not 0 <= mode <= 0o7777:
+                    raise TypeError("bad entry")
+                if is_file is True:
+                    if type(fsize) is not int or type(digest) is not str or len(digest) != 64:
+                        raise TypeError("bad file entry")
+                    add(Entry(path, _FILE, mode, fsize, digest))
+                elif is_file is False and fsize is None and digest is None:
+                    add(Entry(path, _DIR, mode))
+                else:
+                    raise TypeError("bad entry")
+            for code, path, detail in findings:
+                if not (path is None or type(path) is str) or type(detail) is not str:
+                    raise TypeError("bad finding")
+                if len(result.findings) < limits.max_findings:
+                    result.findings.append(Finding(InventoryCode(code), path, detail))
+        except (ValueError, TypeError, EOFError) as e:
+            raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process returned a malformed result: {e}") from e
+        if walk.counted + counted > limits.max_entries and not any(f.code == InventoryCode.TOO_MANY_ENTRIES for f in result.findings):
+            # Each process saw the other's count a little late; the sum decides.
+            finding = Finding(InventoryCode.TOO_MANY_ENTRIES, ".", f"the tree has more than {limits.max_entries} entries")
+            if len(result.findings) >= limits.max_findings:
+                result.findings[-1] = finding
+            else:
+                result.findings.append(finding)
+        walk.shm = None  # done() counts the child's final figures from here on
+        walk.stats.append([files, size])
+
+
+def _reap(pid: int) -> int:
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return -1
 
 
 def _kind(fmt: int) -> str:

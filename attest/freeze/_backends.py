@@ -117,6 +117,8 @@ class Backend(Protocol):
     needs_fd: ClassVar[bool]
     #: The statx(2) attribute that shows the seal without opening the entry (0: none).
     statx_attr: ClassVar[int]
+    #: Whether sealing a file writes its dirty pages back and waits (so writeback is best started early).
+    seal_writes_back: ClassVar[bool]
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         """Raise ``BACKEND_UNAVAILABLE`` unless the backend can be established in the scratch directory."""
@@ -148,6 +150,8 @@ class ImmutableBackend:
     mode_mask: ClassVar[int] = 0
     needs_fd: ClassVar[bool] = True
     statx_attr: ClassVar[int] = STATX_ATTR_IMMUTABLE
+    # ext4 (fs/ext4/ioctl.c) runs filemap_write_and_wait when the flag is newly set on a file.
+    seal_writes_back: ClassVar[bool] = True
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         name = ".attest-probe-immutable"
@@ -190,6 +194,7 @@ class ReadonlyBackend:
     mode_mask: ClassVar[int] = _WRITE_BITS
     needs_fd: ClassVar[bool] = False
     statx_attr: ClassVar[int] = 0
+    seal_writes_back: ClassVar[bool] = False
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         return None

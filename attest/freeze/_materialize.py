@@ -15,18 +15,32 @@ Rules (DESIGN.md "Freeze and store", THREATS.md A and B):
 3. Modes are the attested ones (minus the backend's mask), set on the new inode; then the
    backend seals the inode and its inode number and change time are recorded.
 4. Directories are sealed after everything inside them (post-order), the root last.
+5. Sealing is one pass behind copying: the staging directory is private (0700, created by
+   us) until it is sealed, so nothing else can reach a copied inode before its seal. A
+   sealing thread takes each directory once all its files are copied, reopens every file by
+   name under the staging directory's descriptor (checking it is the inode we created), seals
+   it, then seals the directory. For a backend whose seal writes the file back (ext4 sets
+   the immutable flag only after ``filemap_write_and_wait``), each copy lane starts the
+   writeback right after copying (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which does not
+   wait), so the sealing pass finds the pages already on their way to disk instead of
+   writing and waiting one file at a time. :func:`materialize` returns only after every
+   entry is sealed.
 
 The bytes copied here decide nothing: the caller verifies the sealed copy afterwards.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import queue
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import EnvironmentFailure, Finding
 from ..inventory import EntryType, Inventory, InventoryCode, open_root
@@ -38,11 +52,30 @@ from ._image import Sealed, snapshot
 _O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _O_SRC = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _O_DST = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+_O_SEAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_SYNC_FILE_RANGE_WRITE = 2
+# Python 3.11 has no os.sync_file_range: call the C library's (it releases the GIL).
+try:
+    _sync_file_range: Any = ctypes.CDLL(None, use_errno=True).sync_file_range
+    _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    _sync_file_range.restype = ctypes.c_int
+except (OSError, AttributeError):  # no wrapper: the seal writes back by itself, only later
+    _sync_file_range = None
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 # Filesystems whose copy_file_range never shares extents (no reflink support).
 _NO_REFLINK = frozenset({"ext2", "ext3", "ext4", "tmpfs", "ramfs"})
 
 Progress = Callable[[int, int], None]
+
+
+def start_writeback(fd: int) -> None:
+    """Start writing ``fd``'s dirty pages back without waiting (a hint: failure is harmless).
+
+    Whether the bytes reach the disk is not what any check relies on; it only makes the
+    later seal (which waits for the writeback on ext4) find less to do.
+    """
+    if _sync_file_range is not None:
+        _sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
 
 
 def fs_type(dev: int) -> str | None:
@@ -79,6 +112,15 @@ def _copy(src: int, dst: int, size: int, use_cfr: bool) -> int:
     return done
 
 
+@dataclass(frozen=True, slots=True)
+class _Copied:
+    """A file copied into staging, not yet sealed: its name, the inode we created, its mode."""
+
+    name: str
+    rel: str
+    ino: int
+
+
 @dataclass(slots=True)
 class _Dir:
     src: int
@@ -89,7 +131,8 @@ class _Dir:
     expected: set[str]
     lane: int = 0
     seen: set[str] = field(default_factory=set)
-    pending: list[Future[tuple[Sealed | None, Finding | None]]] = field(default_factory=list)
+    pending: list[Future[tuple[_Copied | None, Finding | None]]] = field(default_factory=list)
+    copied: list[_Copied] = field(default_factory=list)
 
 
 def _umask() -> int:
@@ -110,7 +153,7 @@ def materialize(
     dst_root: int,
     backend: Backend,
     *,
-    workers: int = 4,
+    workers: int = 2,
     progress: Progress | None = None,
     max_findings: int = 1000,
     max_open_dirs: int = 128,
@@ -118,14 +161,15 @@ def materialize(
     """Copy the attested entries of ``source`` into the empty directory ``dst_root`` and seal them.
 
     Returns the findings (the copy must not be used when there are any) and the sealed
-    record, root first. Raises only for the source root itself and for a staging or seal
-    failure (:class:`EnvironmentFailure`).
+    record, root first; when there are no findings every entry is sealed on return. Raises
+    only for the source root itself and for a staging or seal failure
+    (:class:`EnvironmentFailure`).
 
     The main thread walks the source and creates directories; each file (open the source
-    by name under its directory descriptor, cross-check, create, copy, seal) is one job on
-    one of ``workers`` lanes. Setting the immutable flag makes ext4 write the file's dirty
-    pages back and wait for them (so no writable mapping survives the seal), so a lane mostly
-    waits for I/O: more lanes than cores overlap those waits.
+    by name under its directory descriptor, cross-check, create, copy, start its writeback)
+    is one job on one of ``workers`` copy lanes. One sealing thread follows (rule 5): it
+    takes the directories in post-order as their files are copied and seals their files and
+    then them, so the writeback waits of the seal overlap the copying of later files.
     """
     spec = compile_ignore(expected.ignore)
     want = expected.by_path()
@@ -136,6 +180,7 @@ def materialize(
     mask = backend.mode_mask
     umask = _umask()
     use_cfr = fs_type(os.fstat(dst_root).st_dev) in _NO_REFLINK
+    flush = backend.seal_writes_back
     findings: list[Finding] = []
     sealed: list[Sealed] = []
     files = 0
@@ -154,7 +199,7 @@ def materialize(
             raise EnvironmentFailure(FreezeCode.BACKEND_UNAVAILABLE, f"cannot seal with {backend.name!r}: {e.strerror}", rel or ".") from e
         return snapshot(fd, rel, is_dir)
 
-    def copy_job(sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[Sealed | None, Finding | None]:
+    def copy_job(sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[_Copied | None, Finding | None]:
         # Rule 1: open by name under the directory descriptor, decide from fstat.
         try:
             sfd = os.open(name, _O_SRC, dir_fd=sdir)
@@ -182,37 +227,78 @@ def materialize(
             except OSError as e:
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
             try:
-                if size:
-                    try:
+                try:
+                    if size:
                         _copy(sfd, dfd, size, use_cfr)
-                    except OSError as e:
-                        raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot copy into staging: {e.strerror}", rel) from e
-                return seal(dfd, rel, False, final, chmod=bool(final & umask)), None
+                        if flush:
+                            start_writeback(dfd)
+                    if final & umask:
+                        os.fchmod(dfd, final)
+                    ino = os.fstat(dfd).st_ino
+                except OSError as e:
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot copy into staging: {e.strerror}", rel) from e
+                return _Copied(name, rel, ino), None
             finally:
                 os.close(dfd)
         finally:
             os.close(sfd)
 
+    # Rule 5: the sealing thread. It owns (and closes) the staging descriptor of every
+    # directory put in its queue; the bounded queue also bounds the open descriptors.
+    to_seal: queue.Queue[_Dir | None] = queue.Queue(maxsize=max(1, max_open_dirs))
+    seal_failure: list[BaseException] = []
+
+    def seal_dir(d: _Dir) -> None:
+        for c in d.copied:
+            try:
+                fd = os.open(c.name, _O_SEAL, dir_fd=d.dst)
+            except OSError as e:
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot reopen in staging: {e.strerror}", c.rel) from e
+            try:
+                fst = os.fstat(fd)
+                if fst.st_ino != c.ino or not stat.S_ISREG(fst.st_mode):
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged file is not the inode that was created", c.rel)
+                sealed.append(seal(fd, c.rel, False, 0, chmod=False))
+            finally:
+                os.close(fd)
+        sealed.append(seal(d.dst, d.rel, True, d.mode & ~mask))
+
+    def sealer() -> None:
+        while True:
+            d = to_seal.get()
+            if d is None:
+                return
+            try:
+                if not seal_failure and not findings:
+                    seal_dir(d)
+            except BaseException as e:  # re-raised by the main thread after the join
+                seal_failure.append(e)
+            finally:
+                os.close(d.dst)
+
     def finish(d: _Dir) -> None:
-        """Post-order: every entry of ``d`` is copied and sealed; now seal ``d`` itself."""
+        """Post-order: every file of ``d`` is copied; hand ``d`` to the sealing thread."""
+        handed = False
         try:
             for fut in d.pending:
                 got, problem = fut.result()
                 if problem is not None:
                     report(problem.code, problem.path or "", problem.detail)
                 elif got is not None:
-                    sealed.append(got)
+                    d.copied.append(got)
             for name in sorted(d.expected - d.seen):
                 rel = f"{d.rel}/{name}" if d.rel else name
                 report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
-            if not findings:
-                sealed.append(seal(d.dst, d.rel, True, d.mode & ~mask))
+            if not findings and not seal_failure:
+                to_seal.put(d)
+                handed = True
         finally:
             os.close(d.src)
-            os.close(d.dst)
+            if not handed:
+                os.close(d.dst)
 
-    def run_inline(fn: Callable[..., tuple[Sealed | None, Finding | None]], *a: object) -> Future[tuple[Sealed | None, Finding | None]]:
-        fut: Future[tuple[Sealed | None, Finding | None]] = Future()
+    def run_inline(fn: Callable[..., tuple[_Copied | None, Finding | None]], *a: object) -> Future[tuple[_Copied | None, Finding | None]]:
+        fut: Future[tuple[_Copied | None, Finding | None]] = Future()
         try:
             fut.set_result(fn(*a))
         except BaseException as e:  # re-raised by finish() through fut.result()
@@ -223,6 +309,8 @@ def materialize(
     # One single-threaded lane per worker, a directory's files all in one lane: two threads
     # creating in one directory would only contend for its lock.
     lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="attest-copy") for _ in range(workers)]
+    sealing = threading.Thread(target=sealer, name="attest-seal", daemon=True)
+    sealing.start()
     dirs_listed = 0
     stack: list[_Dir] = []
     done_dirs: list[_Dir] = []  # listed, waiting for their file jobs; the root last of all
@@ -324,6 +412,11 @@ def materialize(
         for d in (*stack, *done_dirs):
             os.close(d.src)
             os.close(d.dst)
+        # Every handed directory is sealed (or closed, after a failure) before we return.
+        to_seal.put(None)
+        sealing.join()
+    if seal_failure:
+        raise seal_failure[0]
     if progress is not None:
         progress(files, nbytes)
     sealed.sort(key=lambda s: (s.path != "", s.path))

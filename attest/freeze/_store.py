@@ -303,7 +303,7 @@ def freeze_tree(
     backend: str = DEFAULT_BACKEND,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
-    workers: int = 4,
+    workers: int = 2,
 ) -> Image:
     """Freeze ``source`` into the store, verified against ``expected``; see the module docstring."""
     seal_with = get_backend(backend)

@@ -959,10 +959,22 @@ def _child_main(walk: _Walk, link: socket.socket, shm: memoryview, wfd: int) -> 
             error = f"{type(walk.error).__name__}: {walk.error}"
     except BaseException as e:
         error = f"{type(e).__name__}: {e}"
-    entries = [(e.path, e.type is _FILE, e.mode, e.size, e.sha256) for e in walk.entries] if error is None else []
+    # Columns (paths, modes, sizes, digests of files; paths, modes of directories): the
+    # parent checks each column's types at C speed instead of entry by entry.
+    ents = walk.entries if error is None else []
+    fe = [e for e in ents if e.type is _FILE]
+    de = [e for e in ents if e.type is not _FILE]
+    columns = (
+        [e.path for e in fe],
+        [e.mode for e in fe],
+        [e.size for e in fe],
+        [e.sha256 for e in fe],
+        [e.path for e in de],
+        [e.mode for e in de],
+    )
     findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
     files, size = walk.done_own()
-    blob = marshal.dumps((walk.counted, files, size, entries, findings, error))
+    blob = marshal.dumps((walk.counted, files, size, columns, findings, error))
     data = memoryview(_RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
     while data:
         data = data[os.write(wfd, data) :]
@@ -1016,23 +1028,27 @@ class _Child:
         if data[: len(_RESULT_MAGIC)] != _RESULT_MAGIC or len(data) < head or struct.unpack("<Q", data[len(_RESULT_MAGIC) : head])[0] != len(data) - head:
             raise EnvironmentFailure(CommonCode.INTERNAL, "the second walking process returned a malformed result")
         try:
-            counted, files, size, entries, findings, error = marshal.loads(memoryview(data)[head:])
+            counted, files, size, columns, findings, error = marshal.loads(memoryview(data)[head:])
             if error is not None:
                 raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process failed: {error}")
-            if not (type(counted) is int and type(files) is int and type(size) is int and type(entries) is list and type(findings) is list):
+            if not (type(counted) is int and type(files) is int and type(size) is int and type(findings) is list):
                 raise TypeError("bad header")
-            add = result.entries.append
-            for path, is_file, mode, fsize, digest in entries:
-                if type(path) is not str or type(mode) is not int or not 0 <= mode <= 0o7777:
-                    raise TypeError("bad entry")
-                if is_file is True:
-                    if type(fsize) is not int or type(digest) is not str or len(digest) != 64:
-                        raise TypeError("bad file entry")
-                    add(Entry(path, _FILE, mode, fsize, digest))
-                elif is_file is False and fsize is None and digest is None:
-                    add(Entry(path, _DIR, mode))
-                else:
-                    raise TypeError("bad entry")
+            fpaths, fmodes, fsizes, digests, dpaths, dmodes = columns
+            if not (
+                all(type(c) is list for c in columns)
+                and len(fpaths) == len(fmodes) == len(fsizes) == len(digests)
+                and len(dpaths) == len(dmodes)
+                and set(map(type, fpaths + dpaths)) <= {str}
+                and set(map(type, fmodes + dmodes + fsizes)) <= {int}
+                and set(map(type, digests)) <= {str}
+                and set(map(len, digests)) <= {64}
+                and (not fmodes or 0 <= min(fmodes) <= max(fmodes) <= 0o7777)
+                and (not dmodes or 0 <= min(dmodes) <= max(dmodes) <= 0o7777)
+                and (not fsizes or min(fsizes) >= 0)
+            ):
+                raise TypeError("bad entry columns")
+            result.entries.extend(map(Entry, fpaths, itertools.repeat(_FILE), fmodes, fsizes, digests))
+            result.entries.extend(map(Entry, dpaths, itertools.repeat(_DIR), dmodes))
             for code, path, detail in findings:
                 if not (path is None or type(path) is str) or type(detail) is not str:
                     raise TypeError("bad finding")

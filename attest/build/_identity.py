@@ -2,7 +2,10 @@
 
 The interpreter is probed in a child process (so the libpython really loaded is read from
 the child's ``/proc/self/maps``, not guessed), then the binary and that library are hashed
-here. The identity's digest is an input of every runtime build.
+here, and the standard library directory it runs from is inventoried (a closed inventory
+of ``lib/pythonX.Y`` without ``site-packages``, ``dist-packages`` and ``__pycache__``; its
+symbolic links are recorded by target). The identity's digest is an input of every runtime
+build, so a changed binary, libpython or stdlib file renames the runtime.
 
     >>> ident = interpreter_identity("/usr/bin/python3.11")
     >>> ident.digest, ident.version, ident.soabi
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import canonical_bytes
-from ..errors import EnvironmentFailure, VerificationError
+from ..errors import EnvironmentFailure, InputError, VerificationError
 from ._codes import BuildCode
 
 # Runs under the target interpreter with -I -S: stdlib only, no site, no user paths.
@@ -81,6 +84,7 @@ class InterpreterIdentity:
     libc: str
     stdlib: str
     markers: tuple[tuple[str, str], ...]
+    stdlib_identity: tuple[tuple[str, str], ...] = ()   # see stdlib_identity(): (key, value) pairs
 
     def to_json(self) -> dict[str, Any]:
         volatile = set(_VOLATILE_MARKERS)
@@ -95,6 +99,7 @@ class InterpreterIdentity:
             "platform": self.platform,
             "libc": self.libc,
             "stdlib": self.stdlib,
+            "stdlib_identity": dict(self.stdlib_identity),
             "markers": {k: v for k, v in self.markers if k not in volatile},
         }
 
@@ -138,7 +143,101 @@ def _probe(python: str) -> dict[str, Any]:
     return doc
 
 
-def interpreter_identity(python: str | None = None) -> InterpreterIdentity:
+# What of lib/pythonX.Y is not the standard library: installed packages and bytecode caches.
+STDLIB_IGNORE = ("/site-packages/", "/dist-packages/", "__pycache__/")
+
+
+def stdlib_identity(stdlib: str) -> dict[str, str]:
+    """A closed-inventory identity of the standard library directory (files, dirs, modes, bytes).
+
+    Symbolic links (Debian links ``sitecustomize.py`` into /etc) are not admitted by a
+    closed inventory; they are recorded here by their targets (what they point at is not
+    covered). Anything else the inventory refuses makes the interpreter unusable.
+    """
+    from ..inventory import InventoryCode, scan_tree
+
+    try:
+        scan = scan_tree(stdlib, ignore=STDLIB_IGNORE)
+    except (InputError, VerificationError) as e:
+        raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, f"cannot inventory the standard library: {e}", stdlib) from e
+    links: list[tuple[str, str]] = []
+    problems = []
+    for f in scan.findings:
+        if f.code == InventoryCode.SYMLINK and f.path:
+            try:
+                links.append((f.path, os.readlink(os.path.join(stdlib, f.path))))
+            except OSError as e:
+                raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, f"cannot read the link: {e}", f.path) from e
+        else:
+            problems.append(f)
+    if problems:
+        raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, f"the standard library is not a closed tree: {problems[0]}", stdlib)
+    inventory = scan.inventory()
+    return {
+        "inventory": inventory.identity,
+        "entries": str(len(inventory.entries)),
+        "symlinks": hashlib.sha256(canonical_bytes(sorted(links))).hexdigest(),
+    }
+
+
+def _stat_signature(stdlib: str) -> str:
+    """A digest of every stdlib entry's lstat (inode, size, mode, mtime and ctime in ns).
+
+    Any write to a file, rename or replacement changes its ctime (which only the kernel
+    sets, to the current time), so an unchanged signature means unchanged bytes unless the
+    system clock itself was turned back by root.
+    """
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(stdlib):
+        top = dirpath == stdlib
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not (top and d in ("site-packages", "dist-packages")))
+        for name in (".", *sorted(filenames), *dirnames):
+            st = os.lstat(os.path.join(dirpath, name))
+            h.update(f"{os.path.relpath(dirpath, stdlib)}/{name}\0{st.st_dev}:{st.st_ino}:{st.st_mode}:{st.st_size}:"
+                     f"{st.st_mtime_ns}:{st.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+_STDLIB_MEMO: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[str, str]:
+    """``stdlib_identity``, computed once per unchanged stdlib (keyed by its stat signature).
+
+    The memo lives in this process and, with ``memo_dir`` (the private state directory),
+    in ``memo_dir/interpreters/``, so a no-op rebuild does not re-hash 100 MB of stdlib.
+    """
+    from .._fs import read_bounded, write_atomic
+    from .._json import loads_strict
+
+    try:
+        signature = _stat_signature(stdlib)
+    except OSError as e:
+        raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, f"cannot stat the standard library: {e}", stdlib) from e
+    key = (stdlib, signature)
+    if key in _STDLIB_MEMO:
+        return dict(_STDLIB_MEMO[key])
+    path = None
+    if memo_dir is not None:
+        path = os.path.join(memo_dir, "interpreters", hashlib.sha256(stdlib.encode("utf-8", "surrogateescape")).hexdigest() + ".json")
+        if os.path.isfile(path):
+            try:
+                doc = loads_strict(read_bounded(path, what="stdlib memo", max_bytes=1 << 16), what="stdlib memo")
+            except (InputError, VerificationError):
+                doc = None  # a damaged memo is recomputed, never trusted
+            if (isinstance(doc, dict) and doc.get("stdlib") == stdlib and doc.get("signature") == signature
+                    and isinstance(doc.get("identity"), dict) and all(isinstance(v, str) for v in doc["identity"].values())):
+                _STDLIB_MEMO[key] = dict(doc["identity"])
+                return dict(doc["identity"])
+    ident = stdlib_identity(stdlib)
+    _STDLIB_MEMO[key] = ident
+    if path is not None:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_atomic(path, canonical_bytes({"stdlib": stdlib, "signature": signature, "identity": ident}), mode=0o600)
+    return dict(ident)
+
+
+def interpreter_identity(python: str | None = None, *, memo_dir: str | None = None) -> InterpreterIdentity:
     """Probe ``python`` (default: the running interpreter's real binary) and hash it."""
     target = python or os.path.realpath(sys.executable)
     doc = _probe(target)
@@ -160,6 +259,7 @@ def interpreter_identity(python: str | None = None) -> InterpreterIdentity:
         libc=doc["libc"],
         stdlib=doc["stdlib"],
         markers=tuple(sorted(doc["markers"].items())),
+        stdlib_identity=tuple(sorted(memoized_stdlib_identity(doc["stdlib"], memo_dir).items())),
     )
 
 

@@ -160,6 +160,19 @@ def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[
     return [{"name": n, "version": installed[n]} for n in sorted(installed)]
 
 
+def verify_copied_interpreter(root: str, ident: InterpreterIdentity) -> None:
+    """Raise ``INTERPRETER_MISMATCH`` unless ``root/bin/python`` has the probed binary's digest.
+
+    The binary is copied by a later step than the probe: a replaced host binary in between
+    would otherwise ship under the identity of the one probed.
+    """
+    path = os.path.join(root, "bin", "python")
+    have = sha256_file(path) if os.path.isfile(path) and not os.path.islink(path) else None
+    if have != ident.executable_sha256:
+        raise VerificationError(BuildCode.INTERPRETER_MISMATCH, f"the runtime's bin/python has digest {have}, "
+                                f"not the probed interpreter's {ident.executable_sha256}", "bin/python")
+
+
 def _interpreter_roots(ident: InterpreterIdentity) -> tuple[str, ...]:
     """What a confined step needs to run (or, for the installer, to copy) the target interpreter."""
     return python_roots(executable=ident.executable, stdlib=ident.stdlib, libraries=[p for p, _ in ident.libpython])
@@ -212,7 +225,7 @@ def build_runtime(
     lock = load_lock(recipe.lock_path)
     # The interpreter probe (a child process) runs while git resolves the tree.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = pool.submit(interpreter_identity, python or recipe.interpreter_path)
+        probing = pool.submit(interpreter_identity, python or recipe.interpreter_path, memo_dir=store_root)
         repo = GitRepo.open(recipe.toolchain_source)
         try:
             verify_full_sha(toolchain_rev, repo.object_format, what="toolchain revision")
@@ -314,6 +327,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "wheels": [toolchain_wheel, *wheel_paths],
         "identity": ident.to_json(),
     }, "installing the runtime", ident)
+    verify_copied_interpreter(root, ident)
     site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
     if recipe.bytecode == "checked-hash":
         compile_code = (

@@ -5,27 +5,64 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
 BUILDER_ID = "https://attest.dev/builders/hermetic/v1"
 
+_FILE_MEMO: dict[tuple[str, int, int, int, int, int], str] = {}
+
+
+def _file_sha256(path: str) -> str:
+    """SHA-256 of a file, memoized in this process by its (inode, size, mtime, ctime)."""
+    st = os.stat(path)
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _FILE_MEMO:
+        h = hashlib.sha256()
+        with open(path, "rb", buffering=0) as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        _FILE_MEMO[key] = h.hexdigest()
+    return _FILE_MEMO[key]
+
+
+def _loaded_libpython() -> list[str]:
+    """The libpython files this process really mapped (none for a statically linked python)."""
+    out: list[str] = []
+    with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "/libpython" in parts[-1]:
+                p = os.path.realpath(parts[-1])
+                if p not in out:
+                    out.append(p)
+    return sorted(out)
+
+
+def package_code_inventory(package: Path) -> Any:
+    """The closed inventory of an installed package directory, bytecode caches left out."""
+    from ..inventory import inventory_tree
+
+    return inventory_tree(package, ignore=("__pycache__/",))
+
 
 def builder_identity() -> dict[str, Any]:
-    """Name and code digest of this builder: changing the builder renames every output."""
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for pkg in (here, here.parent / "git"):
-        for f in sorted(pkg.glob("*.py")):
-            h.update(f"{pkg.name}/{f.name}\0".encode())
-            h.update(hashlib.sha256(f.read_bytes()).digest())
-    # The worker installs with this process's interpreter and these libraries: their versions
-    # are part of the builder too.
-    import sys
+    """Name and code digest of this builder: changing the builder renames every output.
+
+    The code is the whole installed ``attest`` package (a closed inventory without
+    ``__pycache__``: the build uses the inventory, freeze, git and attestation layers as well
+    as its own), and the worker interpreter that runs the installer is its binary and the
+    libpython it loaded, by digest.
+    """
     from importlib.metadata import version
 
-    return {"id": BUILDER_ID, "code_sha256": h.hexdigest(), "python": sys.version.split()[0],
-            "installer": version("installer"), "packaging": version("packaging")}
+    code = package_code_inventory(Path(__file__).resolve().parent.parent)
+    exe = os.path.realpath(sys.executable)
+    worker = {"executable_sha256": _file_sha256(exe),
+              "libpython": [{"sha256": _file_sha256(p), "name": os.path.basename(p)} for p in _loaded_libpython()]}
+    return {"id": BUILDER_ID, "code_sha256": code.digest_hex, "code_inventory": code.identity, "python": sys.version.split()[0],
+            "worker_interpreter": worker, "installer": version("installer"), "packaging": version("packaging")}
 
 
 def make_staging(parent: str) -> str:

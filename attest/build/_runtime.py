@@ -69,9 +69,16 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
     rank = {t: i for i, t in enumerate(tags)}
     env = ident.marker_environment
     out: list[SelectedWheel] = []
-    for pkg in lock.packages:
-        if not pkg.applies(env):
-            continue
+    applicable = [pkg for pkg in lock.packages if pkg.applies(env)]
+    applied: dict[str, str | None] = {}
+    for pkg in applicable:
+        # Entries for one name are separated only by markers; two that both apply here
+        # would leave the choice of file to list order.
+        if pkg.name in applied:
+            raise InputError(BuildCode.LOCK_DUPLICATE, f"{pkg.name} is locked twice for this interpreter: the markers "
+                             f"{applied[pkg.name]!r} and {pkg.marker!r} both apply", pkg.name)
+        applied[pkg.name] = pkg.marker
+    for pkg in applicable:
         best: tuple[int, SelectedWheel] | None = None
         for w in pkg.wheels:
             filename = w.filename

@@ -302,3 +302,24 @@ def test_build_step_cannot_write_outside_staging_or_reach_the_network(project: P
     assert report[1].startswith("refused ")
     assert report[2].startswith("network refused")
     assert result.details["filesystem_confined"] is True
+
+
+def test_builder_identity_covers_the_whole_package_and_the_worker_interpreter(tmp_path: Path) -> None:
+    import sys
+
+    import attest
+    from attest.build._common import builder_identity, package_code_inventory
+
+    ident = builder_identity()
+    assert ident["worker_interpreter"]["executable_sha256"] == interpreter_identity(os.path.realpath(sys.executable)).executable_sha256
+    pkg = Path(attest.__file__).resolve().parent
+    assert ident["code_inventory"] == package_code_inventory(pkg).identity
+    copy = tmp_path / "attest"
+    shutil.copytree(pkg, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = package_code_inventory(copy).identity
+    (copy / "__pycache__").mkdir(exist_ok=True)
+    (copy / "__pycache__" / "x.pyc").write_bytes(b"cache")
+    assert package_code_inventory(copy).identity == before  # bytecode caches are not code
+    walk = copy / "inventory" / "_walk.py"  # not a build or git module: still the builder
+    walk.write_bytes(walk.read_bytes() + b"\n# changed\n")
+    assert package_code_inventory(copy).identity != before

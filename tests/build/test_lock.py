@@ -69,3 +69,23 @@ def test_requirements_refusals(text: str, code: BuildCode) -> None:
     with pytest.raises(InputError) as ei:
         parse_requirements(text.encode())
     assert ei.value.code == code
+
+
+def test_two_applicable_markers_for_one_package_are_a_duplicate() -> None:
+    """Different marker strings pass the parser, but when both apply, the lock names two files for one package."""
+    from attest.build import interpreter_identity, select_wheels
+
+    text = (f"foo==1.0 ; python_version >= '3' --hash=sha256:{H}\n"
+            f"foo==1.1 ; sys_platform == 'linux' --hash=sha256:{'b' * 64}\n"
+            f"foo==1.2 ; python_version < '3' --hash=sha256:{'c' * 64}\n")
+    lock = parse_requirements(text.encode())
+    assert len(lock.packages) == 3
+    with pytest.raises(InputError) as ei:
+        select_wheels(lock, interpreter_identity(), None)
+    assert ei.value.code == BuildCode.LOCK_DUPLICATE and "foo" in str(ei.value)
+    # Markers that do separate environments are fine: only the applicable entry is selected (and then sought).
+    separated = parse_requirements((f"foo==1.0 ; python_version >= '3' --hash=sha256:{H}\n"
+                                    f"foo==1.2 ; python_version < '3' --hash=sha256:{'c' * 64}\n").encode())
+    with pytest.raises(InputError) as ei:
+        select_wheels(separated, interpreter_identity(), None)
+    assert ei.value.code == BuildCode.NOT_IN_CACHE

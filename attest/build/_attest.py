@@ -63,7 +63,8 @@ def provenance_predicate(result: BuildResult) -> dict[str, Any]:
         deps.append(ResourceRef(uri=f"git+{tc['repository']}@{tc['revision']}", name="toolchain"))
         deps.extend(ResourceRef(name=w["filename"], digest={"sha256": w["sha256"]}) for w in [*inputs["wheels"], *inputs["build_backend"]])
         external = {"recipe": inputs["recipe"], "toolchain_revision": tc["revision"], "lock": inputs["lock"], "options": inputs["options"]}
-        internal = {"interpreter_sha256": input_digest(inputs["interpreter"]), "network_isolated": result.network_isolated}
+        internal = {"interpreter_sha256": input_digest(inputs["interpreter"]), "network_isolated": result.network_isolated,
+                    "sandbox": inputs.get("sandbox")}
     else:
         src = inputs["source"]
         deps.append(ResourceRef(uri=f"git+{src['repository']}@{src['revision']}", name="source"))

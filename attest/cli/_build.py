@@ -71,7 +71,14 @@ def _print_build(result: object, json_mode: bool) -> None:
     if result.kind == "runtime":
         print(f"  network:      {'isolated (empty network namespace)' if result.network_isolated else 'NOT ISOLATED (accepted by --allow-network-unisolated)'}")
         confined = result.details.get("filesystem_confined")
-        print(f"  filesystem:   {'read-only except staging, no capabilities' if confined else 'NOT CONFINED (accepted by --allow-network-unisolated)'}")
+        sandbox = result.details.get("sandbox") or {}
+        if confined:
+            print(f"  confinement:  namespaces {', '.join(sandbox.get('namespaces', []))}; uid/gid {sandbox.get('uid')}/{sandbox.get('gid')}; "
+                  f"capabilities {sandbox.get('capabilities')}")
+            print(f"  filesystem:   {sandbox.get('root')}; /dev: {sandbox.get('dev')}; /proc: {sandbox.get('proc')}; "
+                  f"tmpfs {', '.join(sandbox.get('tmpfs', []))}")
+        else:
+            print("  filesystem:   NOT CONFINED (accepted by --allow-network-unisolated; never reused by a confined build, never promoted)")
     for path in result.attestations:
         print(f"  attestation:  {path}")
     if not result.attestations:

@@ -73,3 +73,18 @@ def test_fetch_creates_a_private_state_by_default(project: Project, tmp_path: Pa
     assert (state / "cache").is_dir() and (state.stat().st_mode & 0o777) == 0o700
     rc, doc = run(capsys, "build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha, "--store", str(state))
     assert rc == 0 and doc["ok"]
+
+
+def test_cli_reports_the_established_sandbox(project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "state")
+    assert main(["fetch", "--lock", str(project.lock), "--into", str(project.cache)]) == 0
+    capsys.readouterr()
+    rc = main(["build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha, "--store", state,
+               "--cache", str(project.cache)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "namespaces net, mount, pid, ipc, uts; uid/gid 65534/65534" in out
+    assert "/dev: tmpfs with null, zero, full, random, urandom" in out
+    rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha, "--store", state,
+                  "--cache", str(project.cache))
+    assert rc == 0 and doc["reused"] and doc["sandbox"]["uid"] == 65534 and doc["sandbox"]["filesystem_confined"] is True

@@ -858,7 +858,7 @@ def _scan(
             # Python work runs on one core per process (see "Two processes"). Only on Linux
             # (descriptor passing, SOCK_SEQPACKET, fork), and before this walk starts a
             # thread; a tree finished within _FORK_AFTER entries is walked in this process.
-            if _CAN_FORK and walk.prewalk(_FORK_AFTER):
+            if workers > 1 and _CAN_FORK and walk.prewalk(_FORK_AFTER):
                 child = _fork(walk)
             threads = [
                 threading.Thread(target=walk.run, args=(i < _WALK_THREADS,), name=f"attest-walk-{i}", daemon=True)

@@ -62,6 +62,7 @@ import itertools
 import marshal
 import mmap
 import os
+import re
 import signal
 import socket
 import stat
@@ -75,7 +76,7 @@ from typing import Any
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._model import Entry, EntryType, Inventory
-from ._names import PATH_MAX, check_name, collision_key
+from ._names import _RESERVED, NAME_MAX, PATH_MAX, check_name, collision_key
 
 Progress = Callable[[int, int], None]
 
@@ -100,6 +101,10 @@ _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
 _NAME_CACHE_MAX = 1 << 16
+# Printable ASCII without "/" and "\\", at most NAME_MAX bytes: check_name accepts such a
+# name unless it is "." or ".." or a reserved spelling of .git (listing checks those);
+# every other name goes through check_name itself.
+_PLAIN_NAME = re.compile(rf"[\x20-\x2e\x30-\x5b\x5d-\x7e]{{1,{NAME_MAX}}}").fullmatch
 # Two processes (see "Two processes" in the module docstring): the calling process walks
 # this many entries alone first; a tree it finishes by then is never split.
 _FORK_AFTER = 1000
@@ -627,12 +632,19 @@ class _Walk:
         cache = self.names
         seen: dict[str, str] = {}
         items: list[tuple[str, str]] = []
+        plain = _PLAIN_NAME
         for name in names:
-            rel = _rel(prefix, name)
+            rel = name if name.isascii() else _display(name)
+            if prefix:
+                rel = f"{prefix}/{rel}"
             try:
                 problem = cache[name]
             except KeyError:
-                problem = check_name(name)
+                # check_name's verdict, without its byte-by-byte scan, for the common name.
+                if plain(name) and name not in (".", "..") and name.rstrip(". ").casefold() not in _RESERVED:
+                    problem = None
+                else:
+                    problem = check_name(name)
                 if len(cache) < _NAME_CACHE_MAX:
                     cache[name] = problem
             if problem is not None:

@@ -5,7 +5,8 @@ and authority-input invariant"), each step numbered as in the ADR:
 
 1. materialize the attested entries of the source into fresh private staging under the
    deployment's state directory (``_materialize``);
-2. establish the immutability boundary: the backend seals every inode as it is completed,
+2. establish the immutability boundary: the backend seals every inode once it is copied (a
+   sealing thread one directory behind the copy lanes; staging is private until then),
    directories after their contents, and the sealed inode numbers and change times are recorded;
 3. only then verify the frozen copy against the attested inventory with the safe walker
    (:func:`attest.inventory.verify_tree`): the decisive digests are read from the sealed copy,
@@ -368,7 +369,7 @@ def _freeze_into(
     published = False
     try:
         seal_with.probe(wrap_fd, wrap_path)
-        # (1)+(2) Private materialization; every inode sealed as soon as it is complete.
+        # (1)+(2) Private materialization; every inode sealed once copied, all sealed on return.
         tree_fd = make_private_dir(wrap_fd, TREE_NAME, f"{wrap_path}/{TREE_NAME}")
         try:
             findings, sealed = materialize(source, expected, tree_fd, seal_with, workers=workers)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from pathlib import Path
 
 from ._harness import BenchArgs, Row, measure_alternating, shell, write_pseudo_random
@@ -166,6 +167,16 @@ def build_big(root: Path, count: int, each: int) -> str:
     return desc
 
 
+def _cpu_and_wall(argv: list[str]) -> tuple[float, float]:
+    """CPU seconds (user + system, the command and every process it waited for) and wall seconds of one run."""
+    before = os.times()
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    return after.children_user + after.children_system - before.children_user - before.children_system, wall
+
+
 def _two_core_sha256_seconds(total: int, runs: int) -> float:
     """Seconds two threads (hashlib releases the GIL) need to hash ``total`` bytes in memory."""
     buf = random.Random(7).randbytes(16 << 20)
@@ -208,16 +219,22 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
 
     for label, tree in (("runtime-like tree", runtime), ("small-file tree", small)):
         target_sum = 0.8 if tree is runtime else 1.0
-        m = measure_alternating(
-            {
-                "attest": [attest, "inventory", str(tree), "--digest"],
-                "sha256sum": shell(SHA256SUM, tree),
-                "openssl": shell(OPENSSL, tree),
-            },
-            runs,
-        )
+        contenders = {
+            "attest": [attest, "inventory", str(tree), "--digest"],
+            "sha256sum": shell(SHA256SUM, tree),
+            "openssl": shell(OPENSSL, tree),
+        }
+        m = measure_alternating(contenders, runs)
         print(f"  {label}: medians " + ", ".join(f"{k} {v:.3f} s" for k, v in m.items()), flush=True)
-        rows.append(Row(label, "attest inventory --digest vs xargs -P2 sha256sum", m["attest"], m["sha256sum"], target_sum))
+        # On a shared machine the wall ratios move with the load; CPU seconds (what each
+        # contender asked of the machine, all its processes together) move much less.
+        cpu = {k: _cpu_and_wall(v) for k, v in contenders.items()}
+        cpu_note = "one more run each, CPU s / wall s: " + ", ".join(f"{k} {c:.2f} / {w:.2f}" for k, (c, w) in cpu.items())
+        cpu_note += f" (load {os.getloadavg()[0]:.1f})"
+        print(f"  {label}: {cpu_note}", flush=True)
+        rows.append(
+            Row(label, "attest inventory --digest vs xargs -P2 sha256sum", m["attest"], m["sha256sum"], target_sum, note=cpu_note)
+        )
         rows.append(Row(label, "attest inventory --digest vs xargs -P2 openssl dgst", m["attest"], m["openssl"], 1.0))
 
     big = work / "big"

@@ -107,7 +107,7 @@ _NAME_CACHE_MAX = 1 << 16
 _PLAIN_NAME = re.compile(rf"[\x20-\x2e\x30-\x5b\x5d-\x7e]{{1,{NAME_MAX}}}").fullmatch
 # Two processes (see "Two processes" in the module docstring): the calling process walks
 # this many entries alone first; a tree it finishes by then is never split.
-_FORK_AFTER = 1000
+_FORK_AFTER = 500
 _LINK_BUF = 1 << 18  # largest work message: a slice of 64 names of at most 255 bytes, a path
 _RESULT_MAGIC = b"attest-walk-1\n"
 

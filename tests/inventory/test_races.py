@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from attest.inventory import InventoryCode, scan_tree
 from attest.inventory._walk import _open_checked
 from tests.conftest import make_tree
@@ -20,6 +22,11 @@ from tests.conftest import make_tree
 GENUINE = b"genuine bytes\n"
 SECRET = b"secret outside the tree\n"
 ALLOWED = {InventoryCode.SYMLINK, InventoryCode.SPECIAL_FILE, InventoryCode.CHANGED_DURING_WALK}
+
+
+@pytest.fixture(autouse=True)
+def _both_walk_modes(walk_mode: str) -> str:
+    return walk_mode
 
 
 def _writer(stop: threading.Event, swap) -> threading.Thread:  # type: ignore[no-untyped-def]

@@ -25,6 +25,11 @@ from attest.inventory import (
 from tests.conftest import make_tree
 
 
+@pytest.fixture(autouse=True)
+def _both_walk_modes(walk_mode: str) -> str:
+    return walk_mode
+
+
 def codes(findings) -> set[str]:  # type: ignore[no-untyped-def]
     return {f.code for f in findings}
 

@@ -103,10 +103,7 @@ class Inventory:
     canonical: bytes = field(default=b"", repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Every value was validated on the way in (ASCII keys, strings, integers <= 2**53), so
-        # the fast encoder is RFC 8785 here without canonical_bytes' type scan.
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        object.__setattr__(self, "canonical", text.encode("utf-8"))
+        object.__setattr__(self, "canonical", _encode(self.entries, self.ignore))
 
     @property
     def identity(self) -> str:
@@ -185,6 +182,29 @@ class Inventory:
         if inventory.canonical != body:
             raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
         return inventory
+
+
+_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C-accelerated, no ASCII escaping
+
+
+def _encode(entries: tuple[Entry, ...], ignore: tuple[str, ...]) -> bytes:
+    """RFC 8785 bytes of the inventory, written directly in the canonical key order.
+
+    Every value was validated on the way in (strings, integers <= 2**53, fixed ASCII keys), so
+    this is byte-for-byte what ``rfc8785.dumps(self.to_json())`` gives (a test checks it) at a
+    fraction of the cost: keys sorted once here instead of per entry.
+    """
+    parts = []
+    for e in entries:
+        if e.type is EntryType.FILE:
+            parts.append(
+                f'{{"digest":{{"sha256":"{e.sha256}"}},"mode":{e.mode},"path":{_quote(e.path)},"size":{e.size},"type":"file"}}'
+            )
+        else:
+            parts.append(f'{{"mode":{e.mode},"path":{_quote(e.path)},"type":"dir"}}')
+    head = '{"entries":[' + ",".join(parts) + "]"
+    tail = f',"format":{_quote(FORMAT)},"ignore":[{",".join(_quote(p) for p in ignore)}],"name_policy":{_quote(NAME_POLICY)}}}'
+    return (head + tail).encode("utf-8")
 
 
 def _check_closed(entries: tuple[Entry, ...]) -> None:

@@ -195,3 +195,27 @@ def test_duplicate_key_inside_entry_rejected() -> None:
     with pytest.raises(InputError) as info:
         Inventory.from_bytes(raw)
     assert info.value.code == CommonCode.DUPLICATE_KEY
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Cn"), blacklist_characters="/\\\\"), min_size=1, max_size=12),
+            st.booleans(),
+            st.integers(0, 0o777),
+            st.integers(0, MAX_SAFE_INT),
+        ),
+        max_size=8,
+        unique_by=lambda t: t[0],
+    ),
+    st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\\n\\r\\x00"), max_size=10), max_size=3),
+)
+def test_direct_encoder_is_rfc8785(items: list[tuple[str, bool, int, int]], ignore: list[str]) -> None:
+    entries = [
+        Entry(name, EntryType.FILE, mode, size, DIGEST) if is_file else Entry(name, EntryType.DIR, mode)
+        for name, is_file, mode, size in items
+        if check_name(name) is None
+    ]
+    inv = Inventory.from_entries(entries, ignore)
+    assert inv.canonical == rfc8785.dumps(inv.to_json())

@@ -184,7 +184,7 @@ class Inventory:
         return inventory
 
 
-_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C-accelerated, no ASCII escaping
+_quote = json.encoder.encode_basestring  # C-accelerated, no ASCII escaping
 
 
 def _encode(entries: tuple[Entry, ...], ignore: tuple[str, ...]) -> bytes:

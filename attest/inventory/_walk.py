@@ -470,6 +470,7 @@ class _Walk:
     def _link_give(self) -> None:
         item = self.queue[0]
         d = item[1]
+        payload: tuple[int, Any, Any, list[Any] | None]
         if item[0] == _LIST:
             payload = (0, item[2], item[3], None)
         else:

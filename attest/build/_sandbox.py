@@ -70,6 +70,12 @@ fail() { echo "attest-sandbox: $1" >&2; exit 97; }
 umask 022
 "$MOUNT" --make-rprivate / || fail "cannot make mounts private"
 "$MOUNT" -t tmpfs -o mode=0755,nosuid,nodev attest-root "$R" || fail "cannot mount the new root"
+# The fresh tmpfs directories come first, so a read-only bind below them (a venv or an
+# interpreter under /tmp) lands on top of the tmpfs instead of being hidden by it.
+mkdir -p "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
+for t in /tmp /var/tmp /run; do
+  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R$t" || fail "cannot mount $t"
+done
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   P="$1"; shift
   if [ -L "$P" ]; then
@@ -88,16 +94,14 @@ done
 [ "$1" = "--" ] || fail "no command"
 shift
 rm -f "$S/.sandbox-mounts"
-mkdir -p "$R/dev" "$R/proc" "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
+mkdir -p "$R/dev" "$R/proc" || fail "cannot lay out the new root"
 "$MOUNT" -t tmpfs -o mode=0755,nosuid,noexec attest-dev "$R/dev" || fail "cannot mount /dev"
 for n in null zero full random urandom; do
   : > "$R/dev/$n" && "$MOUNT" --bind "/dev/$n" "$R/dev/$n" || fail "cannot bind /dev/$n"
 done
 ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s /proc/self/fd/1 "$R/dev/stdout" \
   && ln -s /proc/self/fd/2 "$R/dev/stderr" && mkdir "$R/dev/shm" || fail "cannot lay out /dev"
-for t in /dev/shm /tmp /var/tmp /run; do
-  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R$t" || fail "cannot mount $t"
-done
+"$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R/dev/shm" || fail "cannot mount /dev/shm"
 [ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
 mkdir -p "$R$S" && "$MOUNT" --bind "$S" "$R$S" || fail "cannot bind the staging directory"

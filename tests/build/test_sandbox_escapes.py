@@ -181,3 +181,27 @@ def test_promote_refuses_an_unisolated_sandbox(project: Project, tmp_path: Path)
                 state=str(project.store), cache=str(project.cache), sandbox=unisolated)
     assert ei.value.code == BuildCode.PROMOTION_REFUSED
     assert pins.read_bytes() == b'[toolchain]\nrevision = "old"\n'
+
+
+def test_readonly_root_under_tmp_is_visible_not_hidden_by_the_fresh_tmp(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A venv in a clone under /tmp must stay visible: the fresh tmpfs /tmp is mounted first.
+
+    Found when `python3 bootstrap.py demo` ran in a clone under /tmp: the build step could not
+    find the venv's python because the tmpfs /tmp was mounted over its read-only bind.
+    """
+    exposed = tmp_path / "exposed"
+    exposed.mkdir()
+    (exposed / "marker").write_bytes(b"visible\n")
+    os.chmod(tmp_path, 0o755)
+    staging = tempfile.mkdtemp(prefix="attest-tmp-root-")
+    try:
+        out = sandbox.run(
+            ["/usr/bin/python3", "-I", "-c", f"import sys; sys.stdout.write(open({str(exposed / 'marker')!r}).read())"],
+            cwd=staging,
+            home=staging,
+            staging=staging,
+            readonly=[str(exposed)],
+        ).stdout
+    finally:
+        subprocess.run(["rm", "-rf", staging], check=False)
+    assert out == b"visible\n"

@@ -212,6 +212,17 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
     if offline:
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
         return
+    from .build import Sandbox
+    from .build._codes import BuildCode
+
+    try:
+        Sandbox.establish(allow_unisolated_network=False)
+    except EnvironmentFailure as e:
+        if e.code != BuildCode.NETWORK_NOT_ISOLATED:
+            raise
+        # Never build unconfined behind the user's back: say why and stop here.
+        say(f"10. the runtime build, its rebuild check and the promotion: not run, the build sandbox cannot be established here: {e.detail}")
+        return
     lock = repo / "lockfiles" / "pylock.toml"
     say(f"10. fetch the locked wheels of {lock.relative_to(repo)} (the only networked step) and build the runtime offline")
     fetched = run_fetch(str(lock), str(state / "cache"))

@@ -177,6 +177,6 @@ def _check_trusted_root(data: bytes, where: str) -> None:
     try:
         doc = loads_strict(data, what="trusted root")
     except InputError as e:
-        raise InputError(AttestationCode.BAD_POLICY, f"the trusted root is not strict JSON", where, findings=e.findings) from e
+        raise InputError(AttestationCode.BAD_POLICY, "the trusted root is not strict JSON", where, findings=e.findings) from e
     if not isinstance(doc, dict) or doc.get("mediaType") not in _TRUSTED_ROOT_MEDIA_TYPES:
         raise InputError(AttestationCode.BAD_POLICY, "the trusted root has no known Sigstore trusted-root mediaType", where)

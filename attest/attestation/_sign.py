@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._json import canonical_bytes
-from ..errors import CommonCode, InputError, VerificationError
+from ..errors import InputError, VerificationError
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
 from ._keys import Signer, verify_signature

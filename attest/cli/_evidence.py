@@ -54,7 +54,7 @@ def trusted_producer(
         # Still one answer a caller can parse: a misconfiguration is never trusted.
         if json_mode:
             print_json({"ok": False, "trusted_producer": "unknown", "reason_code": err.code, "reason": err.detail, "errors": [f.to_json() for f in err.findings]})
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         raise
     verdict = evaluate(config, client)
     if json_mode:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_findings, print_json, progress_bar
+from ._app import JsonOption, print_json, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -68,4 +68,4 @@ def check(
         print(f"OK: {path} matches {expected.identity} ({len(expected.entries)} entries)")
 
 
-__all__ = ["register", "print_findings"]
+__all__ = ["register"]

@@ -48,7 +48,6 @@ from github_replay import (
     raw,
     review,
     run,
-    runs_page,
 )
 
 CONFIG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)

@@ -56,6 +56,17 @@ def _scan_many(root: Path, rounds: int):  # type: ignore[no-untyped-def]
     return results
 
 
+def _scan_while_writing(root: Path, write, rounds: int):  # type: ignore[no-untyped-def]
+    """Walk ``root`` ``rounds`` times while a writer thread keeps calling ``write``."""
+    stop = threading.Event()
+    writer = _writer(stop, write)
+    try:
+        return _scan_many(root, rounds)
+    finally:
+        stop.set()
+        writer.join()
+
+
 def test_file_swapped_for_symlink_or_fifo_during_walk(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.write_bytes(SECRET)
@@ -75,13 +86,7 @@ def test_file_swapped_for_symlink_or_fifo_during_walk(tmp_path: Path) -> None:
             os.mkfifo(staged)
         os.rename(staged, root / "victim")
 
-    stop = threading.Event()
-    writer = _writer(stop, swap)
-    try:
-        results = _scan_many(root, 150)
-    finally:
-        stop.set()
-        writer.join()
+    results = _scan_while_writing(root, swap, 150)
     genuine = hashlib.sha256(GENUINE).hexdigest()
     saw = set()
     for result in results:
@@ -109,13 +114,7 @@ def test_directory_component_swapped_for_symlink_during_walk(tmp_path: Path) -> 
         os.unlink(root / "d")
         os.rename(root / "d.real", root / "d")
 
-    stop = threading.Event()
-    writer = _writer(stop, swap)
-    try:
-        results = _scan_many(root, 150)
-    finally:
-        stop.set()
-        writer.join()
+    results = _scan_while_writing(root, swap, 150)
     secret = hashlib.sha256(SECRET).hexdigest()
     for result in results:
         assert all(e.sha256 != secret for e in result.entries)
@@ -150,18 +149,11 @@ def test_decision_comes_from_fstat_of_what_was_opened(tmp_path: Path) -> None:
 
 def test_file_rewritten_while_hashed(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "t", {"big": b"\0" * (8 << 20)})
-    stop = threading.Event()
-
     def rewrite() -> None:
         with open(root / "big", "r+b") as f:
             f.write(os.urandom(4096))
 
-    writer = _writer(stop, rewrite)
-    try:
-        results = _scan_many(root, 30)
-    finally:
-        stop.set()
-        writer.join()
+    results = _scan_while_writing(root, rewrite, 30)
     changed = [f for r in results for f in r.findings]
     assert all(f.code == InventoryCode.CHANGED_DURING_WALK for f in changed)
     assert changed, "a file rewritten throughout the walk must be reported as changed at least once"

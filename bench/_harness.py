@@ -123,7 +123,7 @@ def machine_summary() -> str:
     except OSError:
         pass
     try:
-        load = "load %.2f %.2f %.2f" % os.getloadavg()
+        load = "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     except OSError:
         load = ""
     return (

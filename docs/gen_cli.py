@@ -18,9 +18,9 @@ def render() -> str:
     os.environ["TERMINAL_WIDTH"] = "100"
     import typer
 
-    from attest.cli import _register
+    from attest.cli import build_app
 
-    app = _register()
+    app = build_app()
     root = typer.main.get_command(app)  # type: ignore[arg-type]
     ctx_cls = type(root.make_context("attest", ["--help"], resilient_parsing=True))
     parts = [

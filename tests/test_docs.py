@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.test_reason_codes import _load_everything
-
 from attest.errors import all_reason_codes
+from tests.test_reason_codes import _load_everything
 
 ROOT = Path(__file__).parents[1]
 

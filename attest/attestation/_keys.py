@@ -123,7 +123,7 @@ class SslibSigner:
         try:
             signature = self.inner.sign(data)
             raw = bytes.fromhex(signature.signature)
-        except Exception as e:  # noqa: BLE001 - third-party signer backends raise anything; wrapped with cause
+        except Exception as e:
             raise InputError(AttestationCode.SIGNING_FAILED, f"the key backend failed to sign: {type(e).__name__}: {e}") from e
         # Never emit a signature we cannot verify ourselves (a wrong key behind a URI).
         if not verify_signature(self.public, raw, data):
@@ -216,7 +216,7 @@ def load_signer(key: str, *, public_key: str | os.PathLike[str] | None = None) -
     try:
         ssl_key = SSlibKey.from_crypto(pub, keyid=key_id(pub))
         inner = SslSigner.from_priv_key_uri(key, ssl_key)
-    except Exception as e:  # noqa: BLE001 - backends raise OSError, ValueError, their SDK errors...; wrapped with cause
+    except Exception as e:
         raise InputError(AttestationCode.BAD_KEY, f"cannot open the key URI: {type(e).__name__}: {e}", key) from e
     return SslibSigner(inner, pub)
 

@@ -102,7 +102,7 @@ def _ambient_token() -> str:
 
     try:
         found = detect_credential()
-    except Exception as e:  # noqa: BLE001 - sigstore's ambient detectors raise their own errors; wrapped with cause
+    except Exception as e:
         raise InputError(AttestationCode.SIGNING_FAILED, f"ambient OIDC credential detection failed: {e}") from e
     if not found:
         raise InputError(AttestationCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")

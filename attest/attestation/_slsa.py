@@ -26,7 +26,7 @@ def rfc3339(t: _dt.datetime) -> str:
     """UTC, second precision, ``Z`` suffix; naive datetimes are refused (no guessing the zone)."""
     if t.tzinfo is None:
         raise InputError(AttestationCode.BAD_PREDICATE, "timestamps must be timezone-aware")
-    return t.astimezone(_dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(_dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,7 +123,7 @@ def _write_summary(
     else:
         # Nothing names the tree: summarize the attestation that failed instead.
         name, subject_hex = f"attestation:{Path(attestation).name}", digest.removeprefix("sha256:")
-    now = (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))()
+    now = (clock or (lambda: _dt.datetime.now(_dt.UTC)))()
     predicate = verification_summary(
         verifier_id=VERIFIER_ID,
         verifier_version={"attest": __version__},

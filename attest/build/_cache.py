@@ -115,7 +115,7 @@ def _fetch_one(cache: Path, w: LockedWheel, lock_dir: Path) -> None:
         import urllib.request
 
         try:
-            with urllib.request.urlopen(w.url, timeout=60) as resp:  # noqa: S310 - https only, checked at parse
+            with urllib.request.urlopen(w.url, timeout=60) as resp:
                 tmp = _stream_to_temp(cache, resp.read, w.sha256, w.filename)
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             raise EnvironmentFailure(BuildCode.FETCH_FAILED, f"cannot download {w.url}: {e}", w.filename) from e

@@ -140,7 +140,7 @@ def sign_vsa(report: RebuildReport, signer: Any, out: str, *, fmt: str = "dsse",
     from ..attestation import VSA_V1, ResourceRef, sign_statement, statement, subject, verification_summary
     from ._common import BUILDER_ID
 
-    when = now or _dt.datetime.now(_dt.timezone.utc)
+    when = now or _dt.datetime.now(_dt.UTC)
     inputs = [ResourceRef(name=os.path.basename(p), digest={"sha256": _sha256(p)}) for p in report.first.attestations]
     predicate = verification_summary(
         verifier_id=BUILDER_ID + "#rebuild-check",

@@ -26,8 +26,8 @@ import json
 import os
 import sys
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 

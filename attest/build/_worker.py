@@ -80,7 +80,7 @@ def _destination(scheme: dict[str, str], interpreter: str) -> Any:
         def write_file(self, scheme: Scheme, path: Any, stream: Any, is_executable: bool) -> RecordEntry:
             if scheme == "scripts":
                 data = stream.read()
-                first, nl, rest = data.partition(b"\n")
+                first, _, rest = data.partition(b"\n")
                 if first.startswith(b"#!python"):
                     # installer would write an absolute interpreter path; use the launcher instead.
                     data = _LAUNCHER_HEAD.encode() + rest

@@ -8,24 +8,38 @@ the user for any input.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    import typer
+
+__all__ = ["COMMAND_MODULES", "build_app", "main"]
 
 
-def _register() -> object:
-    from . import _inventory
-    from ._app import app
+# Every command module; a missing one is an error (ModuleNotFoundError), never a silent omission.
+COMMAND_MODULES = ("_inventory", "_attestation", "_freeze", "_build", "_evidence", "_demo")
 
-    _inventory.register(app)
-    for module in ("_attestation", "_freeze", "_build", "_evidence", "_demo"):
-        try:
-            mod = __import__(f"{__name__}.{module}", fromlist=["register"])
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{module}":
-                raise
-            continue
-        mod.register(app)
+_APP: typer.Typer | None = None
+
+
+def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+    """A new app with every command of ``modules`` registered once."""
+    import importlib
+
+    from ._app import new_app
+
+    app = new_app()
+    for module in modules:
+        importlib.import_module(f"{__name__}.{module}").register(app)
     return app
+
+
+def _process_app() -> typer.Typer:
+    """The process's app, built on first use and then reused (in-process callers call main often)."""
+    global _APP
+    if _APP is None:
+        _APP = build_app()
+    return _APP
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
-    app = _register()
+    app = _process_app()
     try:
-        rv = app(args=args, prog_name="attest", standalone_mode=False)  # type: ignore[operator]
+        rv = app(args=args, prog_name="attest", standalone_mode=False)
     except AttestError as err:
         render_error(err, json_mode)
         return err.exit_code

@@ -12,14 +12,18 @@ import typer
 
 from ..errors import AttestError, Finding
 
-app = typer.Typer(
-    name="attest",
-    help="Reproducible builds and signed attestations of closed trees. Exit codes: 0 ok, 1 verification failed, 2 bad usage or unreadable input.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+
+def new_app() -> typer.Typer:
+    """A fresh top-level app with no commands; ``attest.cli.build_app`` registers them."""
+    return typer.Typer(
+        name="attest",
+        help="Reproducible builds and signed attestations of closed trees. Exit codes: 0 ok, 1 verification failed, 2 bad usage or unreadable input.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
 
 JsonOption = typer.Option(False, "--json", help="Print one JSON object (machine-readable) instead of text.")
 

@@ -51,8 +51,7 @@ def attest(
 ) -> None:
     """Inventory PATH and write a signed in-toto statement of it (closed-tree predicate)."""
     from .._fs import write_atomic
-    from ..attestation import KeylessSigner, closed_tree_statement, load_signer, sign_statement
-    from ..attestation import AttestationCode
+    from ..attestation import AttestationCode, KeylessSigner, closed_tree_statement, load_signer, sign_statement
     from ..errors import InputError
     from ..inventory import inventory_tree
 
@@ -113,8 +112,7 @@ def verify(
     json_mode: bool = JsonOption,
 ) -> None:
     """Exit 0 only if the attestation verifies under the policy and PATH matches its inventory exactly."""
-    from ..attestation import load_policy, load_signer, verify_tree_attestation
-    from ..attestation import AttestationCode
+    from ..attestation import AttestationCode, load_policy, load_signer, verify_tree_attestation
     from ..errors import InputError
 
     if (summary is None) != (key is None):

@@ -10,9 +10,6 @@ import typer
 
 from ._app import JsonOption, print_json
 
-build_app = typer.Typer(name="build", help="Hermetic, input-addressed builds of the runtime and the skill.",
-                        no_args_is_help=True, rich_markup_mode=None)
-
 _STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
 StoreOption = typer.Option(None, "--store", help=_STATE_HELP)
 CacheOption = typer.Option(None, "--cache", help="Fetched-input cache [default: STORE/cache].")
@@ -24,6 +21,8 @@ FormatOption = typer.Option("dsse", "--format", help="Attestation format: dsse o
 
 
 def register(app: typer.Typer) -> None:
+    build_app = typer.Typer(name="build", help="Hermetic, input-addressed builds of the runtime and the skill.",
+                            no_args_is_help=True, rich_markup_mode=None)
     app.command("fetch")(fetch)
     build_app.command("runtime")(build_runtime)
     build_app.command("skill")(build_skill)

@@ -12,10 +12,10 @@ from ._app import JsonOption, print_json, progress_bar
 
 StateDirOption = typer.Option(..., "--state-dir", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
 
-store_app = typer.Typer(name="store", help="The content-addressed store of frozen images.", no_args_is_help=True, rich_markup_mode=None)
 
 
 def register(app: typer.Typer) -> None:
+    store_app = typer.Typer(name="store", help="The content-addressed store of frozen images.", no_args_is_help=True, rich_markup_mode=None)
     app.command("freeze")(freeze)
     app.command(
         "exec",

@@ -110,7 +110,7 @@ def image_from_record(data: bytes, tree_path: str, where: str) -> Image:
         raise _bad("entries must be a non-empty list", where)
     if set(map(type, raw)) != {list} or set(map(len, raw)) != {4}:
         raise _bad("malformed entry: every entry must be a list of four fields", where)
-    paths, kinds, inos, ctimes = zip(*raw)
+    paths, kinds, inos, ctimes = zip(*raw, strict=True)
     if set(map(type, paths)) | set(map(type, kinds)) | set(map(type, inos)) | set(map(type, ctimes)) != {str}:
         raise _bad("malformed entry: every field must be a string", where)
     if not set(kinds) <= {"dir", "file"}:

@@ -271,7 +271,7 @@ def materialize(
             try:
                 if not seal_failure and not findings:
                     seal_dir(d)
-            except BaseException as e:  # re-raised by the main thread after the join
+            except BaseException as e:  # noqa: BLE001 - re-raised by the main thread after the join
                 seal_failure.append(e)
             finally:
                 os.close(d.dst)
@@ -301,7 +301,7 @@ def materialize(
         fut: Future[tuple[_Copied | None, Finding | None]] = Future()
         try:
             fut.set_result(fn(*a))
-        except BaseException as e:  # re-raised by finish() through fut.result()
+        except BaseException as e:  # noqa: BLE001 - re-raised by finish() through fut.result()
             fut.set_exception(e)
         return fut
 

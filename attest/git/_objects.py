@@ -102,7 +102,7 @@ def parse_tree(data: bytes, fmt: ObjectFormat, *, where: str = "") -> tuple[Tree
             raise VerificationError(GitCode.BAD_TREE_NAME, problem[1], path)
         out.append(TreeEntry(mode, _KIND_OF_MODE[mode], oid, name))
     keys = [_tree_sort_key(t) for t in out]
-    for a, b, later in zip(keys, keys[1:], out[1:]):
+    for a, b, later in zip(keys, keys[1:], out[1:], strict=False):
         if a >= b:
             what = "duplicate" if a == b else "out of order"
             raise VerificationError(GitCode.BAD_TREE_ORDER, f"tree entry is {what}", f"{where}/{later.name}" if where else later.name)

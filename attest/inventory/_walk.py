@@ -592,7 +592,7 @@ class _Walk:
                 if item is None:
                     return
                 self.do(item, buf, stats)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - halt() records it; the walk re-raises it
             self.halt(e)
         finally:
             if walker:
@@ -991,7 +991,7 @@ def _child_main(walk: _Walk, link: socket.socket, shm: memoryview, wfd: int) -> 
         walk.drain()
         if walk.error is not None:
             error = f"{type(walk.error).__name__}: {walk.error}"
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - sent to the parent, which fails the walk with INTERNAL
         error = f"{type(e).__name__}: {e}"
     # Columns (paths, modes, sizes, digests of files; paths, modes of directories): the
     # parent checks each column's types at C speed instead of entry by entry.

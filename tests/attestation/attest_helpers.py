@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-
 from attest._json import canonical_bytes
 from attest.attestation import Signer, generate_key, load_signer, pae
 

@@ -21,7 +21,7 @@ from attest.attestation import (
 )
 from attest.errors import InputError
 
-T0 = dt.datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
 T1 = dt.datetime(2026, 5, 1, 14, 30, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
 HEX = "ab" * 32
 

@@ -22,7 +22,7 @@ from attest.attestation import (
 from attest.errors import VerificationError
 from attest.inventory import inventory_tree
 
-FIXED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+FIXED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def attest_tree(tree: Path, out: Path, keys: Keys, key: str = "ed", fmt: str = "dsse", name: str = "tree") -> Path:

@@ -8,13 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from build_helpers import Project, git, make_toolchain_repo, write_lock
 
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
 from attest.build._identity import interpreter_identity, verify_same_interpreter
 from attest.errors import EnvironmentFailure, InputError, VerificationError
 from attest.inventory import inventory_tree
-
-from build_helpers import Project, git, make_toolchain_repo, write_lock
 
 
 @pytest.fixture(scope="module")

@@ -327,7 +327,7 @@ def test_merge_base_ignores_a_forged_commit_graph(tmp_path: Path) -> None:
 def test_merge_base_refuses_a_shallow_repository(tmp_path: Path) -> None:
     from attest.git import merge_bases
 
-    repo, base, x1, y1 = _forked(tmp_path)
+    repo, _, x1, y1 = _forked(tmp_path)
     clone = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{repo}", str(clone)], check=True,
                    capture_output=True, env=ENV)

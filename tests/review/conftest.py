@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from github_replay import ReplayServer  # noqa: E402
+from github_replay import ReplayServer
 
 
 @pytest.fixture

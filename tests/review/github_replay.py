@@ -75,7 +75,7 @@ class ReplayServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 with replay._lock:
                     replay.log.append(Logged(self.path, {k: v for k, v in self.headers.items()}))
                     seq = replay.routes.get(self.path)

@@ -11,18 +11,6 @@ import threading
 from typing import Any
 
 import pytest
-
-from attest.cli import main
-from attest.review.evidence import (
-    DEFAULT_JOB,
-    DEFAULT_WORKFLOW,
-    GitHubClient,
-    HttpLimits,
-    Trust,
-    TrustConfig,
-    Verdict,
-    evaluate,
-)
 from github_replay import (
     APP,
     HEAD,
@@ -48,6 +36,18 @@ from github_replay import (
     raw,
     review,
     run,
+)
+
+from attest.cli import main
+from attest.review.evidence import (
+    DEFAULT_JOB,
+    DEFAULT_WORKFLOW,
+    GitHubClient,
+    HttpLimits,
+    Trust,
+    TrustConfig,
+    Verdict,
+    evaluate,
 )
 
 CONFIG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
@@ -133,7 +133,7 @@ def test_token_with_header_breaking_characters_is_refused_without_echo(api: Repl
 )
 def test_bad_configuration_is_usage_error(api: ReplayServer, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     base = {"--repo": REPO, "--pr": str(PR), "--app-login": APP, "--api-url": api.url}
-    base.update(dict(zip(args[::2], args[1::2])))
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
     argv = ["evidence", "trusted-producer", "--json"] + [x for kv in base.items() for x in kv]
     rc = main(argv)
     out = json.loads(capsys.readouterr().out)

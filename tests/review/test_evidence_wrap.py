@@ -206,7 +206,7 @@ def test_cli_reads_stdin_and_fails_on_diagnostic(capsys: pytest.CaptureFixture[s
 
 
 def test_cli_unreadable_input_still_posts_a_diagnostic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run_wrap(capsys, "-i", str(tmp_path / "missing.txt"), "--json")
+    rc, out, _ = run_wrap(capsys, "-i", str(tmp_path / "missing.txt"), "--json")
     obj = json.loads(out)
     assert rc == 1 and obj["reason_code"] == "OUTPUT_UNREADABLE" and obj["outcome"] == "diagnostic"
     assert parse_markers(obj["review"]["body"]).diagnostic == 1

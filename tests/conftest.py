@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from support.trees import make_tree
 
-
-def make_tree(root: Path, spec: dict[str, bytes | dict | None]) -> Path:
-    """Create files (bytes) and directories (dict, or None for an empty one) under root."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name, content in spec.items():
-        path = root / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-            os.chmod(path, 0o644)
-        else:
-            path.mkdir()
-            os.chmod(path, 0o755)
-            if content:
-                make_tree(path, content)
-    return root
+pytest_plugins = ["support.reason_record"]
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from attest_helpers import Keys
+from support.keys import Keys
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from attest_helpers import BEACON, GHA_ISSUER, VECTORS, Keys
+from support.keys import BEACON, GHA_ISSUER, VECTORS, Keys
 
 from attest.cli import main
 

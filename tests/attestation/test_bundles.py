@@ -1,5 +1,5 @@
 """Sigstore bundles: key-based ones verified by attest, certificate ones by sigstore-python offline
-against the policy's pinned trusted root, with the real vectors in /work/shared/vectors/sigstore.
+against the policy's pinned trusted root, with the real vectors in tests/data/sigstore.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attest_helpers import BEACON, GHA_ISSUER, VECTORS, Keys, as_json, dumps
+from support.keys import BEACON, GHA_ISSUER, VECTORS, Keys, as_json, dumps
 
 from attest.attestation import (
     SLSA_PROVENANCE_V1,

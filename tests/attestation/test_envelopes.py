@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attest_helpers import Keys, as_json, b64, dumps, raw_envelope
 from hypothesis import given
 from hypothesis import strategies as st
+from support.keys import Keys, as_json, b64, dumps, raw_envelope
 
 from attest._json import canonical_bytes
 from attest.attestation import (

@@ -15,10 +15,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from attest_helpers import Keys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from support.keys import Keys
 
 from attest.attestation import (
     BUNDLE_MEDIA_TYPE,

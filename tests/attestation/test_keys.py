@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from attest_helpers import Keys
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from support.keys import Keys
 
 from attest.attestation import (
     KeylessSigner,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from attest_helpers import Keys, dumps
+from support.keys import Keys, dumps
 
 from attest.attestation import load_policy, pae, verify_attestation_bytes
 from attest.errors import VerificationError

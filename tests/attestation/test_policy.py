@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from attest_helpers import VECTORS, Keys
+from support.keys import VECTORS, Keys
 
 from attest.attestation import KeySignerSpec, SigstoreSignerSpec, load_policy
 from attest.errors import InputError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from attest_helpers import Keys
+from support.keys import Keys
 
 from attest.attestation import (
     SLSA_PROVENANCE_V1,

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from attest_helpers import Keys
+from support.keys import Keys
 
 from attest.attestation import (
     VSA_V1,

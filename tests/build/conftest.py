@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from build_helpers import RUNTIME_RECIPE, SKILL_RECIPE, Project, make_toolchain_repo, write_lock
+from support.build import RUNTIME_RECIPE, SKILL_RECIPE, Project, make_toolchain_repo, write_lock
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from build_helpers import Project, git, make_toolchain_repo, write_lock
+from support.build import Project, git, make_toolchain_repo, write_lock
 
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
 from attest.build._identity import interpreter_identity, verify_same_interpreter
@@ -218,7 +218,7 @@ def test_runtime_refuses_another_interpreter(project: Project, sandbox: Sandbox,
 
 
 def test_no_compatible_wheel(project: Project, sandbox: Sandbox) -> None:
-    from build_helpers import make_wheel, pylock_text
+    from support.build import make_wheel, pylock_text
 
     win = make_wheel(project.wheels, "winonly", "1.0", {"winonly/__init__.py": b""}, tag="cp311-cp311-win_amd64")
     project.lock.write_text(pylock_text([("winonly", "1.0", win)], project.wheels))

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from build_helpers import Project, make_toolchain_repo
+from support.build import Project, make_toolchain_repo
 
 from attest.attestation import generate_key
 from attest.cli import main

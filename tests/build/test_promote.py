@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from build_helpers import Project, make_toolchain_repo
+from support.build import Project, make_toolchain_repo
 
 from attest.attestation import generate_key, load_policy, load_signer, verify_attestation_file
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from build_helpers import Project
+from support.build import Project
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.errors import AttestError

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freeze_helpers import make_tree
+from support.trees import make_tree
 
 from attest.inventory import Inventory, inventory_tree
 

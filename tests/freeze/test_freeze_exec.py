@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from freeze_helpers import all_paths, chattr
+from support.trees import all_paths, chattr
 from test_freeze_store import BACKEND_PARAMS
 
 from attest.errors import EnvironmentFailure, InputError, VerificationError

@@ -39,6 +39,16 @@ _SCRIPT = textwrap.dedent(
 )
 
 
+def _interpreter_for(uid: int, gid: int) -> str | None:
+    """A Python >= 3.11 that ``uid`` can run: this one's base interpreter, else the system's."""
+    for candidate in (os.path.realpath(getattr(sys, "_base_executable", sys.executable)), "/usr/bin/python3"):
+        probe = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", candidate, "-I", "-c",
+                                "import sys; sys.exit(sys.version_info < (3, 11))"], capture_output=True, cwd="/")
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
 def test_readonly_backend_gc_works_for_a_non_root_deployment_user() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
@@ -48,15 +58,23 @@ def test_readonly_backend_gc_works_for_a_non_root_deployment_user() -> None:
         pytest.skip("no 'nobody' user")
     if shutil.which("setpriv") is None:
         pytest.skip("no setpriv")
+    python = _interpreter_for(nobody.pw_uid, nobody.pw_gid)
+    if python is None:
+        pytest.skip("no Python >= 3.11 on this machine that uid 'nobody' can run")
     base = tempfile.mkdtemp(prefix="attest-review-ro-")
     try:
         os.chmod(base, 0o755)
+        # The clone may live where 'nobody' cannot go (a clone in /root): copy the package out.
+        lib = os.path.join(base, "lib")
+        shutil.copytree(os.path.dirname(os.path.dirname(os.path.abspath(__import__("attest").__file__))) + "/attest",
+                        os.path.join(lib, "attest"), ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run(["chmod", "-R", "a+rX", lib], check=True)
         os.chown(base, nobody.pw_uid, nobody.pw_gid)
         proc = subprocess.run(
             ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-             sys.executable, "-c", _SCRIPT, base],
+             python, "-c", _SCRIPT, base],
             capture_output=True, text=True, timeout=120, cwd="/",
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.getcwd()},
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": lib, "PYTHONDONTWRITEBYTECODE": "1"},
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "GC-FAILED" not in proc.stdout, f"gc of a readonly image fails for its own deployment user: {proc.stdout}"

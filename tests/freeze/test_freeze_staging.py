@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from freeze_helpers import all_paths
+from support.trees import all_paths
 
 from attest.errors import EnvironmentFailure, VerificationError
 from attest.freeze import Store, check_image, freeze_tree

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from freeze_helpers import all_paths, chattr, is_immutable
+from support.trees import all_paths, chattr, is_immutable
 
 from attest.errors import EnvironmentFailure, InputError, VerificationError
 from attest.freeze import BACKENDS, FreezeCode, RoBindBackend, Store, check_image, freeze_tree, get_backend, verify_image
@@ -268,7 +268,7 @@ def test_verify_image_raises_with_the_reason(src: Path, expected: Inventory, sta
 
 
 def test_gc_removes_only_unreferenced_images_and_clears_their_flags(tmp_path: Path, state: Path) -> None:
-    from freeze_helpers import make_tree
+    from support.trees import make_tree
 
     images = []
     for i in range(3):

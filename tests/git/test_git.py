@@ -7,19 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.gitrepo import GIT_ENV, git
 
 from attest.errors import InputError, VerificationError
 from attest.git import GitCode, GitRepo, object_id, parse_tree, verify_full_sha
 from attest.inventory import inventory_tree
 
-ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-       "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
-       "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
-
-
-def git(repo: Path, *args: str, input: bytes | None = None) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=ENV, input=input).stdout.decode().strip()
+ENV = GIT_ENV
 
 
 def make_repo(path: Path, files: dict[str, bytes], *, fmt: str = "sha1", execs: tuple[str, ...] = ()) -> str:

@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from support.trees import make_tree
 
 from attest.errors import EnvironmentFailure
 from attest.inventory import _walk, inventory_tree, scan_tree
-from tests.conftest import make_tree
 
 
 @pytest.fixture

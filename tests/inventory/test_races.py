@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.trees import make_tree
 
 from attest.inventory import InventoryCode, scan_tree
 from attest.inventory._walk import _open_checked
-from tests.conftest import make_tree
 
 GENUINE = b"genuine bytes\n"
 SECRET = b"secret outside the tree\n"

@@ -11,6 +11,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from support.trees import make_tree
 
 from attest.errors import InputError, VerificationError
 from attest.inventory import (
@@ -22,7 +23,6 @@ from attest.inventory import (
     scan_tree,
     verify_tree,
 )
-from tests.conftest import make_tree
 
 
 @pytest.fixture(autouse=True)

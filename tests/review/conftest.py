@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from github_replay import ReplayServer
+from support.github_replay import ReplayServer
 
 
 @pytest.fixture

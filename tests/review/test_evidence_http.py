@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import pytest
-from github_replay import (
+from support.github_replay import (
     APP,
     HEAD,
     NEW_HEAD,

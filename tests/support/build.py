@@ -6,19 +6,13 @@ import base64
 import hashlib
 import io
 import os
-import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+from .gitrepo import GIT_ENV, git
 
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=GIT_ENV).stdout.decode().strip()
+__all__ = ["GIT_ENV", "git"]  # re-exported for the build tests
 
 
 def _record_hash(data: bytes) -> str:

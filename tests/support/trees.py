@@ -1,16 +1,19 @@
-"""Helpers shared by the freeze tests (no mocks: real files, flags and processes)."""
+"""Real trees for the tests (no mocks: real files, flags and processes)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
+from typing import Union
 
 from attest.freeze._backends import FS_IMMUTABLE_FL, get_flags
 
+Spec = dict[str, Union[bytes, tuple[bytes, int], "Spec", None]]
 
-def make_tree(root: Path, spec: dict) -> Path:
-    """Files are bytes or (bytes, mode); directories are dicts, or None when empty."""
+
+def make_tree(root: Path, spec: Spec) -> Path:
+    """Files are bytes (mode 0644) or (bytes, mode); directories are dicts (0755), or None when empty."""
     root.mkdir(parents=True, exist_ok=True)
     for name, content in spec.items():
         path = root / name

@@ -1,4 +1,4 @@
-"""Helpers shared by the attestation tests (imported as a plain module)."""
+"""Helpers shared by the attestation tests ."""
 
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from attest._json import canonical_bytes
 from attest.attestation import Signer, generate_key, load_signer, pae
 
-VECTORS = Path("/work/shared/vectors/sigstore")
+VECTORS = Path(__file__).resolve().parent.parent / "data" / "sigstore"
 BEACON = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main"
 GHA_ISSUER = "https://token.actions.githubusercontent.com"
 

@@ -1,0 +1,35 @@
+"""The command-line app: built once per process, every command registered exactly once."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+
+import attest.cli as cli
+from attest.cli import COMMAND_MODULES, build_app, main
+
+
+def _names(app: typer.Typer) -> list[str]:
+    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
+    names += [g.name or "" for g in app.registered_groups]
+    return names
+
+
+def test_main_called_fifty_times_registers_each_command_once(capsys: pytest.CaptureFixture[str]) -> None:
+    for _ in range(50):
+        assert main(["--help"]) == 0
+    capsys.readouterr()
+    app = cli._APP
+    assert app is not None
+    names = _names(app)
+    assert len(names) == len(set(names)), names
+    assert {"inventory", "check", "freeze", "exec", "store", "build", "evidence", "demo"} <= set(names)
+    assert sorted(names) == sorted(_names(build_app())), "the process's app is not the one build_app makes"
+    out = main(["store", "--help"])
+    help_text = capsys.readouterr().out
+    assert out == 0 and help_text.count(" ls ") == 1 and help_text.count(" gc ") == 1
+
+
+def test_a_missing_command_module_is_an_error_not_an_omission() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        build_app((*COMMAND_MODULES, "_no_such_commands"))

@@ -27,6 +27,7 @@ class BuildCode(ReasonCode):
     BUILD_STEP_FAILED = "BUILD_STEP_FAILED"          # the backend or the installer failed
     DEPENDENCY_UNSATISFIED = "DEPENDENCY_UNSATISFIED"  # the installed set misses a requirement
     STAGING_PATH_LEAK = "STAGING_PATH_LEAK"          # an output file names the staging path
+    UNSAFE_STEP_OUTPUT = "UNSAFE_STEP_OUTPUT"        # a step left a link, FIFO, device or hard link where the host takes its output
     STORE_CONFLICT = "STORE_CONFLICT"                # the store path holds something else
     # Rebuild check and promotion.
     NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"            # the rebuild differs from the first build

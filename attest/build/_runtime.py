@@ -45,8 +45,20 @@ from ._common import builder_identity, ensure_state, make_staging
 from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
 from ._lock import Lock, load_lock
 from ._recipe import RuntimeRecipe
-from ._sandbox import Sandbox, python_roots, worker_roots
-from ._store import BuildResult, find_leaks, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
+from ._sandbox import Sandbox, pick_step_uid, python_roots, worker_roots
+from ._store import (
+    BuildResult,
+    find_leaks,
+    input_digest,
+    normalize_tree,
+    publish,
+    remove_tree,
+    reuse,
+    store_name,
+    take_output,
+    take_single_file,
+    write_manifest,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +197,44 @@ def _interpreter_roots(ident: InterpreterIdentity) -> tuple[str, ...]:
     return python_roots(executable=ident.executable, stdlib=ident.stdlib, libraries=[p for p, _ in ident.libpython])
 
 
-def _worker(sandbox: Sandbox, staging: str, task: dict[str, Any], what: str, ident: InterpreterIdentity) -> None:
-    spec = os.path.join(staging, f"spec-{task['task']}.json")
-    with open(spec, "w", encoding="utf-8") as f:
+def _worker(sandbox: Sandbox, layout: _Layout, task: dict[str, Any], what: str, ident: InterpreterIdentity, *,
+            writable: tuple[str, ...]) -> None:
+    # The spec is written before the step runs, into spec/, which no step can write.
+    spec = os.path.join(layout.spec, f"spec-{task['task']}.json")
+    with open(spec, "x", encoding="utf-8") as f:
         json.dump(task, f)
-    sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=staging, home=os.path.join(staging, "home"),
-                staging=staging, what=what, readonly=(*worker_roots(), *_interpreter_roots(ident)))
+    home = layout.new_dir(f"home-{task['task']}")
+    sandbox.run([sys.executable, "-I", "-m", "attest.build._worker", spec], cwd=home, home=home, staging=layout.staging,
+                writable=writable, uid=layout.uid, what=what,
+                readonly=(*worker_roots(), *_interpreter_roots(ident), layout.spec, layout.inputs))
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """One runtime build's staging directory (root-owned, 0700; never bound into a step itself).
+
+    ``spec/`` and ``inputs/`` are written by the host only and are read-only to every step;
+    each step gets its own output directories (and a fresh home) read-write. After a step ran,
+    the host touches what it wrote only through :mod:`attest._safefs` descriptors, or copies it
+    into host-only ``taken/`` with the safe walker first (:func:`take_output`).
+    """
+
+    staging: str
+    uid: int
+    spec: str
+    inputs: str
+
+    @classmethod
+    def create(cls, staging: str) -> _Layout:
+        spec, inputs = os.path.join(staging, "spec"), os.path.join(staging, "inputs")
+        os.mkdir(spec, 0o755)
+        os.mkdir(inputs, 0o755)
+        return cls(staging, pick_step_uid(), spec, inputs)
+
+    def new_dir(self, name: str) -> str:
+        path = os.path.join(self.staging, name)
+        os.mkdir(path, 0o700)  # never an existing path
+        return path
 
 
 def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
@@ -275,38 +319,36 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
                       backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, inputs: dict[str, Any], digest: str,
                       name: str, state: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool,
                       freeze_backend: str) -> BuildResult:
-    home = os.path.join(staging, "home")
-    os.mkdir(home, 0o700)
-    # Inputs are copied out of the cache after re-hashing: the cache is never trusted.
-    wheel_dir = os.path.join(staging, "wheels")
-    os.mkdir(wheel_dir, 0o700)
+    layout = _Layout.create(staging)
+    # Inputs are copied out of the cache after re-hashing (the cache is never trusted) into
+    # inputs/, which no step can write; the worker re-hashes each one again as it installs it.
 
-    def take(w: SelectedWheel) -> str:
+    def take(w: SelectedWheel) -> dict[str, str]:
         src = verified_cached_file(cache, w.sha256, what=w.filename)
-        dst = os.path.join(wheel_dir, w.filename)
+        dst = os.path.join(layout.inputs, w.filename)
         with open(src, "rb") as f, open(dst, "xb") as g:
             g.write(f.read())
+        os.chmod(dst, 0o444)
         if sha256_file(dst) != w.sha256:
             raise VerificationError(BuildCode.HASH_MISMATCH, "the wheel changed while it was copied", w.filename)
-        return dst
+        return {"path": dst, "sha256": w.sha256}
 
-    wheel_paths = [take(w) for w in wheels]
-    backend_paths = [take(w) for w in backend_wheels]
-    # 3. The toolchain tree from git objects, and its wheel built offline.
-    src = os.path.join(staging, "src")
-    os.mkdir(src, 0o700)
+    wheel_inputs = [take(w) for w in wheels]
+    backend_inputs = [take(w) for w in backend_wheels]
+    # 3. The toolchain tree from git objects (read by the host before any step ran), and its
+    # wheel built offline by the toolchain's own build code: the untrusted step.
+    src = layout.new_dir("src")
     repo.export_tree(tree, src)
     requires, backend = _read_build_system(src)
     provided = {w.name: w.version for w in backend_wheels}
     missing = _check_satisfied(requires, provided, ident.marker_environment, "build-system")
     if missing:
         raise VerificationError(findings=missing)
-    backend_env = os.path.join(staging, "backend")
-    if backend_paths:
-        _worker(sandbox, staging, {"task": "install-dir", "root": backend_env, "wheels": backend_paths}, "installing the build backend",
-                ident)
-    out = os.path.join(staging, "dist")
-    os.mkdir(out, 0o700)
+    backend_env = layout.new_dir("backend")
+    if backend_inputs:
+        _worker(sandbox, layout, {"task": "install-dir", "root": backend_env, "wheels": backend_inputs},
+                "installing the build backend", ident, writable=(backend_env,))
+    out = layout.new_dir("dist")
     module, _, obj = backend.partition(":")
     code = (
         "import sys, importlib\n"
@@ -315,36 +357,42 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         + (f"b = getattr(b, {obj!r})\n" if obj else "")
         + f"print(b.build_wheel({out!r}))\n"
     )
-    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=home, staging=staging, what="building the toolchain wheel",
-                readonly=_interpreter_roots(ident))
-    built = sorted(os.listdir(out))
-    if len(built) != 1 or not built[0].endswith(".whl"):
-        raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"the build backend produced {built}, not one wheel")
-    toolchain_wheel = os.path.join(out, built[0])
-    tname, tversion, _, _ = parse_wheel_filename(built[0])
+    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=layout.new_dir("home-build"), staging=staging,
+                writable=(src, out), uid=layout.uid, what="building the toolchain wheel",
+                readonly=(*_interpreter_roots(ident), backend_env))
+    # After the untrusted step: dist/ is read through descriptors only, and its one wheel is
+    # copied into inputs/ (hashed as copied) before anything consumes it.
+    built, built_sha256 = take_single_file(out, layout.inputs, suffix=".whl", what="the build backend's output")
+    toolchain_wheel = os.path.join(layout.inputs, built)
+    tname, tversion, _, _ = parse_wheel_filename(built)
     # 4. Install. Launchers find their interpreter relative to themselves, so no file names
     # the path the tree is built or run at.
-    root = os.path.join(staging, "out")
-    _worker(sandbox, staging, {
+    installed = layout.new_dir("out")
+    _worker(sandbox, layout, {
         "task": "install",
-        "root": root,
+        "root": installed,
         "interpreter": ident.executable,
         "python_version": ident.python_tag,
         "full_version": ident.version,
-        "wheels": [toolchain_wheel, *wheel_paths],
+        "wheels": [{"path": toolchain_wheel, "sha256": built_sha256}, *wheel_inputs],
         "identity": ident.to_json(),
-    }, "installing the runtime", ident)
-    verify_copied_interpreter(root, ident)
-    site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
+    }, "installing the runtime", ident, writable=(installed,))
+    installed_site = os.path.join(installed, "lib", f"python{ident.python_tag}", "site-packages")
     if recipe.bytecode == "checked-hash":
         compile_code = (
             "import compileall, py_compile, sys\n"
-            f"ok = compileall.compile_dir({site!r}, ddir={site[len(root) + 1:]!r}, quiet=1, workers=1,"
+            f"ok = compileall.compile_dir({installed_site!r}, ddir={installed_site[len(installed) + 1:]!r}, quiet=1, workers=1,"
             " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
             "sys.exit(0 if ok else 1)\n"
         )
-        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=root, home=home, staging=staging, what="compiling bytecode",
+        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=installed, home=layout.new_dir("home-compile"),
+                    staging=staging, writable=(installed,), uid=layout.uid, what="compiling bytecode",
                     readonly=_interpreter_roots(ident))
+    # After the last step: the safe walker takes the tree into host-only taken/ (refusing any
+    # link, FIFO, device or hard link); every later check reads that copy, never out/.
+    root = take_output(installed, os.path.join(staging, "taken"))
+    verify_copied_interpreter(root, ident)
+    site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
     # 5. The validated distribution set and the exposed entry points.
     expected = {w.name: w.version for w in wheels}
     expected[str(tname)] = str(tversion)

@@ -6,7 +6,8 @@ staging directory, ``SOURCE_DATE_EPOCH``, ``PYTHONHASHSEED=0``, ``TZ=UTC``,
 network (no usable interface), mount, PID, IPC and UTS namespaces; a minimal root (the
 system paths and the interpreters' prefixes read-only, nosuid, nodev; a tmpfs ``/dev``
 with five harmless nodes; a new ``/proc``; fresh tmpfs ``/tmp``, ``/var/tmp``, ``/run``,
-``/dev/shm``; the staging directory read-write); uid/gid 65534, no capabilities,
+``/dev/shm``; only the step's own directories of the staging area read-write); a uid/gid
+that no account or host process has (one per build), no capabilities,
 no_new_privs. When this cannot be established the step is refused with
 ``NETWORK_NOT_ISOLATED`` unless the caller explicitly accepted an unisolated build; the
 result, the build record and the input address then say so.
@@ -58,11 +59,14 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
 # only: the read-only paths it is given (bind mounts remounted ro,nosuid,nodev; host
 # symlinks such as /bin -> usr/bin recreated as symlinks), a tmpfs /dev with only null, zero,
 # full, random and urandom bound in, a fresh proc for the new PID namespace, fresh tmpfs
-# /tmp, /var/tmp, /run (/var/run links to it) and /dev/shm, and the staging directory
-# read-write (nosuid,nodev). It then chroots there, drops to the unprivileged uid/gid with no
-# supplementary groups, no capabilities (bounding set emptied) and no_new_privs, restores the
-# step's umask and execs the step in its working directory. Any failure exits 97 before the
-# step runs. Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID UMASK ro-path... -- argv...
+# /tmp, /var/tmp, /run (/var/run links to it) and /dev/shm, and the step's writable
+# directories read-write (nosuid,nodev). The staging directory $S itself is never bound:
+# a step sees only the directories below it that it is given, so it can neither plant
+# anything where the host later looks nor touch the inputs of a later step. It then chroots
+# there, drops to the step's uid/gid with no supplementary groups, no capabilities (bounding
+# set emptied) and no_new_privs, restores the step's umask and execs the step in its working
+# directory. Any failure exits 97 before the step runs.
+# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID UMASK ro-path... -- rw-path... -- argv...
 _CONFINE = r"""
 S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
 R="$S/.sandbox-root"
@@ -94,6 +98,14 @@ done
 [ "$1" = "--" ] || fail "no command"
 shift
 rm -f "$S/.sandbox-mounts"
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+  W="$1"; shift
+  [ -d "$W" ] && [ ! -L "$W" ] || fail "writable $W is not a directory"
+  mkdir -p "$R$W" && "$MOUNT" --bind "$W" "$R$W" && "$MOUNT" -o remount,bind,rw,nosuid,nodev "$R$W" \
+    || fail "cannot bind $W read-write"
+done
+[ "$1" = "--" ] || fail "no command"
+shift
 mkdir -p "$R/dev" "$R/proc" || fail "cannot lay out the new root"
 "$MOUNT" -t tmpfs -o mode=0755,nosuid,noexec attest-dev "$R/dev" || fail "cannot mount /dev"
 for n in null zero full random urandom; do
@@ -104,8 +116,6 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R/dev/shm" || fail "cannot mount /dev/shm"
 [ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
-mkdir -p "$R$S" && "$MOUNT" --bind "$S" "$R$S" || fail "cannot bind the staging directory"
-"$MOUNT" -o remount,bind,rw,nosuid,nodev "$R$S" || fail "cannot make the staging directory writable"
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 umask "$U" || fail "bad umask"
 exec "$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
@@ -115,13 +125,16 @@ _TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _NAMESPACES = ("net", "mount", "pid", "ipc", "uts")
 _UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts")
 
-# The unprivileged identity every confined step runs as ("nobody" on Debian and Fedora).
-STEP_UID = 65534
+# Confined steps run as a uid no host process has: one drawn per build from a range that no
+# distribution allocates (just below 2^31), absent from the user database and checked against
+# every running process. A shared uid such as nobody (65534) would let any host process of that
+# uid write into a running build through /proc/PID/cwd, or ptrace its steps.
+STEP_UID_RANGE = (0x7F000000, 0x7FFF0000)
 # What a build step may read: the system's programs and libraries and a read-only /etc.
 # Interpreters outside these (a pyenv or venv prefix) are added per step by the builder.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Increment when what a confined step can reach changes: it is part of every input address.
-SANDBOX_PROFILE = "attest-sandbox/v2"
+SANDBOX_PROFILE = "attest-sandbox/v3"
 
 
 def _tools() -> tuple[str, ...] | None:
@@ -158,20 +171,58 @@ def worker_roots() -> tuple[str, ...]:
     return (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), here)
 
 
-def _give_to_step(staging: str, uid: int) -> None:
-    """Hand the staging tree to the step's uid (never following a symlink the step made)."""
-    os.chown(staging, uid, uid, follow_symlinks=False)
-    for dirpath, dirnames, filenames in os.walk(staging):
-        if os.path.basename(dirpath) == ".sandbox-root" and os.path.dirname(dirpath) == staging:
+def _uids_in_use() -> set[int]:
+    """Every real, effective, saved and filesystem uid of every process visible here."""
+    used: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
             continue
-        for name in (*dirnames, *filenames):
-            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        used.update(int(x) for x in line.split()[1:])
+                        break
+        except OSError:
+            continue  # the process exited meanwhile
+    return used
+
+
+def pick_step_uid() -> int:
+    """A uid for one build's steps that no account and no running process has."""
+    import pwd
+    import secrets
+
+    used = _uids_in_use()
+    lo, hi = STEP_UID_RANGE
+    for _ in range(64):
+        uid = lo + secrets.randbelow(hi - lo)
+        if uid in used:
+            continue
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "no unused uid found for the build step")
+
+
+def _give_to_step(writable: Sequence[str], uid: int) -> None:
+    """Hand each writable directory, and everything in it, to the step's uid (descriptors only)."""
+    from .._safefs import chown_tree
+
+    for w in writable:
+        parent, name = os.path.split(w)
+        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            chown_tree(pfd, name, uid)
+        finally:
+            os.close(pfd)
 
 
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
-                   argv: Sequence[str]) -> list[str]:
+                   writable: Sequence[str], uid: int, argv: Sequence[str]) -> list[str]:
     return [tools[0], *_UNSHARE_FLAGS, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
-            str(STEP_UID), f"{umask:04o}", *readonly_roots(readonly), "--", *argv]
+            str(uid), f"{umask:04o}", *readonly_roots(readonly), "--", *writable, "--", *argv]
 
 
 def _probe(argv: list[str], scratch: str) -> bool:
@@ -197,7 +248,7 @@ class Sandbox:
     ``network_isolated``: steps run in a network namespace with no usable interface (abstract
     AF_UNIX sockets are per network namespace, so the host's are unreachable too).
     ``filesystem_confined``: steps run in new mount, PID, IPC and UTS namespaces, chrooted
-    into a minimal root (see ``_CONFINE``), as uid/gid 65534 without capabilities and with
+    into a minimal root (see ``_CONFINE``), as a uid/gid no host process has, without capabilities and with
     no_new_privs: they cannot read or write the cache, the store, git or host sockets, open
     host devices, or see or signal host processes.
     """
@@ -228,9 +279,17 @@ class Sandbox:
                 net = _probe([tools[0], "--net", "--", "/bin/true"], scratch)
                 if net:
                     os.mkdir(os.path.join(scratch, ".sandbox-root"), 0o700)
-                    _give_to_step(scratch, STEP_UID)
-                    confined = _probe(_confined_argv(tools, scratch, scratch, umask, (), ["/bin/true"]), scratch)
-                    os.chown(scratch, 0, 0)
+                    work = os.path.join(scratch, "work")
+                    os.mkdir(work, 0o700)
+                    uid = pick_step_uid()
+                    _give_to_step([work], uid)
+                    confined = _probe(_confined_argv(tools, scratch, work, umask, (), [work], uid,
+                                                     ["/bin/sh", "-c", ": > probe"]), scratch)
+                    # The step could write where it was given, and as no one else.
+                    try:
+                        confined = confined and os.lstat(os.path.join(work, "probe")).st_uid == uid
+                    except FileNotFoundError:
+                        confined = False
         if not (net and confined) and not allow_unisolated_network:
             missing = "a network namespace without interfaces" if not net else "a confined mount/PID/IPC namespace as an unprivileged uid"
             raise EnvironmentFailure(
@@ -260,11 +319,12 @@ class Sandbox:
                 "network_isolated": True,
                 "filesystem_confined": True,
                 "namespaces": list(_NAMESPACES),
-                "uid": STEP_UID,
-                "gid": STEP_UID,
+                "uid": "one per build, unused by any account or process, from "
+                       f"{STEP_UID_RANGE[0]}-{STEP_UID_RANGE[1] - 1}",
+                "gid": "the same number as the uid",
                 "capabilities": "none (bounding set empty), no_new_privs",
-                "root": "tmpfs; read-only nosuid nodev binds of the system paths and the interpreters' prefixes; "
-                        "staging read-write nosuid nodev",
+                "root": "tmpfs; read-only nosuid nodev binds of the system paths, the interpreters' prefixes and "
+                        "the step's inputs; only the step's own output directories read-write nosuid nodev",
                 "dev": "tmpfs with null, zero, full, random, urandom",
                 "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
                 "proc": "new, for the new PID namespace",
@@ -283,21 +343,29 @@ class Sandbox:
             "proc": "the host's",
         }
 
-    def run(self, argv: Sequence[str], *, cwd: str, home: str, staging: str, extra_env: Mapping[str, str] | None = None,
-            what: str = "build step", timeout: float = 1800, readonly: Sequence[str] = ()) -> StepResult:
-        """Run one step; only ``staging`` is writable to it. Raise ``BUILD_STEP_FAILED`` on failure.
+    def run(self, argv: Sequence[str], *, cwd: str, home: str, staging: str, writable: Sequence[str], uid: int,
+            extra_env: Mapping[str, str] | None = None, what: str = "build step", timeout: float = 1800,
+            readonly: Sequence[str] = ()) -> StepResult:
+        """Run one step. Raise ``BUILD_STEP_FAILED`` on failure.
 
-        A confined step sees the system paths and ``readonly`` (read-only) and ``staging``
-        (read-write, handed to the step's uid first); nothing else of the host.
+        A confined step sees the system paths and ``readonly`` (read-only) and the directories
+        ``writable`` (read-write, each a direct child of ``staging``, handed to ``uid`` first);
+        nothing else of the host, not even ``staging`` itself. ``uid`` is the build's step uid
+        (:func:`pick_step_uid`), the same for every step of one build.
         """
         cmd = list(argv)
+        for w in (*writable, home):
+            if os.path.dirname(w) != staging:
+                raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what}: {w} is not a directory of the staging directory")
+        if home not in writable:
+            writable = (*writable, home)
         if self.filesystem_confined:
             assert self.tools is not None
             root = os.path.join(staging, ".sandbox-root")
             if not os.path.isdir(root):
                 os.mkdir(root, 0o700)
-            _give_to_step(staging, STEP_UID)
-            cmd = _confined_argv(self.tools, staging, cwd, self.umask, readonly, cmd)
+            _give_to_step(writable, uid)
+            cmd = _confined_argv(self.tools, staging, cwd, self.umask, readonly, writable, uid, cmd)
         elif self.network_isolated:
             assert self.tools is not None
             cmd = [self.tools[0], "--net", "--", *cmd]

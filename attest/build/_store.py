@@ -104,24 +104,103 @@ def find_leaks(root: str, needles: list[bytes]) -> list[Finding]:
     return out
 
 
-def make_writable(root: str) -> None:
-    """Undo read-only modes on a staging tree so it can be removed."""
-    if not os.path.isdir(root) or os.path.islink(root):
-        return
-    os.chmod(root, 0o700)
-    for dirpath, dirnames, _ in os.walk(root):
-        for d in dirnames:
-            p = os.path.join(dirpath, d)
-            if not os.path.islink(p):
-                os.chmod(p, 0o700)
-
-
 def remove_tree(root: str) -> None:
-    import shutil
+    """Remove a staging tree through descriptors (:func:`attest._safefs.remove_tree`): a step
+    may have written below it, so nothing under it is resolved by path."""
+    from .._safefs import O_DIR
+    from .._safefs import remove_tree as remove_at
 
-    if os.path.lexists(root):
-        make_writable(root)
-        shutil.rmtree(root)
+    parent, name = os.path.split(os.path.abspath(root))
+    try:
+        pfd = os.open(parent, O_DIR)  # the host's own path, above anything a step could write
+    except FileNotFoundError:
+        return
+    try:
+        remove_at(pfd, name)
+    finally:
+        os.close(pfd)
+
+
+class _Unsealed:
+    """The freeze layer's copier without a seal: how the host takes a step's output."""
+
+    name = "none"
+    guarantee = "none: a host-only copy"
+    mode_mask = 0
+    needs_fd = False
+    statx_attr = 0
+    seal_writes_back = False
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        return None
+
+    def seal(self, fd: int) -> None:
+        return None
+
+    def holds(self, fd: int | None, st: os.stat_result) -> str | None:
+        return None
+
+    def wrap(self, argv: Any, images: Any, cwd: str | None) -> list[str]:
+        raise NotImplementedError
+
+
+def take_output(step_dir: str, into: str) -> str:
+    """Copy the tree a build step wrote at ``step_dir`` into the new, host-only directory ``into``.
+
+    The safe walker inventories ``step_dir`` (directory descriptors, ``O_NOFOLLOW|O_NONBLOCK``,
+    decisions from ``fstat``): a link, FIFO, socket, device, hard link or setuid/setgid/sticky
+    mode fails the build (``UNSAFE_STEP_OUTPUT``, with the walker's own codes). The freeze
+    layer's copier then copies exactly those entries as new inodes. Every later read of the
+    output (validation, normalization, the leak scan, the inventory, the freeze) reads the copy,
+    which no step can reach. Returns ``into``.
+    """
+    from ..errors import AttestError
+    from ..freeze._materialize import materialize
+    from ..inventory import inventory_tree
+
+    try:
+        inventory = inventory_tree(step_dir)
+    except AttestError as e:
+        raise VerificationError(
+            findings=[Finding(BuildCode.UNSAFE_STEP_OUTPUT, None, f"a build step left an entry the host does not take: {e}"),
+                      *e.findings]) from e
+    os.mkdir(into, 0o700)
+    dfd = os.open(into, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        findings, _ = materialize(step_dir, inventory, dfd, _Unsealed())  # type: ignore[arg-type]
+    finally:
+        os.close(dfd)
+    if findings:
+        raise VerificationError(findings=[Finding(BuildCode.UNSAFE_STEP_OUTPUT, None, "the step's output changed while it was taken"),
+                                          *findings])
+    return into
+
+
+def take_single_file(step_dir: str, into_dir: str, *, suffix: str, what: str, max_bytes: int = 1 << 30) -> tuple[str, str]:
+    """The one file ``*suffix`` a step left in ``step_dir``, copied into ``into_dir``: ``(name, sha256 hex)``.
+
+    ``step_dir`` is listed through its descriptor and the file opened ``O_NOFOLLOW|O_NONBLOCK``
+    and judged from ``fstat``: a link, FIFO or hard link is ``UNSAFE_STEP_OUTPUT``, never
+    followed or waited on.
+    """
+    from .._safefs import AT_FDCWD, UnsafeEntry, copy_regular_at, open_dir_at
+    from ..errors import EnvironmentFailure
+
+    sfd = open_dir_at(AT_FDCWD, step_dir)
+    try:
+        names = sorted(os.listdir(sfd))
+        if len(names) != 1 or not names[0].endswith(suffix) or "/" in names[0] or names[0].startswith("."):
+            raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what} is {names[:5]}, not one *{suffix} file")
+        dfd = open_dir_at(AT_FDCWD, into_dir)
+        try:
+            digest = copy_regular_at(sfd, names[0], dfd, names[0], max_bytes=max_bytes)
+        except UnsafeEntry as e:
+            raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{what}: {e.strerror}", names[0]) from e
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+    return names[0], digest
 
 
 def publish(staging_out: str, state: str, inventory: Inventory, backend: str) -> tuple[str, str]:

@@ -1,7 +1,9 @@
 """Build steps that run as a separate hermetic process: ``python -I -m attest.build._worker SPEC``.
 
-The parent writes a JSON spec into the staging directory and runs this module inside the
-sandbox (clean environment, no network). Only this process writes the runtime tree, with
+The parent writes a JSON spec into a directory of the staging area that no step can write,
+before the step runs, and runs this module inside the sandbox (clean environment, no
+network). Every wheel is named with the SHA-256 the host verified and is re-hashed here, at
+the moment it is installed, from the very bytes that are installed. Only this process writes the runtime tree, with
 the ``installer`` library: no pip, no ``direct_url.json``, no cache, no absolute staging path.
 
 Tasks:
@@ -98,14 +100,27 @@ def _destination(scheme: dict[str, str], interpreter: str) -> Any:
                                   bytecode_optimization_levels=())
 
 
-def _install_wheels(wheels: list[str], scheme: dict[str, str], interpreter: str) -> None:
+class WheelChanged(Exception):
+    """A wheel's bytes are not the ones the host verified."""
+
+
+def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interpreter: str) -> None:
+    """Install each wheel from the bytes just read and re-hashed, never from a second open."""
+    import hashlib
+    import zipfile
+
     from installer import install
     from installer.sources import WheelFile
 
     dest = _destination(scheme, interpreter)
     for wheel in wheels:
-        with WheelFile.open(Path(wheel)) as source:
-            install(source, dest, {"INSTALLER": INSTALLER_NAME})
+        with open(wheel["path"], "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != wheel["sha256"]:
+            raise WheelChanged(f"{os.path.basename(wheel['path'])} does not have the verified digest {wheel['sha256']}")
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            z.filename = os.path.basename(wheel["path"])
+            install(WheelFile(z), dest, {"INSTALLER": INSTALLER_NAME})
 
 
 def task_install(spec: dict[str, Any]) -> None:

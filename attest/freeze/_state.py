@@ -23,12 +23,12 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .._safefs import O_DIR, remove_tree
 from ..errors import EnvironmentFailure, VerificationError
 from ..inventory import open_root
-from ._backends import clear_immutable
 from ._codes import FreezeCode
 
-O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+__all__ = ["O_DIR", "make_private_dir", "open_state", "open_sub", "random_name", "remove_tree", "state_lock"]
 SUBDIRS = ("staging", "store", "uses", "runs")
 
 
@@ -133,79 +133,3 @@ def state_lock(state_fd: int, *, exclusive: bool) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def remove_tree(parent_fd: int, name: str) -> None:
-    """Remove ``parent/name`` through descriptors, clearing immutable flags on the way.
-
-    Never follows a link: a symlink found anywhere is unlinked, not entered.
-    """
-    try:
-        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        _unlink_entry(parent_fd, name, st)
-        return
-    # (dir fd, names still to visit); iterative so a deep tree cannot exhaust the stack.
-    root = _open_dir_for_removal(parent_fd, name)
-    stack: list[tuple[int, list[str], int, str]] = [(root, sorted(os.listdir(root)), parent_fd, name)]
-    try:
-        while stack:
-            dfd, pending, pfd, dname = stack[-1]
-            if not pending:
-                stack.pop()
-                os.close(dfd)
-                os.rmdir(dname, dir_fd=pfd)
-                continue
-            child = pending.pop()
-            cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISDIR(cst.st_mode):
-                cfd = _open_dir_for_removal(dfd, child)
-                stack.append((cfd, sorted(os.listdir(cfd)), dfd, child))
-            else:
-                _unlink_entry(dfd, child, cst)
-    finally:
-        for dfd, _, _, _ in stack:
-            os.close(dfd)
-
-
-def _open_dir_for_removal(parent_fd: int, name: str) -> int:
-    """Open a directory of a sealed image so its entries can be unlinked.
-
-    Clears the immutable flag and gives the owner rwx back: a `readonly` image's directories
-    are 0555, and its non-root owner could otherwise never remove them. A directory the owner
-    cannot even read is made accessible through an O_PATH descriptor of exactly that inode
-    (``/proc/self/fd``), never by a path that could have been swapped for a link.
-    """
-    try:
-        fd = os.open(name, O_DIR, dir_fd=parent_fd)
-    except PermissionError:
-        pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
-        try:
-            os.chmod(f"/proc/self/fd/{pfd}", 0o700)
-        finally:
-            os.close(pfd)
-        fd = os.open(name, O_DIR, dir_fd=parent_fd)
-    try:
-        clear_immutable(fd)
-        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
-            os.fchmod(fd, 0o700)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
-    if stat.S_ISREG(st.st_mode):
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                clear_immutable(fd)
-            finally:
-                os.close(fd)
-    os.unlink(name, dir_fd=dfd)

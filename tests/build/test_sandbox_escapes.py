@@ -22,6 +22,7 @@ import pytest
 from support.build import Project
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+from attest.build._sandbox import STEP_UID_RANGE, pick_step_uid
 from attest.errors import AttestError
 
 
@@ -33,8 +34,11 @@ def sandbox() -> Sandbox:
 def _step(sandbox: Sandbox, code: str) -> bytes | None:
     """Run python code as a build step; its stdout, or None when the sandbox refused it."""
     staging = tempfile.mkdtemp(prefix="attest-review-stage-")
+    work = os.path.join(staging, "work")
+    os.mkdir(work)
     try:
-        return sandbox.run(["/usr/bin/python3", "-I", "-c", code], cwd=staging, home=staging, staging=staging).stdout
+        return sandbox.run(["/usr/bin/python3", "-I", "-c", code], cwd=work, home=work, staging=staging, writable=[work],
+                           uid=pick_step_uid()).stdout
     except AttestError:
         return None
     finally:
@@ -110,7 +114,7 @@ def test_isolated_build_does_not_reuse_an_unisolated_output(project: Project, sa
     )
 
 
-def test_confined_step_sees_a_minimal_root_as_nobody(sandbox: Sandbox, tmp_path: Path) -> None:
+def test_confined_step_sees_a_minimal_root_as_an_unused_uid(sandbox: Sandbox, tmp_path: Path) -> None:
     secret = tmp_path / "cache-like.txt"
     secret.write_text("host file")
     out = _step(sandbox, (
@@ -124,7 +128,8 @@ def test_confined_step_sees_a_minimal_root_as_nobody(sandbox: Sandbox, tmp_path:
     import json
 
     seen = json.loads(out)
-    assert (seen["uid"], seen["gid"], seen["groups"]) == (65534, 65534, [])
+    assert seen["uid"] == seen["gid"] and seen["groups"] == []
+    assert STEP_UID_RANGE[0] <= seen["uid"] < STEP_UID_RANGE[1]
     assert seen["pid"] == 1 and len(seen["procs"]) <= 2  # a new PID namespace: only the step (and a transient child)
     assert set(seen["dev"]) <= {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"}
     assert seen["host_file"] is False
@@ -136,7 +141,7 @@ def test_confined_step_sees_a_minimal_root_as_nobody(sandbox: Sandbox, tmp_path:
 def test_sandbox_reports_what_it_established(sandbox: Sandbox) -> None:
     g = sandbox.guarantees()
     assert g["network_isolated"] and g["filesystem_confined"]
-    assert set(g["namespaces"]) == {"net", "mount", "pid", "ipc", "uts"} and g["uid"] == 65534
+    assert set(g["namespaces"]) == {"net", "mount", "pid", "ipc", "uts"} and "unused" in g["uid"]
     weak = Sandbox.establish(allow_unisolated_network=True, force_unisolated=True).guarantees()
     assert weak["network_isolated"] is False and weak["filesystem_confined"] is False and weak["namespaces"] == []
 
@@ -194,12 +199,16 @@ def test_readonly_root_under_tmp_is_visible_not_hidden_by_the_fresh_tmp(sandbox:
     (exposed / "marker").write_bytes(b"visible\n")
     os.chmod(tmp_path, 0o755)
     staging = tempfile.mkdtemp(prefix="attest-tmp-root-")
+    work = os.path.join(staging, "work")
+    os.mkdir(work)
     try:
         out = sandbox.run(
             ["/usr/bin/python3", "-I", "-c", f"import sys; sys.stdout.write(open({str(exposed / 'marker')!r}).read())"],
-            cwd=staging,
-            home=staging,
+            cwd=work,
+            home=work,
             staging=staging,
+            writable=[work],
+            uid=pick_step_uid(),
             readonly=[str(exposed)],
         ).stdout
     finally:

@@ -53,6 +53,13 @@ def _h(d):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with open("pyproject.toml", "rb") as f:
         doc = tomllib.load(f)
+    hook = None
+    if os.path.exists("build_hook.py"):
+        # The project's own build code, run by the backend as setuptools runs setup.py: in a
+        # hostile commit, this is the attacker. It may define after_wheel(path) too.
+        hook = {"__name__": "build_hook", "WHEEL_DIRECTORY": wheel_directory}
+        with open("build_hook.py") as f:
+            exec(compile(f.read(), "build_hook.py", "exec"), hook)
     p = doc["project"]
     name, version = p["name"], p["version"]
     dist = name.replace("-", "_")
@@ -96,6 +103,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))
             zi.external_attr = 0o644 << 16
             z.writestr(zi, v)
+    if hook is not None and "after_wheel" in hook:
+        hook["after_wheel"](os.path.join(wheel_directory, out))
     return out
 '''
 
@@ -174,7 +183,8 @@ repository = "https://example.org/toolchain.git"
 """
 
 
-def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = False, probe: str | None = None) -> str:
+def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = False, probe: str | None = None,
+                        build_hook: str | None = None) -> str:
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists():
         git(repo, "init", "-q")
@@ -196,6 +206,8 @@ def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = Fal
     (skill / "bin").mkdir(exist_ok=True)
     (skill / "bin" / "bootstrap").write_bytes(b"#!/bin/sh\necho bootstrap\n")
     os.chmod(skill / "bin" / "bootstrap", 0o755)
+    if build_hook is not None:
+        (repo / "build_hook.py").write_text(build_hook)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--allow-empty", "-m", "toolchain")
     return git(repo, "rev-parse", "HEAD")

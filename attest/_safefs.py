@@ -1,0 +1,278 @@
+"""How the host touches a tree that something else could write: through descriptors only.
+
+The one home of the rules for a directory the host does not control (a build step's output
+after the step ran, a tree under review, a stored image being removed):
+
+1. A directory is opened relative to its parent's descriptor with ``O_DIRECTORY|O_NOFOLLOW``,
+   never by a path below the untrusted root, so no component can be swapped for a link.
+2. A file is opened ``O_NOFOLLOW|O_NONBLOCK|O_NOCTTY`` (a FIFO or device never blocks, a
+   terminal never becomes ours) and what it is is decided from ``fstat`` of that descriptor:
+   :func:`classify` is the one pure function from a stat result to a verdict.
+3. Removal goes through descriptors: a link found anywhere is unlinked, never entered.
+
+    >>> root = open_dir_at(AT_FDCWD, "/var/lib/attest/build-staging/stage-1234")
+    >>> fd, st = open_regular_at(root, "dist")   # raises UnsafeEntry for a link, FIFO, hard link
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+import struct
+
+__all__ = [
+    "AT_FDCWD",
+    "FS_IMMUTABLE_FL",
+    "O_DIR",
+    "O_FILE",
+    "Kind",
+    "UnsafeEntry",
+    "chown_tree",
+    "classify",
+    "clear_immutable",
+    "copy_regular_at",
+    "get_flags",
+    "open_dir_at",
+    "open_regular_at",
+    "remove_tree",
+    "set_flags",
+]
+
+AT_FDCWD = -100
+O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+
+FS_IOC_GETFLAGS = 0x80086601
+FS_IOC_SETFLAGS = 0x40086602
+FS_IMMUTABLE_FL = 0x10
+_SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+
+
+class Kind(enum.Enum):
+    """What an entry is, decided from its stat result alone."""
+
+    DIR = "dir"
+    FILE = "file"  # a regular file with one link and no setuid/setgid/sticky bit
+    SYMLINK = "symlink"
+    SPECIAL = "special"  # FIFO, socket, device
+    HARDLINK = "hardlink"  # a regular file with more than one name
+    SPECIAL_MODE = "special-mode"  # setuid, setgid or sticky
+
+
+def classify(st: os.stat_result) -> Kind:
+    """The verdict on one entry from its ``fstat``/``lstat`` result (pure)."""
+    fmt = stat.S_IFMT(st.st_mode)
+    if fmt == stat.S_IFLNK:
+        return Kind.SYMLINK
+    if fmt not in (stat.S_IFDIR, stat.S_IFREG):
+        return Kind.SPECIAL
+    if st.st_mode & _SPECIAL_BITS:
+        return Kind.SPECIAL_MODE
+    if fmt == stat.S_IFDIR:
+        return Kind.DIR
+    return Kind.HARDLINK if st.st_nlink > 1 else Kind.FILE
+
+
+class UnsafeEntry(OSError):
+    """An entry that is not what the host may use (``kind`` says what it is instead)."""
+
+    def __init__(self, name: str, kind: Kind | None, detail: str) -> None:
+        super().__init__(errno.EPERM, detail, name)
+        self.kind = kind
+
+
+def open_dir_at(parent_fd: int, name: str) -> int:
+    """Open the directory ``name`` under ``parent_fd``; a link or anything else raises UnsafeEntry."""
+    try:
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeEntry(name, None, "not a directory (a link or another kind of entry)") from e
+        raise
+    kind = classify(os.fstat(fd))
+    if kind is not Kind.DIR:
+        os.close(fd)
+        raise UnsafeEntry(name, kind, f"a directory with a {kind.value} mode")
+    return fd
+
+
+def open_regular_at(parent_fd: int, name: str) -> tuple[int, os.stat_result]:
+    """Open ``name`` under ``parent_fd`` for reading; only a plain regular file is returned.
+
+    Never blocks (``O_NONBLOCK``: a FIFO opens at once and is then refused from ``fstat``).
+    """
+    try:
+        fd = os.open(name, O_FILE, dir_fd=parent_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeEntry(name, Kind.SYMLINK, "a symbolic link") from e
+        raise
+    st = os.fstat(fd)
+    kind = classify(st)
+    if kind is not Kind.FILE:
+        os.close(fd)
+        raise UnsafeEntry(name, kind, f"not a plain regular file: {kind.value}")
+    return fd, st
+
+
+def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, *, max_bytes: int) -> str:
+    """Copy the plain regular file ``name`` into a new file ``dst_name``; return its SHA-256 (hex).
+
+    The destination is created ``O_EXCL|O_NOFOLLOW``, mode 0444; the digest is of the bytes written.
+    """
+    fd, st = open_regular_at(src_dir_fd, name)
+    try:
+        if st.st_size > max_bytes:
+            raise UnsafeEntry(name, Kind.FILE, f"{st.st_size} bytes; the limit is {max_bytes}")
+        out = os.open(dst_name, _O_NEW, 0o444, dir_fd=dst_dir_fd)
+        try:
+            h = hashlib.sha256()
+            total = 0
+            while chunk := os.read(fd, 1 << 20):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise UnsafeEntry(name, Kind.FILE, f"grew past {max_bytes} bytes while it was copied")
+                h.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+            os.fsync(out)
+        finally:
+            os.close(out)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def chown_tree(parent_fd: int, name: str, uid: int) -> None:
+    """Give ``parent/name`` and everything below it to ``uid`` (and the same gid), never following a link.
+
+    One descriptor is held per level of depth, whatever the number of siblings.
+    """
+    os.chown(name, uid, uid, dir_fd=parent_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
+        return
+    root = open_dir_at(parent_fd, name)
+    stack: list[tuple[int, list[str]]] = [(root, os.listdir(root))]
+    try:
+        while stack:
+            dfd, pending = stack[-1]
+            if not pending:
+                os.close(dfd)
+                stack.pop()
+                continue
+            child = pending.pop()
+            os.chown(child, uid, uid, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(os.stat(child, dir_fd=dfd, follow_symlinks=False).st_mode):
+                cfd = open_dir_at(dfd, child)
+                stack.append((cfd, os.listdir(cfd)))
+    finally:
+        for dfd, _ in stack:
+            os.close(dfd)
+
+
+def get_flags(fd: int) -> int:
+    """The inode flags of ``fd`` (the kernel reads and writes a C int)."""
+    buf = bytearray(8)
+    fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+    return int(struct.unpack_from("i", buf)[0])
+
+
+def set_flags(fd: int, flags: int) -> None:
+    buf = bytearray(8)
+    struct.pack_into("i", buf, 0, flags)
+    fcntl.ioctl(fd, FS_IOC_SETFLAGS, buf, True)
+
+
+def clear_immutable(fd: int) -> None:
+    """Clear the immutable flag if set; a filesystem without flags has nothing to clear."""
+    try:
+        flags = get_flags(fd)
+    except OSError as e:
+        if e.errno in (errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return
+        raise
+    if flags & FS_IMMUTABLE_FL:
+        set_flags(fd, flags & ~FS_IMMUTABLE_FL)
+
+
+def remove_tree(parent_fd: int, name: str) -> None:
+    """Remove ``parent/name`` through descriptors, clearing immutable flags on the way.
+
+    Never follows a link: a symlink found anywhere is unlinked, not entered. A directory is
+    listed once, when it is entered; the descriptors held are one per level of depth.
+    """
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        _unlink_entry(parent_fd, name, st)
+        return
+    # (dir fd, names still to visit); iterative so a deep tree cannot exhaust the stack.
+    root = _open_dir_for_removal(parent_fd, name)
+    stack: list[tuple[int, list[str], int, str]] = [(root, sorted(os.listdir(root)), parent_fd, name)]
+    try:
+        while stack:
+            dfd, pending, pfd, dname = stack[-1]
+            if not pending:
+                stack.pop()
+                os.close(dfd)
+                os.rmdir(dname, dir_fd=pfd)
+                continue
+            child = pending.pop()
+            cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(cst.st_mode):
+                cfd = _open_dir_for_removal(dfd, child)
+                stack.append((cfd, sorted(os.listdir(cfd)), dfd, child))
+            else:
+                _unlink_entry(dfd, child, cst)
+    finally:
+        for dfd, _, _, _ in stack:
+            os.close(dfd)
+
+
+def _open_dir_for_removal(parent_fd: int, name: str) -> int:
+    """Open a directory so its entries can be unlinked.
+
+    Clears the immutable flag and gives the owner rwx back: a `readonly` image's directories
+    are 0555, and its non-root owner could otherwise never remove them. A directory the owner
+    cannot even read is made accessible through an O_PATH descriptor of exactly that inode
+    (``/proc/self/fd``), never by a path that could have been swapped for a link.
+    """
+    try:
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    except PermissionError:
+        pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{pfd}", 0o700)
+        finally:
+            os.close(pfd)
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    try:
+        clear_immutable(fd)
+        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
+            os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
+    if stat.S_ISREG(st.st_mode):
+        try:
+            fd = os.open(name, O_FILE, dir_fd=dfd)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                clear_immutable(fd)
+            finally:
+                os.close(fd)
+    os.unlink(name, dir_fd=dfd)

@@ -1,0 +1,232 @@
+"""A hostile toolchain commit attacks the host through its own build step (security review, issue 10).
+
+The toolchain's build code (``build_hook.py``, run by the build backend as setuptools runs
+``setup.py``) is the untrusted step the sandbox confines. Each test commits such code to a real
+git repository and builds it. Before the fix the host wrote its task spec through a symlink the
+step planted in staging (creating or truncating any file on the machine), consumed locked wheels
+the step had rewritten, blocked on a FIFO the step left, and shared its uid (65534) with every
+host process running as nobody, which could write into the running build through /proc/PID/cwd.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from support.build import Project, make_toolchain_repo
+
+from attest.build import BuildCode, Sandbox, build_runtime, fetch, load_lock, load_recipe
+from attest.build._sandbox import STEP_UID_RANGE
+from attest.build._store import take_output, take_single_file
+from attest.errors import AttestError
+
+ENV = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox.establish(allow_unisolated_network=False)
+
+
+def _hostile(project: Project, hook: str) -> str:
+    """Commit ``hook`` as the toolchain's build code; the new revision."""
+    return make_toolchain_repo(project.repo, build_hook=textwrap.dedent(hook))
+
+
+def _build(project: Project, sandbox: Sandbox, sha: str, timeout: float = 300) -> object:
+    """Build in a thread so a host that blocks fails the test instead of hanging the suite."""
+    recipe = load_recipe(project.recipe)
+    fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(build_runtime(recipe, sha, str(project.store), str(project.cache), sandbox))
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread, which asserts on it
+            outcome.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "the host blocked on what the build step left behind"
+    return outcome[0]
+
+
+def _report(result: object) -> dict[str, str]:
+    """What the hook recorded about its attempts (it writes toolchain/_hostile.json into the wheel)."""
+    assert not isinstance(result, BaseException), result
+    path = Path(result.store_path) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "toolchain" / "_hostile.json"  # type: ignore[attr-defined]
+    return dict(json.loads(path.read_text()))
+
+
+_RECORD = """
+import json, os
+def record(results):
+    with open(os.path.join("toolchain", "_hostile.json"), "w") as f:
+        json.dump(results, f, sort_keys=True)
+"""
+
+
+def test_a_symlink_planted_in_staging_never_redirects_a_host_write(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.conf"  # stands for /etc/shadow, a root crontab, ...
+    victim.write_text("original\n")
+    absent = tmp_path / "created-by-attacker"
+    sha = _hostile(project, _RECORD + f"""
+staging = os.path.dirname(os.getcwd())
+results = {{}}
+for rel, target in (("spec-install.json", {str(victim)!r}), ("spec-install-dir.json", {str(absent)!r}),
+                    ("spec/spec-install.json", {str(victim)!r}), ("inputs/toolchain-0.1-py3-none-any.whl", {str(victim)!r}),
+                    ("out", {str(tmp_path)!r}), ("taken", {str(tmp_path)!r}), ("home-install", {str(tmp_path)!r})):
+    try:
+        os.symlink(target, os.path.join(staging, rel))
+        results[rel] = "planted"
+    except OSError as e:
+        results[rel] = "refused"
+record(results)
+""")
+    result = _build(project, sandbox, sha)
+    assert victim.read_text() == "original\n", "the host wrote through a symlink the build step planted"
+    assert not absent.exists()
+    assert set(_report(result).values()) == {"refused"}, _report(result)
+
+
+def test_a_build_step_cannot_rewrite_the_locked_wheels_it_precedes(project: Project, sandbox: Sandbox) -> None:
+    sha = _hostile(project, _RECORD + """
+import glob
+staging = os.path.dirname(os.getcwd())
+results = {}
+for wheel in glob.glob(os.path.join(staging, "*", "libdep-*.whl")) or [os.path.join(staging, "inputs", "libdep-1.2-py3-none-any.whl")]:
+    rel = os.path.relpath(wheel, staging)
+    try:
+        with open(wheel, "r+b") as f:
+            f.write(b"PK-tampered")
+        results[rel] = "rewritten"
+    except OSError:
+        results[rel] = "refused"
+    try:
+        os.unlink(wheel)
+        results[rel + " unlink"] = "removed"
+    except OSError:
+        results[rel + " unlink"] = "refused"
+record(results)
+""")
+    result = _build(project, sandbox, sha)
+    assert set(_report(result).values()) == {"refused"}, _report(result)
+    root = Path(result.store_path)  # type: ignore[attr-defined]
+    out = subprocess.run([root / "bin" / "libdep-hello"], capture_output=True, env=ENV, check=True)
+    assert out.stdout == b"hello from libdep 42\n"
+
+
+@pytest.mark.parametrize("swap", ["fifo", "symlink"])
+def test_a_wheel_swapped_for_a_fifo_or_symlink_fails_without_blocking(project: Project, sandbox: Sandbox, swap: str) -> None:
+    replace = 'os.mkfifo(path)' if swap == "fifo" else 'os.symlink("/etc/passwd", path)'
+    sha = _hostile(project, f"""
+import os
+def after_wheel(path):
+    os.unlink(path)
+    {replace}
+""")
+    result = _build(project, sandbox, sha)
+    assert isinstance(result, AttestError), result
+    assert result.code == BuildCode.UNSAFE_STEP_OUTPUT
+
+
+def test_step_output_with_a_link_fifo_or_hard_link_is_not_taken(tmp_path: Path) -> None:
+    """take_output and take_single_file judge every entry from fstat; nothing blocks or is followed."""
+    for planted in ("fifo", "symlink", "hardlink", "setuid"):
+        step = tmp_path / f"step-{planted}"
+        (step / "lib").mkdir(parents=True)
+        (step / "lib" / "ok.py").write_bytes(b"X = 1\n")
+        bad = step / "lib" / "bad"
+        if planted == "fifo":
+            os.mkfifo(bad)
+        elif planted == "symlink":
+            os.symlink("/etc/passwd", bad)
+        elif planted == "hardlink":
+            os.link(step / "lib" / "ok.py", bad)
+        else:
+            bad.write_bytes(b"#!/bin/sh\n")
+            os.chmod(bad, 0o4755)
+        with pytest.raises(AttestError) as ei:
+            take_output(str(step), str(tmp_path / f"taken-{planted}"))
+        assert ei.value.code == BuildCode.UNSAFE_STEP_OUTPUT, (planted, ei.value)
+        dist = tmp_path / f"dist-{planted}"
+        dist.mkdir()
+        one = dist / "x-1.0-py3-none-any.whl"
+        if planted == "fifo":
+            os.mkfifo(one)
+        elif planted == "symlink":
+            os.symlink("/etc/passwd", one)
+        elif planted == "hardlink":
+            (tmp_path / "elsewhere.whl").write_bytes(b"PK")
+            os.link(tmp_path / "elsewhere.whl", one)
+        else:
+            one.write_bytes(b"PK")
+            os.chmod(one, 0o4644)
+        into = tmp_path / f"into-{planted}"
+        into.mkdir()
+        with pytest.raises(AttestError) as ei:
+            take_single_file(str(dist), str(into), suffix=".whl", what="the wheel")
+        assert ei.value.code == BuildCode.UNSAFE_STEP_OUTPUT, (planted, ei.value)
+        assert os.listdir(into) == []
+
+
+_ATTACKER = r"""
+import os, sys, time
+deadline = time.time() + float(sys.argv[1])
+wrote = set()
+while time.time() < deadline:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid in wrote:
+            continue
+        try:
+            os.listdir(f"/proc/{pid}/cwd/toolchain")
+            with open(f"/proc/{pid}/cwd/toolchain/pwned.py", "w") as f:
+                f.write("PWNED = True\n")
+            wrote.add(pid)
+            print("WROTE", pid, flush=True)
+        except OSError:
+            pass
+    time.sleep(0.05)
+"""
+
+
+def test_a_host_process_running_as_nobody_cannot_write_into_a_running_build(project: Project, sandbox: Sandbox) -> None:
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' user to attack from")
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv")
+    sha = _hostile(project, _RECORD + """
+import time
+time.sleep(4)  # a long build: the window the attacker uses
+record({"uid": str(os.getuid())})
+""")
+    # The attacker is any host process of uid nobody (a daemon, a CI job); it needs no file of ours.
+    scratch = tempfile.mkdtemp(prefix="attest-attacker-")
+    os.chmod(scratch, 0o755)
+    script = Path(scratch) / "attack.py"
+    script.write_text(_ATTACKER)
+    os.chmod(script, 0o644)
+    attacker = subprocess.Popen(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                                 "/usr/bin/python3", "-I", str(script), "60"], stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        result = _build(project, sandbox, sha)
+    finally:
+        attacker.kill()
+        out, _ = attacker.communicate()
+        shutil.rmtree(scratch)
+    assert "WROTE" not in out, f"a host process of uid nobody wrote into the running build: {out}"
+    uid = int(_report(result)["uid"])
+    assert uid != nobody.pw_uid and STEP_UID_RANGE[0] <= uid < STEP_UID_RANGE[1]
+    assert not list(Path(result.store_path).rglob("pwned.py"))  # type: ignore[attr-defined]

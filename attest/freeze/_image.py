@@ -22,12 +22,15 @@ from typing import Any
 
 from .._json import canonical_bytes, loads_strict
 from ..errors import AttestError, Finding, VerificationError
-from ..inventory import open_root
+from ..inventory import Inventory, open_root
 from ._backends import BACKENDS, Backend, StatxReader
 from ._codes import FreezeCode
 
 RECORD_FORMAT = "https://attest.dev/freeze-record/v1"
 RECORD_NAME = "record.json"
+# The canonical bytes of the inventory the image verified against; its SHA-256 is the entry's
+# name, so it cannot be swapped for another without renaming the entry.
+INVENTORY_NAME = "inventory.json"
 TREE_NAME = "tree"
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -63,6 +66,8 @@ class Image:
     created: int
     sealed: tuple[Sealed, ...]
     reused: bool = False
+    #: The inventory the content is verified against, every time the image is used.
+    inventory: Inventory | None = None
 
     @property
     def hex(self) -> str:

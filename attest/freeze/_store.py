@@ -15,8 +15,12 @@ and authority-input invariant"), each step numbered as in the ADR:
 4. publish by one atomic ``renameat2(RENAME_NOREPLACE)`` into ``STATE/store/<hex identity>``.
 
 On any failure nothing is published and staging is removed (immutable flags cleared first).
-A later freeze of the same identity reuses the stored image only if its seal still holds
-(:func:`check_image`); otherwise the stale image is removed and the tree frozen afresh.
+
+Every use of a stored image (reuse by a later freeze, ``exec``, ``store ls --check``) goes
+through :func:`verify_image`: the seal is confirmed, then **every byte** is verified against
+the inventory stored beside the tree (whose SHA-256 must be the entry's name), then the seal is
+confirmed again. ``record.json`` (inode numbers and change times) is an index that makes a
+broken seal cheap to notice, never a witness: whoever can break the seal can rewrite it too.
 
     >>> image = freeze_tree("src", expected_inventory, "/var/lib/attest", backend="immutable")
     >>> Store("/var/lib/attest").ls()
@@ -27,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import hashlib
 import os
 import re
 import stat
@@ -40,7 +45,7 @@ from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
 from ._backends import DEFAULT_BACKEND, get_backend
 from ._codes import FreezeCode
-from ._image import RECORD_NAME, TREE_NAME, Image, check_image, image_from_record
+from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, Image, check_image, image_from_record
 from ._materialize import Progress, materialize
 from ._state import (
     make_private_dir,
@@ -93,19 +98,16 @@ class Store:
         except OSError as e:
             raise VerificationError(FreezeCode.BAD_RECORD, f"the store entry cannot be opened safely: {e.strerror}", where) from e
         try:
-            try:
-                rfd = os.open(RECORD_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=efd)
-            except OSError as e:
-                raise VerificationError(FreezeCode.BAD_RECORD, f"the store record cannot be opened: {e.strerror}", where) from e
-            try:
-                st = os.fstat(rfd)
-                if not stat.S_ISREG(st.st_mode) or st.st_size > 256 * 1024 * 1024:
-                    raise VerificationError(FreezeCode.BAD_RECORD, "the store record is not a bounded regular file", where)
-                data = b"".join(iter(lambda: os.read(rfd, 1 << 20), b""))
-            finally:
-                os.close(rfd)
+            data = _read_entry_file(efd, RECORD_NAME, "store record", where)
+            inventory_bytes = _read_entry_file(efd, INVENTORY_NAME, "stored inventory", where)
         finally:
             os.close(efd)
+        if hashlib.sha256(inventory_bytes).hexdigest() != hexid:
+            raise VerificationError(FreezeCode.BAD_RECORD, "the stored inventory is not the one the entry is named after", where)
+        try:
+            inventory = Inventory.from_bytes(inventory_bytes, what="stored inventory")
+        except AttestError as e:
+            raise VerificationError(FreezeCode.BAD_RECORD, f"the stored inventory does not parse: {e.detail}", where) from e
         try:
             image = image_from_record(data, self.tree_path(hexid), where)
         except VerificationError:
@@ -114,7 +116,7 @@ class Store:
             raise VerificationError(FreezeCode.BAD_RECORD, e.detail, where) from e
         if image.hex != hexid:
             raise VerificationError(FreezeCode.BAD_RECORD, f"the record names {image.identity}, not the entry's identity", where)
-        return image
+        return dataclasses.replace(image, inventory=inventory)
 
     def _touch_use(self, state_fd: int, hexid: str, now: float | None) -> None:
         ufd = open_sub(state_fd, "uses", f"{self.state_dir}/uses")
@@ -150,7 +152,7 @@ class Store:
         return hexid
 
     def get(self, ref: str) -> Image:
-        """The stored image named by ``ref`` after confirming its seal still holds; raises otherwise."""
+        """The stored image named by ``ref`` after :func:`verify_image` (seal, every byte, seal); raises otherwise."""
         hexid = self.resolve(ref)
         state_fd = open_state(self.state_dir, create=False)
         try:
@@ -191,7 +193,7 @@ class Store:
                         continue
                     try:
                         image = self._load(store_fd, name)
-                        problems: tuple[Finding, ...] = tuple(check_image(image)) if (check and image is not None) else ()
+                        problems: tuple[Finding, ...] = _problems(image) if (check and image is not None) else ()
                     except VerificationError as e:
                         out.append(StoreEntry(f"sha256:{name}", self.tree_path(name), None, None, _last_use(uses_fd, name), e.findings))
                         continue
@@ -289,11 +291,52 @@ def _last_use(uses_fd: int, name: str) -> float | None:
         return None
 
 
-def verify_image(image: Image) -> None:
-    """Raise unless the stored image's seal still holds (flags, inodes, change times)."""
+def _read_entry_file(efd: int, name: str, what: str, where: str) -> bytes:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=efd)
+    except OSError as e:
+        raise VerificationError(FreezeCode.BAD_RECORD, f"the {what} cannot be opened: {e.strerror}", where) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            raise VerificationError(FreezeCode.BAD_RECORD, f"the {what} is not a bounded regular file", where)
+        return b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+    finally:
+        os.close(fd)
+
+
+def verify_image(image: Image, *, progress: Progress | None = None) -> None:
+    """Raise unless the stored image holds, for this use.
+
+    1. the seal holds (flags, inode numbers, change times: cheap, and catches most tampering);
+    2. every entry and every byte match the image's inventory (the seal can be broken and
+       re-made, and the record rewritten, by whoever holds the capability: only the content
+       read now, after the seal was confirmed, decides);
+    3. nothing sealed moved while it was verified.
+    """
     problems = check_image(image)
     if problems:
         raise VerificationError(findings=problems)
+    if image.inventory is None or image.inventory.identity != image.identity:
+        raise VerificationError(FreezeCode.BAD_RECORD, "the image has no inventory of its identity to verify its bytes against", image.path)
+    try:
+        verify_tree(image.path, _effective(image.inventory, get_backend(image.backend).mode_mask), progress=progress)
+    except VerificationError as e:
+        raise VerificationError(findings=[Finding(FreezeCode.IMAGE_CHANGED, None, "the stored bytes are not the image's inventory"),
+                                          *e.findings]) from e
+    moved = check_image(image, flags=False)
+    if moved:
+        raise VerificationError(
+            findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
+        )
+
+
+def _problems(image: Image) -> tuple[Finding, ...]:
+    try:
+        verify_image(image)
+    except VerificationError as e:
+        return e.findings
+    return ()
 
 
 def freeze_tree(
@@ -342,10 +385,10 @@ def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, hexi
             f"the store holds this identity sealed with {existing.backend!r}, not {backend!r}; use --backend {existing.backend} or gc it",
             existing.path,
         )
-    if not check_image(existing):
+    if not _problems(existing):
         store._touch_use(state_fd, hexid, clock())
         return dataclasses.replace(existing, reused=True)
-    # The seal no longer holds: the stored bytes decide nothing. Remove them and freeze afresh.
+    # The image does not hold: the stored bytes decide nothing. Remove them and freeze afresh.
     store._discard(store_fd, staging_fd, hexid)
     return None
 
@@ -378,7 +421,8 @@ def _freeze_into(
             os.close(tree_fd)
         if findings:
             raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
-        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed))
+        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed),
+                      inventory=expected)
         # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
         verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress)
         # Flags need not be read again: changing a flag or mode moves the change time too.
@@ -387,13 +431,16 @@ def _freeze_into(
             raise VerificationError(
                 findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
             )
-        rfd = os.open(RECORD_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=wrap_fd)
-        try:
-            os.write(rfd, image.record_bytes())
-            os.fsync(rfd)
-            seal_with.seal(rfd)
-        finally:
-            os.close(rfd)
+        for fname, content in ((INVENTORY_NAME, expected.canonical), (RECORD_NAME, image.record_bytes())):
+            rfd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=wrap_fd)
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(rfd, view):]
+                os.fsync(rfd)
+                seal_with.seal(rfd)
+            finally:
+                os.close(rfd)
         # (4) Publish atomically; an identity published meanwhile by another freeze is reused if sound.
         try:
             _rename_noreplace(staging_fd, name, store_fd, hexid)
@@ -402,7 +449,7 @@ def _freeze_into(
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot publish: {e.strerror}", wrap_path) from e
             other = store._load(store_fd, hexid)
-            if other is None or other.backend != seal_with.name or check_image(other):
+            if other is None or other.backend != seal_with.name or _problems(other):
                 raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
             store._touch_use(state_fd, hexid, clock())
             return dataclasses.replace(other, reused=True)

@@ -1,0 +1,106 @@
+"""The seal witness is an index, not a witness (security review, issue 10 finding 2).
+
+Whoever can break a seal can also rewrite ``record.json``: root with CAP_LINUX_IMMUTABLE for
+``immutable``, the owner for ``readonly``. The attack: break the seal, change a file, seal it
+again, refresh the record with the new inode numbers and change times. Before the fix
+``store ls --check`` said the image held, ``exec`` ran the changed code and ``freeze`` reused it.
+Now every use verifies every byte against the inventory stored beside the tree, whose SHA-256
+is the entry's name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.trees import chattr
+
+from attest.errors import AttestError
+from attest.freeze import FreezeCode, Store, freeze_tree, run_from_images
+from attest.freeze._image import INVENTORY_NAME, RECORD_NAME, Sealed
+from attest.inventory import Inventory
+
+
+def _reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
+    """The attacker's whole procedure for one file of a stored image."""
+    tree, target = image_dir / "tree", image_dir / "tree" / rel
+    if backend == "immutable":
+        chattr("-i", target, image_dir / RECORD_NAME)
+    else:
+        os.chmod(target, 0o644)
+        os.chmod(image_dir / RECORD_NAME, 0o600)
+    target.write_bytes(data)
+    if backend == "immutable":
+        chattr("+i", target)
+    else:
+        os.chmod(target, 0o444)
+    # Refresh the record: every entry's inode number and change time as they are now.
+    store = Store(image_dir.parent.parent)
+    fd = os.open(image_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        old = store._load(fd, image_dir.name)
+    finally:
+        os.close(fd)
+    assert old is not None
+    fresh = []
+    for s in old.sealed:
+        st = os.lstat(tree / s.path) if s.path else os.lstat(tree)
+        fresh.append(Sealed(s.path, s.is_dir, st.st_ino, st.st_ctime_ns))
+    (image_dir / RECORD_NAME).write_bytes(dataclasses.replace(old, sealed=tuple(fresh)).record_bytes())
+    if backend == "immutable":
+        chattr("+i", image_dir / RECORD_NAME)
+    else:
+        os.chmod(image_dir / RECORD_NAME, 0o400)
+
+
+@pytest.mark.parametrize("backend", ["immutable", "readonly"])
+def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expected: Inventory, state: Path,
+                                                                backend: str, tmp_path: Path) -> None:
+    image = freeze_tree(src, expected, state, backend=backend)
+    entry = Path(image.path).parent
+    _reseal(entry, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
+    # The seal itself holds again: only the content check can tell.
+    from attest.freeze import check_image
+
+    reloaded = Store(state)._load(os.open(entry.parent, os.O_RDONLY | os.O_DIRECTORY), entry.name)
+    assert reloaded is not None and check_image(reloaded) == []
+
+    # store ls --check
+    [listed] = Store(state).ls(check=True)
+    assert listed.problems and listed.problems[0].code == FreezeCode.IMAGE_CHANGED
+    assert any(p.code == "DIGEST_MISMATCH" and p.path == "lib/pkg/mod.py" for p in listed.problems)
+
+    # exec refuses before running anything
+    marker = tmp_path / "ran"
+    with pytest.raises(AttestError) as ei:
+        run_from_images(state, {"LIB": image.identity}, ["/bin/sh", "-c", f": > {marker}"])
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED and not marker.exists()
+
+    # freeze does not reuse it: the stale entry is replaced by a fresh, correct copy
+    again = freeze_tree(src, expected, state, backend=backend)
+    assert not again.reused
+    assert (Path(again.path) / "lib" / "pkg" / "mod.py").read_bytes() == b"VALUE = 41 + 1\n"
+
+
+def test_a_stored_inventory_swapped_for_another_is_refused(src: Path, expected: Inventory, state: Path) -> None:
+    """The inventory beside the tree must hash to the entry's name: it cannot be replaced to match new bytes."""
+    image = freeze_tree(src, expected, state, backend="immutable")
+    entry = Path(image.path).parent
+    chattr("-i", entry / INVENTORY_NAME)
+    (entry / INVENTORY_NAME).write_bytes(expected.canonical.replace(b'"README"', b'"READMF"'))
+    with pytest.raises(AttestError) as ei:
+        Store(state).get(image.identity)
+    assert ei.value.code == FreezeCode.BAD_RECORD
+
+
+def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inventory, state: Path) -> None:
+    image = freeze_tree(src, expected, state, backend="immutable")
+    _reseal(Path(image.path).parent, "immutable", "bin/tool", b"#!/bin/sh\necho pwned\n")
+    out = subprocess.run([sys.executable, "-m", "attest", "exec", "--state-dir", str(state), "--image",
+                          f"T={image.identity}", "--json", "--", "/bin/sh", "-c", f"{image.path}/bin/tool"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "pwned" not in out.stdout and "IMAGE_CHANGED" in out.stdout

@@ -6,6 +6,8 @@ import hashlib
 import os
 import secrets
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +67,25 @@ def builder_identity() -> dict[str, Any]:
             "worker_interpreter": worker, "installer": version("installer"), "packaging": version("packaging")}
 
 
-def make_staging(parent: str) -> str:
-    """A new private (0700) staging directory under ``parent``; never an existing path."""
+@contextmanager
+def make_staging(parent: str) -> Iterator[str]:
+    """A new private (0700) staging directory under ``parent``, held while the context lasts.
+
+    Never an existing path. The directory is ``flock``-ed exclusively for as long as the build
+    runs, so ``attest store gc`` removes only staging that no live process holds (an
+    interrupted build's).
+    """
+    import fcntl
+
     os.makedirs(parent, mode=0o700, exist_ok=True)
     path = os.path.join(parent, "stage-" + secrets.token_hex(8))
     os.mkdir(path, 0o700)  # raises if it exists: a planted path is never reused
-    return path
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)
 
 
 def ensure_state(state: str) -> str:

@@ -36,7 +36,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from ..errors import EnvironmentFailure, Finding, InputError, VerificationError
+from ..errors import Finding, InputError, VerificationError
 from ..git import GitRepo, verify_full_sha
 from ..inventory import inventory_tree
 from ._cache import sha256_file, verified_cached_file
@@ -306,13 +306,13 @@ def build_runtime(
             found = reuse(store_root, name, "runtime", inputs, digest)
             if found is not None:
                 return found
-        staging = make_staging(staging_parent or os.path.join(store_root, "build-staging"))
-        try:
-            return _build_in_staging(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, inputs,
-                                     digest, name, store_root, cache, sandbox, staging, publish_output, freeze_backend)
-        finally:
-            if not keep_staging:
-                remove_tree(staging)
+        with make_staging(staging_parent or os.path.join(store_root, "build-staging")) as staging:
+            try:
+                return _build_in_staging(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, inputs,
+                                         digest, name, store_root, cache, sandbox, staging, publish_output, freeze_backend)
+            finally:
+                if not keep_staging:
+                    remove_tree(staging)
 
 
 def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],

@@ -221,7 +221,8 @@ def _give_to_step(writable: Sequence[str], uid: int) -> None:
 
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
                    writable: Sequence[str], uid: int, argv: Sequence[str]) -> list[str]:
-    return [tools[0], *_UNSHARE_FLAGS, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
+    # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
+    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *_UNSHARE_FLAGS, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
             str(uid), f"{umask:04o}", *readonly_roots(readonly), "--", *writable, "--", *argv]
 
 

@@ -64,29 +64,29 @@ def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_r
             if found is not None:
                 return found
         expected = expected_skill_inventory(repo.tree_inventory(sub), recipe.root)
-        staging = make_staging(staging_parent or os.path.join(store_root, "build-staging"))
-        old = os.umask(umask)
-        try:
-            out = os.path.join(staging, "out")
-            os.mkdir(out, 0o700)
-            os.mkdir(os.path.join(out, recipe.root), 0o700)
-            repo.export_tree(sub, os.path.join(out, recipe.root))
-            normalize_tree(out, SOURCE_DATE_EPOCH)
-            inventory = inventory_tree(out)
-            differences = diff_inventories(expected, inventory)
-            if differences:
-                raise VerificationError(findings=differences)
-            details = {"skill": {"source_repository": recipe.source_repository, "source_revision": source_rev,
-                                 "tree": tree, "subtree": recipe.subtree, "subtree_tree": sub, "root": recipe.root,
-                                 "installer_repository": recipe.installer_repository, "installer_revision": installer_rev},
-                       "network": "no build step runs: the tree is exported from git objects in-process"}
-            if not publish_output:
-                return BuildResult("skill", name, out, inputs, digest, inventory, False, False, "none (not published)", (), details)
-            image_path, immutability = publish(out, store_root, inventory, freeze_backend)
-        finally:
-            os.umask(old)
-            if publish_output:
-                remove_tree(staging)
+        with make_staging(staging_parent or os.path.join(store_root, "build-staging")) as staging:
+            old = os.umask(umask)
+            try:
+                out = os.path.join(staging, "out")
+                os.mkdir(out, 0o700)
+                os.mkdir(os.path.join(out, recipe.root), 0o700)
+                repo.export_tree(sub, os.path.join(out, recipe.root))
+                normalize_tree(out, SOURCE_DATE_EPOCH)
+                inventory = inventory_tree(out)
+                differences = diff_inventories(expected, inventory)
+                if differences:
+                    raise VerificationError(findings=differences)
+                details = {"skill": {"source_repository": recipe.source_repository, "source_revision": source_rev,
+                                     "tree": tree, "subtree": recipe.subtree, "subtree_tree": sub, "root": recipe.root,
+                                     "installer_repository": recipe.installer_repository, "installer_revision": installer_rev},
+                           "network": "no build step runs: the tree is exported from git objects in-process"}
+                if not publish_output:
+                    return BuildResult("skill", name, out, inputs, digest, inventory, False, False, "none (not published)", (), details)
+                image_path, immutability = publish(out, store_root, inventory, freeze_backend)
+            finally:
+                os.umask(old)
+                if publish_output:
+                    remove_tree(staging)
     result = BuildResult("skill", name, image_path, inputs, digest, inventory, False, False, immutability, (), details)
     write_manifest(result, store_root)
     return result

@@ -57,6 +57,9 @@ from ._state import (
 )
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+# Where the build layer keeps its staging under the same state directory, each entry flock-ed
+# by the build that uses it (attest.build._common.make_staging); gc removes the unlocked ones.
+HELD_STAGING = "build-staging"
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
 RENAME_NOREPLACE = 1
 DEFAULT_RECENT = 7 * 24 * 3600.0
@@ -211,7 +214,8 @@ class Store:
         """Remove every image neither in ``keep`` (identities) nor used within ``recent`` seconds.
 
         Holds the state lock exclusively, so no freeze or exec is using what it removes; also
-        removes staging left behind by interrupted freezes and runs. Flags are cleared only on
+        removes staging left behind by interrupted freezes, runs and builds (build staging only when
+        no live build holds its lock). Flags are cleared only on
         what is removed.
         """
         keep_hex = set()
@@ -245,6 +249,7 @@ class Store:
                         for sub in ("staging", "runs"):
                             for name in os.listdir(subs[sub]):
                                 remove_tree(subs[sub], name)
+                        _remove_abandoned(state_fd, f"{self.state_dir}/{HELD_STAGING}")
                 finally:
                     for fd in subs.values():
                         os.close(fd)
@@ -282,6 +287,39 @@ class GcResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run}
+
+
+def _remove_abandoned(state_fd: int, where: str) -> None:
+    """Remove every ``STATE/build-staging/*`` that no live process holds (its flock is free).
+
+    A build holds an exclusive flock on its staging directory while it runs; one that was
+    interrupted (killed, the machine rebooted) leaves it unlocked.
+    """
+    import fcntl
+
+    try:
+        held = open_sub(state_fd, HELD_STAGING, where, create=False)
+    except EnvironmentFailure as e:
+        if isinstance(e.__cause__, FileNotFoundError):
+            return
+        raise
+    try:
+        for name in os.listdir(held):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held)
+            except OSError:
+                remove_tree(held, name)  # not a directory a build made: nothing holds it
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live build holds it
+                remove_tree(held, name)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(held)
 
 
 def _last_use(uses_fd: int, name: str) -> float | None:

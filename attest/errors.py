@@ -34,6 +34,7 @@ class CommonCode(ReasonCode):
     TOO_LARGE = "TOO_LARGE"
     TOO_DEEP = "TOO_DEEP"
     NOT_CANONICAL = "NOT_CANONICAL"
+    BAD_OUTPUT_PATH = "BAD_OUTPUT_PATH"
     INTERNAL = "INTERNAL"
 
 

@@ -25,11 +25,14 @@ def keygen(
     json_mode: bool = JsonOption,
 ) -> None:
     """Generate a signing key: unencrypted PKCS#8 PEM and its public key."""
+    from .._fs import check_output_path
     from ..attestation import generate_key
     from ..attestation._keys import public_key_path
 
-    generate_key(kind, output)
     pub = public_key_path(output)
+    for target in (output, pub):
+        check_output_path(target, what="key file")
+    generate_key(kind, output)
     if json_mode:
         print_json({"ok": True, "private_key": str(output), "public_key": str(pub), "type": kind})
     else:
@@ -62,7 +65,7 @@ def attest(
         inv = inventory_tree(path, ignore=ignore, progress=progress)
     subject_name = name or path.resolve().name or "/"
     data = sign_statement(closed_tree_statement(subject_name, inv), signer, fmt="bundle" if sigstore else fmt)
-    write_atomic(output, data)
+    write_atomic(output, data, what="attestation")
     import hashlib
 
     digest = "sha256:" + hashlib.sha256(data).hexdigest()

@@ -31,10 +31,18 @@ def register(app: typer.Typer) -> None:
     app.command("promote")(promote)
 
 
+def _ids(sandbox: dict[str, object]) -> str:
+    uid, gid = sandbox.get("uid"), sandbox.get("gid")
+    return str(uid) if isinstance(uid, str) else f"{uid}/{gid}"
+
+
 def _state(store: Optional[str]) -> str:
+    from .._fs import check_directory_path
     from ..build._api import default_state
 
-    return store or default_state()
+    state = store or default_state()
+    check_directory_path(state, what="--store directory")
+    return state
 
 
 def fetch(
@@ -72,7 +80,7 @@ def _print_build(result: object, json_mode: bool) -> None:
         confined = result.details.get("filesystem_confined")
         sandbox = result.details.get("sandbox") or {}
         if confined:
-            print(f"  confinement:  namespaces {', '.join(sandbox.get('namespaces', []))}; uid/gid {sandbox.get('uid')}/{sandbox.get('gid')}; "
+            print(f"  confinement:  namespaces {', '.join(sandbox.get('namespaces', []))}; uid/gid {_ids(sandbox)}; "
                   f"capabilities {sandbox.get('capabilities')}")
             print(f"  filesystem:   {sandbox.get('root')}; /dev: {sandbox.get('dev')}; /proc: {sandbox.get('proc')}; "
                   f"tmpfs {', '.join(sandbox.get('tmpfs', []))}")

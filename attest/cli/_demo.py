@@ -16,6 +16,9 @@ def demo(
     offline: bool = typer.Option(False, "--offline", help="Skip the steps that need the package registry (fetch, runtime, promotion)."),
 ) -> None:
     """Show what attest does, end to end, on a sample tree (a local key, a store under --state-dir)."""
+    from .._fs import check_directory_path
     from ..demo import run_demo
+
+    check_directory_path(state_dir, what="--state-dir")
 
     run_demo(state_dir, print, offline=offline)

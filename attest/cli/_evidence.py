@@ -68,6 +68,7 @@ def trusted_producer(
 
 def wrap(
     head_sha: str = typer.Option(..., "--head-sha", help="The exact head commit the review is for."),
+    base_sha: str = typer.Option(..., "--base-sha", help="The exact base commit the run reviewed (BASE_SHA of BASE_SHA...HEAD_SHA)."),
     run_id: int = typer.Option(..., "--run-id", help="GITHUB_RUN_ID of this workflow run."),
     run_attempt: int = typer.Option(..., "--run-attempt", help="GITHUB_RUN_ATTEMPT of this workflow run."),
     input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="File holding the model's raw output (default: stdin)."),
@@ -88,12 +89,13 @@ def wrap(
             with open(input_path, "rb") as f:
                 raw = f.read(MAX_OUTPUT_BYTES + 1)
     except OSError as e:
-        result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}", head_sha=head_sha, run_id=run_id, run_attempt=run_attempt)
+        result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}",
+                              head_sha=head_sha, base_sha=base_sha, run_id=run_id, run_attempt=run_attempt)
     else:
-        result = wrap_output(raw, head_sha=head_sha, run_id=run_id, run_attempt=run_attempt)
+        result = wrap_output(raw, head_sha=head_sha, base_sha=base_sha, run_id=run_id, run_attempt=run_attempt)
     review_json = json.dumps(result.review, sort_keys=True, ensure_ascii=False)
     if output is not None:
-        write_atomic(output, review_json.encode("utf-8") + b"\n")
+        write_atomic(output, review_json.encode("utf-8") + b"\n", what="review")
     if json_mode:
         print_json(result.to_json())
     else:

@@ -30,7 +30,7 @@ def inventory(
     with progress_bar("hashing", json_mode) as progress:
         inv = inventory_tree(path, ignore=ignore, progress=progress)
     if output is not None:
-        write_atomic(output, inv.canonical + b"\n")
+        write_atomic(output, inv.canonical + b"\n", what="inventory")
     summary = {"ok": True, "identity": inv.identity, "entries": len(inv.entries), "files": inv.file_count, "bytes": inv.total_size}
     if json_mode:
         if output is None and not digest:

@@ -22,6 +22,7 @@ from attest.review.evidence import (
     PullRequest,
     ReadFailure,
     Review,
+    ReviewEdit,
     Run,
     Trust,
     TrustConfig,
@@ -34,21 +35,32 @@ from attest.review.evidence._model import PullRef
 REPO, PR, APP = "octo/widgets", 42, "opencode-review[bot]"
 HEAD = "3f786850e387550fdab836ed7e6dc881de23001b"
 OTHER = "89e6c98d92887913cadf06b2adb97f26cde4849b"
+BASE = "d670460b4b4aece5915caf5c68d12f560a9fe3e4"
+RETARGETED = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 RID = 5000
 CFG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
 CLEAN = "<!-- opencode-review: clean -->"
 
 
-def body(*lines: str, run_id: int = RID, attempt: int = 1) -> str:
-    return "\n".join(["summary", "", *lines, f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->", ""])
+def body(*lines: str, run_id: int = RID, attempt: int = 1, base: str | None = BASE) -> str:
+    base_line = [] if base is None else [f"<!-- opencode-review: base sha={base} -->"]
+    return "\n".join(["summary", "", *lines, f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->", *base_line, ""])
 
 
-def pr(head: str = HEAD, head_repo: str | None = REPO, number: int = PR, base: str = REPO) -> PullRequest:
-    return PullRequest(number, head, head_repo, base)
+def pr(head: str = HEAD, head_repo: str | None = REPO, number: int = PR, base: str = REPO, base_sha: str = BASE) -> PullRequest:
+    return PullRequest(number, head, head_repo, base, base_sha)
 
 
 def rv(text: str | None = None, *, rid: int = 10, login: str | None = APP, state: str = "COMMENTED", commit: str | None = HEAD) -> Review:
-    return Review(rid, login, state, commit, body(CLEAN) if text is None else text)
+    return Review(rid, login, state, commit, body(CLEAN) if text is None else text, f"PRR_{rid}")
+
+
+def ed(rid: int = 10, *, at: str | None = None, editor: str | None = None, created: bool = False) -> ReviewEdit:
+    return ReviewEdit(rid, f"PRR_{rid}", at, editor, created)
+
+
+UNEDITED = tuple(ed(i) for i in range(1, 21))
+EDITED_AT = "2026-07-24T09:00:00Z"
 
 
 def rn(rid: int = RID, attempt: int | None = 1, *, number: int = 7, status: str | None = "completed", conclusion: str | None = "success",
@@ -60,7 +72,8 @@ def jb(name: str = DEFAULT_JOB, *, jid: int = 1, run_id: int = RID, attempt: int
     return Job(jid, name, run_id, attempt, status, conclusion)
 
 
-GOOD = Evidence(pull_request=pr(), reviews=(rv(),), runs=(rn(),), jobs=(jb(), jb("other", jid=2, conclusion="skipped")), final_pull_request=pr())
+GOOD = Evidence(pull_request=pr(), reviews=(rv(),), review_edits=UNEDITED, runs=(rn(),), jobs=(jb(), jb("other", jid=2, conclusion="skipped")),
+                final_pull_request=pr())
 FAIL = ReadFailure(EvidenceCode.HTTP_STATUS, "GET /x: HTTP 500")
 
 
@@ -109,6 +122,26 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("run marker with leading zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id=0{RID} attempt=1 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
     ("run marker attempt zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id={RID} attempt=0 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
     ("conflicting copies of a review", ev(reviews=(rv(rid=10), rv(body(CLEAN, run_id=1), rid=10))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    # (2c) the base the run reviewed (BASE_SHA...HEAD_SHA) is the PR's base now
+    ("old marker without a base", ev(reviews=(rv(body(CLEAN, base=None)),)), Trust.FALSE, "BASE_MARKER_MISSING"),
+    ("two base markers", ev(reviews=(rv(body(CLEAN, f"<!-- opencode-review: base sha={RETARGETED} -->")),)), Trust.FALSE, "BASE_MARKER_AMBIGUOUS"),
+    ("base marker not lowercase hex", ev(reviews=(rv(body(CLEAN, base=BASE.upper())),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("base marker naming a ref", ev(reviews=(rv(body(CLEAN, "<!-- opencode-review: base sha=main -->", base=None)),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("retargeted after the run", ev(pull_request=pr(base_sha=RETARGETED), final_pull_request=pr(base_sha=RETARGETED)), Trust.FALSE, "BASE_MISMATCH"),
+    ("latest review for an old base", ev(reviews=(rv(rid=1, text=body(CLEAN, base=RETARGETED)), rv(rid=2, text=body(CLEAN, base=OTHER)))),
+     Trust.FALSE, "BASE_MISMATCH"),
+    # (2d) no review by the App on the head was ever edited (REST has no edit marker; GraphQL does)
+    ("edit status not read", ev(review_edits=None), Trust.UNKNOWN, "NOT_READ"),
+    ("edit status read failed", ev(review_edits=ReadFailure(EvidenceCode.GRAPHQL_ERROR, "Resource not accessible by integration")), Trust.UNKNOWN, "GRAPHQL_ERROR"),
+    ("edit status of the review missing", ev(review_edits=(ed(11),)), Trust.UNKNOWN, "NOT_READ"),
+    ("edited by a maintainer", ev(review_edits=(ed(10, at=EDITED_AT, editor="mallory"),)), Trust.FALSE, "REVIEW_EDITED"),
+    ("edited by the app itself", ev(review_edits=(ed(10, at=EDITED_AT, editor="opencode-review"),)), Trust.FALSE, "REVIEW_EDITED"),
+    ("edited by a deleted account", ev(review_edits=(ed(10, at=EDITED_AT),)), Trust.FALSE, "REVIEW_EDITED"),
+    ("editor without a time", ev(review_edits=(ed(10, editor="mallory"),)), Trust.FALSE, "REVIEW_EDITED"),
+    ("only includesCreatedEdit", ev(review_edits=(ed(10, created=True),)), Trust.FALSE, "REVIEW_EDITED"),
+    ("an earlier review on the head edited (findings turned clean)", ev(reviews=(rv(rid=1), rv(rid=2)), review_edits=(ed(1, at=EDITED_AT, editor="mallory"), ed(2))),
+     Trust.FALSE, "REVIEW_EDITED"),
+    ("conflicting edit records", ev(review_edits=(ed(10), ed(10, at=EDITED_AT))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
     # (3) runs
     ("runs not read", ev(runs=None), Trust.UNKNOWN, "NOT_READ"),
     ("runs read failed", ev(runs=ReadFailure(EvidenceCode.FOREIGN_LINK, "next page elsewhere")), Trust.UNKNOWN, "FOREIGN_LINK"),
@@ -148,6 +181,8 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("final not read", ev(final_pull_request=None), Trust.UNKNOWN, "NOT_READ"),
     ("final read failed", ev(final_pull_request=ReadFailure(EvidenceCode.HTTP_ERROR, "timed out")), Trust.UNKNOWN, "HTTP_ERROR"),
     ("head moved", ev(final_pull_request=pr(head=OTHER)), Trust.UNKNOWN, "HEAD_MOVED"),
+    ("base moved during the evaluation", ev(final_pull_request=pr(base_sha=RETARGETED)), Trust.UNKNOWN, "BASE_MOVED"),
+    ("head and base moved", ev(final_pull_request=pr(head=OTHER, base_sha=RETARGETED)), Trust.UNKNOWN, "HEAD_MOVED"),
     ("became a fork", ev(final_pull_request=pr(head_repo="mallory/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
     ("final read answers another pr", ev(final_pull_request=pr(number=1)), Trust.UNKNOWN, "PR_MISMATCH"),
 ]
@@ -169,6 +204,10 @@ TRUE_TABLE: list[tuple[str, Evidence]] = [
     ("two clean reviews, latest names the latest attempt", ev(reviews=(rv(rid=1), rv(body(CLEAN, attempt=2), rid=2)), runs=(rn(attempt=2),), jobs=(jb(attempt=2),))),
     ("exact repeats across pages are merged", ev(reviews=(rv(), rv()), runs=(rn(), rn()))),
     ("older runs of other generations", ev(runs=(rn(RID - 3, number=5, conclusion="failure"), rn(RID - 2, number=6, status="in_progress", conclusion=None), rn()))),
+    ("edited reviews by others are ignored", ev(reviews=(rv(body(), rid=1, login="alice"), rv(rid=2, commit=OTHER), rv(rid=3)),
+                                                review_edits=(ed(1, at=EDITED_AT, editor="alice"), ed(2, at=EDITED_AT), ed(3)))),
+    ("an older clean review for another base", ev(reviews=(rv(rid=1, text=body(CLEAN, base=RETARGETED)), rv(rid=2)))),
+    ("sha-256 repository base", ev(reviews=(rv(body(CLEAN, base="ab" * 32)),), pull_request=pr(base_sha="ab" * 32), final_pull_request=pr(base_sha="ab" * 32))),
 ]
 
 
@@ -227,11 +266,13 @@ def test_marker_parser() -> None:
     assert (m.clean, m.findings, m.runs, m.diagnostic, m.malformed) == (1, (3,), ((12, 2),), 1, 2)
     assert not m.is_clean
     assert parse_markers(CLEAN).is_clean
+    b = parse_markers(f"<!-- opencode-review: base sha={BASE} -->\n<!-- opencode-review: base sha={BASE[:39]} -->\n<!-- opencode-review: base ref=main -->")
+    assert (b.bases, b.malformed) == ((BASE,), 2)
 
 
 # ------------------------------------------------------------------ properties over the table
 
-STAGES = ("pull_request", "reviews", "runs", "jobs", "final_pull_request")
+STAGES = ("pull_request", "reviews", "review_edits", "runs", "jobs", "final_pull_request")
 
 
 @given(stage=st.sampled_from(STAGES), code=st.sampled_from([EvidenceCode.HTTP_ERROR, EvidenceCode.HTTP_STATUS, EvidenceCode.RESPONSE_SHAPE]), missing=st.booleans())
@@ -264,3 +305,17 @@ def test_true_only_when_every_predicate_holds(login: str, state: str, event: str
     expect = (login == APP and state == "COMMENTED" and event == "pull_request_target" and status == "completed"
               and conclusion == "success" and job_conclusion == "success" and final_head == HEAD)
     assert (decide(CFG, evidence).trusted is Trust.TRUE) == expect
+
+
+@pytest.mark.parametrize("evidence", [row[1] for row in TABLE + [(n, e, Trust.TRUE, "TRUSTED") for n, e in TRUE_TABLE]] + [GOOD],
+                         ids=[row[0] for row in TABLE] + [n for n, _ in TRUE_TABLE] + ["good"])
+def test_an_edit_can_only_take_true_away(evidence: Evidence) -> None:
+    """Marking every review edited never yields true; on evidence that was true it yields REVIEW_EDITED."""
+    before = decide(CFG, evidence)
+    if not isinstance(evidence.reviews, tuple):
+        return
+    edited = replace(evidence, review_edits=tuple(ed(r.id, at=EDITED_AT, editor="mallory") for r in evidence.reviews))
+    after = decide(CFG, edited)
+    assert after.trusted is not Trust.TRUE
+    if before.trusted is Trust.TRUE:
+        assert after.code is EvidenceCode.REVIEW_EDITED

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from support.github_replay import (
     APP,
+    BASE_SHA,
     HEAD,
     NEW_HEAD,
     OLD_HEAD,
@@ -35,6 +36,7 @@ from support.github_replay import (
     pull,
     raw,
     review,
+    review_node,
     run,
 )
 
@@ -51,7 +53,8 @@ from attest.review.evidence import (
 )
 
 CONFIG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
-FULL_ORDER = [PR_PATH, REVIEWS_PATH, f"{REVIEWS_PATH}&page=2", RUNS_PATH, jobs_path(), PR_PATH]
+GRAPHQL = "POST /graphql"
+FULL_ORDER = [PR_PATH, REVIEWS_PATH, f"{REVIEWS_PATH}&page=2", GRAPHQL, RUNS_PATH, jobs_path(), PR_PATH]
 
 
 def verdict_of(api: ReplayServer, *, token: str | None = None, **limits: Any) -> Verdict:
@@ -432,3 +435,172 @@ def test_redirect_is_not_followed(api: ReplayServer) -> None:
     api.set(PR_PATH, Response(301, b"", {"Location": "https://evil.example/x", "Content-Type": "application/json"}))
     assert_verdict(verdict_of(api), Trust.UNKNOWN, "HTTP_STATUS")
     assert api.targets == [PR_PATH]
+
+
+# --------------------------------------------------------------------------- one deadline per response
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_slow_loris_response_is_cut_off_at_the_deadline(api: ReplayServer, part: str) -> None:
+    """Regression (review finding A): the deadline was not applied while the status line and
+    headers arrived, so a server sending them a byte at a time held the client for 151 s
+    against a documented 60 s. Each byte here comes well within the socket timeout."""
+    import time
+
+    body = json.dumps(pull()).encode()
+    api.set(PR_PATH, Response(200, body, {"Content-Type": "application/json"}, trickle=0.05, trickle_part=part))
+    started = time.monotonic()
+    v = verdict_of(api, timeout=0.5, deadline=1.0)
+    elapsed = time.monotonic() - started
+    assert_verdict(v, Trust.UNKNOWN, "HTTP_ERROR")
+    assert "not complete within 1.0s" in v.reason
+    # Unbounded, the head alone (about 100 bytes) takes 5 s and the body 20 s.
+    assert elapsed < 2.5, f"the client waited {elapsed:.1f}s against a 1.0s deadline"
+    assert api.targets == [PR_PATH]  # not retried
+
+
+def test_a_response_within_the_deadline_is_read(api: ReplayServer) -> None:
+    install_trusted(api)
+    api.set(PR_PATH, Response(200, json.dumps(pull()).encode(), {"Content-Type": "application/json"}, trickle=0.001))
+    assert_verdict(verdict_of(api, timeout=2, deadline=10), Trust.TRUE, "TRUSTED")
+
+
+# --------------------------------------------------------------------------- edited reviews (finding B a)
+
+EDITED_AT = "2026-07-24T09:12:00Z"
+
+
+def graphql_ids(api: ReplayServer) -> list[list[str]]:
+    return [json.loads(e.body)["variables"]["ids"] for e in api.log if e.method == "POST"]
+
+
+def test_review_edited_by_a_maintainer_is_not_evidence(api: ReplayServer) -> None:
+    """Regression (review finding B a): anyone with write access can edit the App's review.
+    Here a findings review was edited into a clean one, markers and all; REST shows only the
+    new body, GraphQL shows the edit. Before the fix this was `true`."""
+    edited = review(clean_body())  # the body after the maintainer's edit
+    install_trusted(api, review_pages=[[review("Looks fine to me.", login="alice", user_type="User", state="APPROVED")], [edited]])
+    api.nodes[edited["node_id"]] = review_node(edited, edited_at=EDITED_AT, editor="mallory")
+    v = verdict_of(api, token="ghs_token123")
+    assert_verdict(v, Trust.FALSE, "REVIEW_EDITED")
+    assert "mallory" in v.reason and EDITED_AT in v.reason
+    # Only the App's reviews on the head are asked about, through GraphQL, after the REST pages.
+    assert api.targets == FULL_ORDER[:4] and graphql_ids(api) == [[edited["node_id"]]]
+    post = api.log[3]
+    assert post.headers["Authorization"] == "Bearer ghs_token123" and post.headers["Content-Type"] == "application/json"
+    assert "lastEditedAt" in json.loads(post.body)["query"]
+
+
+def test_earlier_blocking_review_edited_clean_is_not_evidence(api: ReplayServer) -> None:
+    """A same-head findings review blocks a later clean one; editing it clean must not unblock."""
+    first, second = review(clean_body()), review(clean_body())
+    install_trusted(api, review_pages=[[first, second]])
+    api.nodes[first["node_id"]] = review_node(first, edited_at=EDITED_AT, editor="mallory")
+    assert_verdict(verdict_of(api), Trust.FALSE, "REVIEW_EDITED")
+    assert graphql_ids(api) == [[first["node_id"], second["node_id"]]]
+
+
+def test_edit_by_a_deleted_account_is_still_an_edit(api: ReplayServer) -> None:
+    rev = review()
+    install_trusted(api, review_pages=[[rev]])
+    api.nodes[rev["node_id"]] = review_node(rev, edited_at=EDITED_AT, editor=None)
+    assert_verdict(verdict_of(api), Trust.FALSE, "REVIEW_EDITED")
+
+
+def test_graphql_error_with_status_200_is_unknown(api: ReplayServer) -> None:
+    install_trusted(api)
+    api.set(GRAPHQL, ok({"data": {"nodes": [None]}, "errors": [{"type": "FORBIDDEN", "message": "Resource not accessible by integration"}]}))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "GRAPHQL_ERROR")
+    assert "Resource not accessible" in v.reason and api.targets == FULL_ORDER[:4]  # no Actions reads after it
+
+
+def test_node_answered_as_null_or_for_another_id_is_unknown(api: ReplayServer) -> None:
+    rev, other = review(), review()
+    install_trusted(api, review_pages=[[rev]])
+    api.nodes[rev["node_id"]] = None  # type: ignore[assignment]  # null, and no error to say why
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "RESPONSE_SHAPE")
+    api.log.clear()
+    api.nodes[rev["node_id"]] = review_node(other)
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "RESPONSE_SHAPE")
+    assert "no node answered" in v.reason
+
+
+def test_node_id_github_cannot_resolve_fails_the_read(api: ReplayServer) -> None:
+    from attest.review.evidence._http import FetchFailed
+    from attest.review.evidence._model import REVIEW_EDIT_SELECTION, ReviewEdit
+
+    client = GitHubClient(api.url, token=None, limits=HttpLimits())
+    with pytest.raises(FetchFailed) as e:
+        client.get_nodes(["PRR_nope"], REVIEW_EDIT_SELECTION, ReviewEdit.from_json)
+    assert e.value.code == "GRAPHQL_ERROR" and "Could not resolve" in e.value.detail
+    assert client.get_nodes([], REVIEW_EDIT_SELECTION, ReviewEdit.from_json) == () and api.targets == [GRAPHQL]
+    capped = GitHubClient(api.url, token=None, limits=HttpLimits(max_pages=1))
+    with pytest.raises(FetchFailed) as e:
+        capped.get_nodes([f"PRR_{i}" for i in range(101)], REVIEW_EDIT_SELECTION, ReviewEdit.from_json)
+    assert e.value.code == "TOO_MANY_PAGES" and api.targets == [GRAPHQL]  # refused before asking
+
+
+def test_graphql_without_a_token_is_unknown(api: ReplayServer) -> None:
+    """GitHub's GraphQL API refuses anonymous requests: an anonymous evaluation cannot be true."""
+    install_trusted(api)
+    api.set(GRAPHQL, error(401, "This endpoint requires you to be authenticated."))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "HTTP_STATUS")
+    assert "401" in v.reason
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"__typename": "IssueComment"},
+        {"fullDatabaseId": 2_000_000_001},  # a number, not the BigInt string
+        {"fullDatabaseId": None},
+        {"includesCreatedEdit": None},
+        {"editor": "mallory"},
+    ],
+)
+def test_malformed_review_node_is_unknown(api: ReplayServer, node: dict[str, Any]) -> None:
+    rev = review()
+    install_trusted(api, review_pages=[[rev]])
+    api.nodes[rev["node_id"]] = {**review_node(rev), **node}
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "RESPONSE_SHAPE")
+
+
+def test_graphql_endpoint_beside_the_rest_base() -> None:
+    assert GitHubClient("https://api.github.com", token=None, limits=HttpLimits()).graphql_target() == "/graphql"
+    assert GitHubClient("https://ghe.example.com/api/v3", token=None, limits=HttpLimits()).graphql_target() == "/api/graphql"
+
+
+# --------------------------------------------------------------------------- the base the run reviewed (finding B b)
+
+RETARGETED = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def test_pull_request_retargeted_after_the_run_is_false(api: ReplayServer) -> None:
+    """Regression (review finding B b): the run reviewed BASE...HEAD for the old base; after
+    the base is changed the PR's diff is another one. Before the fix this was `true`."""
+    moved = pull(base_ref="release", base_sha=RETARGETED)
+    install_trusted(api, first_pr=moved, final_pr=moved)
+    v = verdict_of(api)
+    assert_verdict(v, Trust.FALSE, "BASE_MISMATCH")
+    assert BASE_SHA in v.reason and RETARGETED in v.reason
+    assert api.targets == FULL_ORDER[:3]  # decided from the reviews: no GraphQL, no Actions reads
+
+
+def test_review_from_a_wrapper_without_the_base_marker_is_false(api: ReplayServer) -> None:
+    install_trusted(api, review_pages=[[review(clean_body(base=None))]])
+    assert_verdict(verdict_of(api), Trust.FALSE, "BASE_MARKER_MISSING")
+
+
+def test_new_review_for_the_new_base_qualifies(api: ReplayServer) -> None:
+    moved = pull(base_ref="release", base_sha=RETARGETED)
+    install_trusted(api, review_pages=[[review(clean_body()), review(clean_body(base=RETARGETED))]], first_pr=moved, final_pr=moved)
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+
+
+def test_base_retargeted_during_the_evaluation_is_unknown(api: ReplayServer) -> None:
+    install_trusted(api, final_pr=pull(base_ref="release", base_sha=RETARGETED))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "BASE_MOVED")
+    assert api.targets == FULL_ORDER

@@ -21,6 +21,7 @@ from attest.review.evidence import (
     Job,
     PullRequest,
     Review,
+    ReviewEdit,
     Run,
     Trust,
     TrustConfig,
@@ -31,7 +32,8 @@ from attest.review.evidence import (
 )
 
 HEAD = "3f786850e387550fdab836ed7e6dc881de23001b"
-IDENT = {"head_sha": HEAD, "run_id": 777, "run_attempt": 2}
+BASE = "d670460b4b4aece5915caf5c68d12f560a9fe3e4"
+IDENT = {"head_sha": HEAD, "base_sha": BASE, "run_id": 777, "run_attempt": 2}
 F1 = {"path": "src/app.py", "line": 12, "severity": "major", "title": "Unchecked return value", "detail": "read() may return fewer bytes.\nLoop until EOF."}
 F2 = {"path": "docs/x.md", "severity": "nit", "title": "Typo"}
 FENCE = "```"
@@ -58,7 +60,7 @@ def test_valid_outputs(raw: bytes, outcome: str, count: int) -> None:
     assert (r.outcome, r.code, len(r.findings), r.ok) == (outcome, None, count, True)
     assert r.review["commit_id"] == HEAD and r.review["event"] == "COMMENT"
     m = parse_markers(r.review["body"])
-    assert m.runs == ((777, 2),)
+    assert m.runs == ((777, 2),) and m.bases == (BASE,)
     if outcome == "clean":
         assert m.is_clean
     else:
@@ -117,7 +119,7 @@ def test_diagnostic_outputs(raw: bytes, code: str) -> None:
     assert (r.outcome, str(r.code), r.ok) == ("diagnostic", code, False)
     assert r.review["commit_id"] == HEAD and r.review["event"] == "COMMENT"
     m = parse_markers(r.review["body"])
-    assert (m.diagnostic, m.clean, m.findings, m.runs, m.malformed) == (1, 0, (), ((777, 2),), 0)
+    assert (m.diagnostic, m.clean, m.findings, m.runs, m.malformed, m.bases) == (1, 0, (), ((777, 2),), 0, (BASE,))
     assert r.to_json()["errors"][0]["code"] == code
 
 
@@ -129,11 +131,12 @@ def test_findings_review_lists_every_finding_and_neutralizes_markup() -> None:
     assert "1. **major** `src/app.py`:12: " in body and "2. **nit** `docs/x.md`: Typo" in body and "3. **nit** ```we`ird``path```" in body
     assert "<img" not in body and "&lt;img" in body
     assert parse_markers(body).runs == ((777, 2),) and parse_markers(body).findings == (3,)
-    assert body.count("opencode-review:") == 2
+    assert body.count("opencode-review:") == 3
 
 
 def test_identity_is_validated() -> None:
-    for bad in ({"head_sha": HEAD.upper()}, {"head_sha": HEAD[:39]}, {"run_id": 0}, {"run_attempt": -1}, {"run_attempt": True}):
+    for bad in ({"head_sha": HEAD.upper()}, {"head_sha": HEAD[:39]}, {"base_sha": "main"}, {"base_sha": BASE.upper()},
+                {"run_id": 0}, {"run_attempt": -1}, {"run_attempt": True}):
         with pytest.raises(InputError) as e:
             wrap_output(b"<findings>[]</findings>", **{**IDENT, **bad})
         assert e.value.code == "BAD_CONFIG"
@@ -145,18 +148,22 @@ def test_wrapper_clean_review_is_accepted_by_the_decision() -> None:
     findings = wrap_output(block(json.dumps([F1])), **IDENT).review
     diag = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, "model crashed", **IDENT).review
     cfg = TrustConfig("octo/widgets", 42, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB)
-    pr = PullRequest(42, HEAD, "octo/widgets", "octo/widgets")
+    pr = PullRequest(42, HEAD, "octo/widgets", "octo/widgets", BASE)
     run = Run(777, f"OpenCode review PR #42 head {HEAD}", "pull_request_target", DEFAULT_WORKFLOW, 9, 2, "completed", "success", ())
     job = Job(1, DEFAULT_JOB, 777, 2, "completed", "success")
 
-    def verdict(*bodies: str) -> Trust:
-        reviews = tuple(Review(i, "opencode-review[bot]", "COMMENTED", HEAD, b) for i, b in enumerate(bodies, 1))
-        return decide(cfg, Evidence(pr, reviews, (run,), (job,), pr)).trusted
+    def verdict(*bodies: str, base: str = BASE) -> Trust:
+        reviews = tuple(Review(i, "opencode-review[bot]", "COMMENTED", HEAD, b, f"PRR_{i}") for i, b in enumerate(bodies, 1))
+        edits = tuple(ReviewEdit(i, f"PRR_{i}", None, None, False) for i in range(1, len(bodies) + 1))
+        now = PullRequest(42, HEAD, "octo/widgets", "octo/widgets", base)
+        return decide(cfg, Evidence(now, reviews, edits, (run,), (job,), now)).trusted
 
     assert verdict(clean["body"]) is Trust.TRUE
     assert verdict(findings["body"]) is Trust.FALSE
     assert verdict(diag["body"]) is Trust.FALSE
     assert verdict(diag["body"], clean["body"]) is Trust.FALSE
+    assert verdict(clean["body"], base="0" * 40) is Trust.FALSE  # the PR was retargeted after the run
+    assert pr.base_sha == BASE
 
 
 @given(st.text(max_size=200))
@@ -164,7 +171,7 @@ def test_wrapper_clean_review_is_accepted_by_the_decision() -> None:
 def test_arbitrary_output_never_yields_a_clean_review_unless_it_is_an_empty_block(text: str) -> None:
     r = wrap_output(text.encode("utf-8", "surrogatepass"), **IDENT)
     m = parse_markers(r.review["body"])
-    assert m.runs == ((777, 2),) and m.malformed == 0
+    assert m.runs == ((777, 2),) and m.bases == (BASE,) and m.malformed == 0
     if m.is_clean:
         assert r.outcome == "clean" and text.strip(" \t\r\n").startswith("<findings>")
 
@@ -172,7 +179,7 @@ def test_arbitrary_output_never_yields_a_clean_review_unless_it_is_an_empty_bloc
 # ------------------------------------------------------------------ CLI
 
 def run_wrap(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    rc = main(["evidence", "wrap", "--head-sha", HEAD, "--run-id", "777", "--run-attempt", "2", *args])
+    rc = main(["evidence", "wrap", "--head-sha", HEAD, "--base-sha", BASE, "--run-id", "777", "--run-attempt", "2", *args])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -213,6 +220,12 @@ def test_cli_unreadable_input_still_posts_a_diagnostic(tmp_path: Path, capsys: p
 
 
 def test_cli_bad_head_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["evidence", "wrap", "--head-sha", "main", "--run-id", "1", "--run-attempt", "1", "--json", "-i", "/dev/null"])
+    rc = main(["evidence", "wrap", "--head-sha", "main", "--base-sha", BASE, "--run-id", "1", "--run-attempt", "1", "--json", "-i", "/dev/null"])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 2 and obj["ok"] is False and obj["errors"][0]["code"] == "BAD_CONFIG"
+
+
+def test_cli_base_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the base it reviewed, a review could never qualify: refuse to produce one."""
+    rc = main(["evidence", "wrap", "--head-sha", HEAD, "--run-id", "1", "--run-attempt", "1", "-i", "/dev/null"])
+    assert rc == 2 and "--base-sha" in capsys.readouterr().err

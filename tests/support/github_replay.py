@@ -1,9 +1,14 @@
 """A local HTTP server replaying recorded GitHub REST API response sequences, and builders
 for responses shaped like the public API (pull request, reviews, workflow runs, jobs).
 
-Each request target (path?query, byte for byte) maps to a sequence of responses served in
-order; the last one repeats. Every request is logged with its headers so tests can assert
-the read order and what was sent (for example the token, which must reach only this server).
+Each request target (path?query, byte for byte; ``"POST /graphql"`` for a POST) maps to a
+sequence of responses served in order; the last one repeats. A GraphQL ``nodes(ids:)`` POST
+with no route set is answered from :attr:`ReplayServer.nodes` the way GitHub answers it
+(``null`` plus a ``NOT_FOUND`` error for an unknown id); a review served over REST becomes an
+unedited node unless the test put another node under its id, as on GitHub, where both APIs
+read one store. Every request is logged with its
+headers and body so tests can assert the read order and what was sent (for example the token,
+which must reach only this server).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     hold: threading.Event | None = None  # block the handler until set (timeouts)
     chunked: bool = False  # Transfer-Encoding: chunked, so no Content-Length announces the size
+    trickle: float = 0.0  # send one byte every `trickle` seconds (a slow-loris server) ...
+    trickle_part: str = "head"  # ... of the status line and headers ("head") or of the body ("body")
 
 
 def ok(value: Any, *, link: str | None = None) -> Response:
@@ -63,28 +70,46 @@ def error(status: int, message: str = "Server Error") -> Response:
 class Logged:
     target: str
     headers: dict[str, str]
+    method: str = "GET"
+    body: bytes = b""
 
 
 class ReplayServer:
     def __init__(self) -> None:
         self.routes: dict[str, list[Response]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}  # GraphQL node id -> node, for nodes(ids:)
         self.log: list[Logged] = []
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # ends every trickle when the server closes
         replay = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:
+                self._serve("GET", b"")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self._serve("POST", self.rfile.read(length))
+
+            def _serve(self, method: str, body: bytes) -> None:
+                key = self.path if method == "GET" else f"{method} {self.path}"
                 with replay._lock:
-                    replay.log.append(Logged(self.path, {k: v for k, v in self.headers.items()}))
-                    seq = replay.routes.get(self.path)
+                    replay.log.append(Logged(self.path, {k: v for k, v in self.headers.items()}, method, body))
+                    seq = replay.routes.get(key)
                     if seq:
                         resp = seq.pop(0) if len(seq) > 1 else seq[0]
+                    elif key == "POST /graphql":
+                        resp = replay._answer_nodes(body)
                     else:
                         resp = error(404, "Not Found")
+                    replay._learn_reviews(resp)
                 if resp.hold is not None:
                     resp.hold.wait(30)
+                if resp.trickle:
+                    self._trickle(resp)
+                    return
                 self.send_response(resp.status)
                 for k, v in resp.headers.items():
                     self.send_header(k, v)
@@ -105,6 +130,23 @@ class ReplayServer:
                 except OSError:
                     pass
 
+            def _trickle(self, resp: Response) -> None:
+                """Write the response by hand, one byte at a time for the chosen part."""
+                head = f"HTTP/1.1 {resp.status} {self.responses.get(resp.status, ('',))[0]}\r\n"
+                for k, v in {**resp.headers, "Content-Length": str(len(resp.body)), "Connection": "close"}.items():
+                    head += f"{k}: {v}\r\n"
+                slow, fast = (head.encode("latin-1") + b"\r\n", resp.body) if resp.trickle_part == "head" else (resp.body, b"")
+                try:
+                    if resp.trickle_part == "body":
+                        self.wfile.write(head.encode("latin-1") + b"\r\n")
+                    for i in range(len(slow)):
+                        if replay._stopping.wait(resp.trickle):
+                            return
+                        self.wfile.write(slow[i : i + 1])
+                    self.wfile.write(fast)
+                except OSError:
+                    pass  # the client gave up: that is what the test wants
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -118,11 +160,27 @@ class ReplayServer:
     def set(self, target: str, *responses: Response) -> None:
         self.routes[target] = list(responses)
 
+    def _learn_reviews(self, resp: Response) -> None:
+        if resp.status != 200 or not resp.body.startswith(b"["):
+            return
+        for item in json.loads(resp.body):
+            if isinstance(item, dict) and isinstance(item.get("node_id"), str) and "commit_id" in item:
+                self.nodes.setdefault(item["node_id"], review_node(item))
+
+    def _answer_nodes(self, body: bytes) -> Response:
+        """GitHub's answer to ``query($ids: [ID!]!) { nodes(ids: $ids) { ... } }``."""
+        ids = json.loads(body)["variables"]["ids"]
+        nodes = [self.nodes.get(i) for i in ids]
+        errors = [{"type": "NOT_FOUND", "path": ["nodes", n], "message": f"Could not resolve to a node with the global id of '{i}'."}
+                  for n, i in enumerate(ids) if i not in self.nodes]
+        return ok({"data": {"nodes": nodes}, **({"errors": errors} if errors else {})})
+
     @property
     def targets(self) -> list[str]:
-        return [entry.target for entry in self.log]
+        return [entry.target if entry.method == "GET" else f"{entry.method} {entry.target}" for entry in self.log]
 
     def close(self) -> None:
+        self._stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -134,7 +192,8 @@ def repo_obj(full_name: str = REPO, fork: bool = False) -> dict[str, Any]:
     return {"id": 1296269, "name": full_name.split("/")[1], "full_name": full_name, "fork": fork, "private": False, "owner": {"login": owner, "type": "Organization"}}
 
 
-def pull(head: str = HEAD, head_repo: str | None = REPO, *, number: int = PR, base_repo: str = REPO) -> dict[str, Any]:
+def pull(head: str = HEAD, head_repo: str | None = REPO, *, number: int = PR, base_repo: str = REPO, base_ref: str = "main",
+         base_sha: str = BASE_SHA) -> dict[str, Any]:
     return {
         "url": f"https://api.github.com/repos/{REPO}/pulls/{number}",
         "id": 1_934_567,
@@ -143,24 +202,31 @@ def pull(head: str = HEAD, head_repo: str | None = REPO, *, number: int = PR, ba
         "title": "Widget frobnication",
         "user": {"login": "alice", "type": "User"},
         "head": {"label": "octo:frob", "ref": "frob", "sha": head, "repo": None if head_repo is None else repo_obj(head_repo, fork=head_repo != base_repo)},
-        "base": {"label": "octo:main", "ref": "main", "sha": BASE_SHA, "repo": repo_obj(base_repo)},
+        "base": {"label": f"octo:{base_ref}", "ref": base_ref, "sha": base_sha, "repo": repo_obj(base_repo)},
         "mergeable_state": "clean",
     }
 
 
-def clean_body(run_id: int = RUN_ID, attempt: int = 1) -> str:
+def _base_line(base: str | None) -> str:
+    return "" if base is None else f"<!-- opencode-review: base sha={base} -->\n"
+
+
+def clean_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA) -> str:
+    """The wrapper's clean review; ``base=None`` is the body of a wrapper from before the base marker."""
     return (
         f"**OpenCode review**: no findings for head `{HEAD[:12]}`.\n\n"
         "<!-- opencode-review: clean -->\n"
         f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->\n"
+        + _base_line(base)
     )
 
 
-def findings_body(run_id: int = RUN_ID, attempt: int = 1) -> str:
+def findings_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA) -> str:
     return (
         "**OpenCode review**: 1 finding. Action required.\n\n1. **major** `a.py`:3: bug\n\n"
         "<!-- opencode-review: findings count=1 -->\n"
         f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->\n"
+        + _base_line(base)
     )
 
 
@@ -168,9 +234,10 @@ _review_ids = iter(range(2_000_000_001, 2_100_000_000))
 
 
 def review(body: str | None = None, *, login: str = APP, state: str = "COMMENTED", commit: str | None = HEAD, review_id: int | None = None, user_type: str = "Bot") -> dict[str, Any]:
+    rid = review_id if review_id is not None else next(_review_ids)
     return {
-        "id": review_id if review_id is not None else next(_review_ids),
-        "node_id": "PRR_kwDOAAAB",
+        "id": rid,
+        "node_id": f"PRR_kwDOAAAB{rid}",
         "user": {"login": login, "id": 41898282, "type": user_type},
         "body": clean_body() if body is None else body,
         "state": state,
@@ -178,6 +245,21 @@ def review(body: str | None = None, *, login: str = APP, state: str = "COMMENTED
         "commit_id": commit,
         "submitted_at": "2026-07-23T15:00:00Z",
         "author_association": "NONE",
+    }
+
+
+def review_node(rev: dict[str, Any], *, edited_at: str | None = None, editor: str | None = None) -> dict[str, Any]:
+    """The GraphQL PullRequestReview node of a REST review, as ``nodes(ids:)`` returns it.
+
+    GraphQL names a bot by its slug, without the ``[bot]`` suffix REST uses.
+    """
+    return {
+        "__typename": "PullRequestReview",
+        "id": rev["node_id"],
+        "fullDatabaseId": str(rev["id"]),
+        "lastEditedAt": edited_at,
+        "editor": None if editor is None else {"login": editor},
+        "includesCreatedEdit": edited_at is not None,
     }
 
 
@@ -240,7 +322,10 @@ def jobs_page(*jobs: dict[str, Any]) -> dict[str, Any]:
 def install_trusted(srv: ReplayServer, *, review_pages: list[list[dict[str, Any]]] | None = None, runs: list[dict[str, Any]] | None = None,
                     jobs: list[dict[str, Any]] | None = None, first_pr: dict[str, Any] | None = None, final_pr: dict[str, Any] | None = None,
                     attempt: int = 1) -> None:
-    """The trusted case (two review pages, a human review, an unrelated run), overridable per stage."""
+    """The trusted case (two review pages, a human review, an unrelated run), overridable per stage.
+
+    Every review is also a GraphQL node, unedited; edit one with ``srv.nodes[id] = review_node(..., edited_at=...)``.
+    """
     if review_pages is None:
         review_pages = [
             [review("Looks fine to me.", login="alice", user_type="User", state="APPROVED")],

@@ -2,7 +2,7 @@
 
 Implements ADR-2026-07-23 (opencode-review-evidence-trust). :func:`decide` is the pure
 trust decision over parsed evidence; :func:`evaluate` reads that evidence from the GitHub
-REST API in the required order and decides; :func:`wrap_output` turns a model's raw
+REST API (and, through GraphQL, whether a review was edited) in the required order and decides; :func:`wrap_output` turns a model's raw
 output into the exact-head review the trusted wrapper posts.
 
     >>> from attest.review.evidence import TrustConfig, GitHubClient, HttpLimits, evaluate
@@ -26,6 +26,7 @@ from ._model import (
     PullRequest,
     ReadFailure,
     Review,
+    ReviewEdit,
     Run,
     Trust,
     TrustConfig,
@@ -47,6 +48,7 @@ __all__ = [
     "PullRequest",
     "ReadFailure",
     "Review",
+    "ReviewEdit",
     "ReviewFinding",
     "Run",
     "Trust",

@@ -23,6 +23,12 @@ class EvidenceCode(ReasonCode):
     BLOCKING_REVIEW = "BLOCKING_REVIEW"
     RUN_MARKER_MISSING = "RUN_MARKER_MISSING"
     RUN_MARKER_AMBIGUOUS = "RUN_MARKER_AMBIGUOUS"
+    # The base the run reviewed (BASE_SHA...HEAD_SHA) against the pull request's base.
+    BASE_MARKER_MISSING = "BASE_MARKER_MISSING"
+    BASE_MARKER_AMBIGUOUS = "BASE_MARKER_AMBIGUOUS"
+    BASE_MISMATCH = "BASE_MISMATCH"
+    # A person with write access edited an App review's body (GraphQL lastEditedAt / editor).
+    REVIEW_EDITED = "REVIEW_EDITED"
     # Workflow runs.
     NO_MATCHING_RUN = "NO_MATCHING_RUN"
     RUN_WRONG_EVENT = "RUN_WRONG_EVENT"
@@ -40,11 +46,13 @@ class EvidenceCode(ReasonCode):
     JOB_NOT_SUCCESS = "JOB_NOT_SUCCESS"
     # Final authoritative head read.
     HEAD_MOVED = "HEAD_MOVED"
+    BASE_MOVED = "BASE_MOVED"
     # Incomplete evidence and failed reads (always `unknown`).
     NOT_READ = "NOT_READ"
     LISTING_INCONSISTENT = "LISTING_INCONSISTENT"
     HTTP_ERROR = "HTTP_ERROR"
     HTTP_STATUS = "HTTP_STATUS"
+    GRAPHQL_ERROR = "GRAPHQL_ERROR"
     RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
     RESPONSE_NOT_JSON = "RESPONSE_NOT_JSON"
     RESPONSE_SHAPE = "RESPONSE_SHAPE"

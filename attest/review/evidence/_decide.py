@@ -4,7 +4,7 @@ No I/O, no clock. The steps follow ADR-2026-07-23 (opencode-review-evidence-trus
 and the first step that fails decides: a known failure is ``false``, incomplete evidence or
 a failed read is ``unknown``, and ``true`` is reachable only through the last line.
 
-    >>> decide(config, Evidence(pull_request=pr, reviews=(...), runs=(...), jobs=(...), final_pull_request=pr))
+    >>> decide(config, Evidence(pull_request=pr, reviews=(...), review_edits=(...), runs=(...), jobs=(...), final_pull_request=pr))
     Verdict(trusted=<Trust.TRUE: 'true'>, code=<EvidenceCode.TRUSTED: 'TRUSTED'>, ...)
 """
 
@@ -22,6 +22,7 @@ from ._model import (
     PullRequest,
     ReadFailure,
     Review,
+    ReviewEdit,
     Run,
     TrustConfig,
     Verdict,
@@ -30,7 +31,7 @@ from ._model import (
     unknown,
 )
 
-_T = TypeVar("_T", Review, Run, Job)
+_T = TypeVar("_T", Review, ReviewEdit, Run, Job)
 _S = TypeVar("_S")
 COMPLETED = "completed"
 SUCCESS = "success"
@@ -69,6 +70,14 @@ def _check_pr(config: TrustConfig, pr: PullRequest, what: str) -> None:
     # ADR: only a PR *explicitly known* same-repository qualifies; a missing head repo is not known.
     if pr.head_repo is None or pr.head_repo != pr.base_repo:
         raise _Stop(false(C.NOT_SAME_REPO, f"head repository {pr.head_repo or '(missing)'} is not the base repository {pr.base_repo}"))
+
+
+def app_reviews(config: TrustConfig, reviews: Iterable[Review], head_sha: str) -> tuple[Review, ...]:
+    """The reviews that count: by exactly the configured App login, on exactly this head, by id.
+
+    Display names never count: only the raw login is compared, byte for byte.
+    """
+    return tuple(sorted((r for r in reviews if r.login == config.app_login and r.commit_id == head_sha), key=lambda r: r.id))
 
 
 def is_bound(config: TrustConfig, run: Run, head_sha: str) -> bool:
@@ -130,9 +139,8 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     head = pr.head_sha
 
     # (2) Every review by exactly the configured App login on exactly the current head.
-    #     Display names never count: only the raw login is compared, byte for byte.
     reviews = _unique(_read(ev.reviews, "the reviews"), "review")
-    mine = sorted((r for r in reviews if r.login == config.app_login and r.commit_id == head), key=lambda r: r.id)
+    mine = app_reviews(config, reviews, head)
     if not mine:
         return false(C.NO_TRUSTED_REVIEW, f"no review by {config.app_login} on head {head}")
     # (2a) Any non-clean one blocks, even if a later clean review exists: only a new head recovers.
@@ -148,6 +156,35 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     if len(run_markers) > 1:
         return false(C.RUN_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(run_markers)} workflow-run markers")
     marker_id, marker_attempt = run_markers[0]
+    # (2c) The run reviewed BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base
+    #      is its base marker, and both must be the pull request's now. A PR retargeted after
+    #      the run (say from a stacked branch to main) brings in commits the run never saw.
+    #      The base *sha* is bound, not the ref name: the sha decides what BASE...HEAD covers,
+    #      a ref name says nothing when its branch was reset or force-pushed, a retarget to
+    #      another branch changes base.sha, and a retarget to a branch at the same commit
+    #      changes nothing that was reviewed. A sha is also inert in a marker; a ref name may
+    #      hold "-->" and other characters that could end the HTML comment early.
+    #      A marker without a base (an older wrapper) never qualifies.
+    bases = parse_markers(latest_review.body).bases
+    if not bases:
+        return false(C.BASE_MARKER_MISSING, f"review {latest_review.id} has no base marker: it does not say which base it reviewed")
+    if len(bases) > 1:
+        return false(C.BASE_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(bases)} base markers")
+    if bases[0] != pr.base_sha:
+        return false(C.BASE_MISMATCH, f"review {latest_review.id} reviewed base {bases[0]}; the pull request's base is now {pr.base_sha} (retargeted or updated after the run)")
+    # (2d) None of those reviews was ever edited. Anyone with write access to the repository
+    #      can edit a review's body, the App's included, so an edited body proves nothing about
+    #      what the App posted (a findings review turned clean, a marker rewritten). Checked
+    #      after the body checks: an edit can only take `true` away, never give it.
+    edits = {e.id: e for e in _unique(_read(ev.review_edits, "the edit status of the reviews"), "review node")}
+    for review in mine:
+        edit = edits.get(review.id)
+        if edit is None:
+            return unknown(C.NOT_READ, f"the edit status of review {review.id} was not read")
+        if edit.edited:
+            by = f" by {edit.editor}" if edit.editor else ""
+            at = f" at {edit.last_edited_at}" if edit.last_edited_at else ""
+            return false(C.REVIEW_EDITED, f"review {review.id} by {config.app_login} on head {head} was edited{by}{at}; an edited review is never evidence")
 
     # (3) Runs of the configured workflow only: pull_request_target, base workflow path,
     #     bound to this PR and head; the latest (run_number, run_attempt, id) generation.
@@ -199,8 +236,10 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     _check_pr(config, final, "the re-read pull request")
     if final.head_sha != head:
         return unknown(C.HEAD_MOVED, f"the head moved from {head} to {final.head_sha} during the evaluation")
+    if final.base_sha != pr.base_sha:
+        return unknown(C.BASE_MOVED, f"the base moved from {pr.base_sha} to {final.base_sha} during the evaluation")
 
     return true(
-        f"clean review {latest_review.id} by {config.app_login} on head {head}, "
+        f"clean, unedited review {latest_review.id} by {config.app_login} on head {head} and base {pr.base_sha}, "
         f"run {latest.id} attempt {latest.run_attempt} and job {config.job!r} succeeded"
     )

@@ -1,8 +1,9 @@
 """The thin fetcher: hosting-API reads in the order the ADR requires, fed to :func:`decide`.
 
-Order (ADR-2026-07-23): (1) the pull request, (2) every page of its reviews, (3) the runs of
-the configured workflow, (4) the jobs of exactly the latest attempt, and only then (5) the
-authoritative final re-read of the pull request. Before each read the decision is taken on
+Order (ADR-2026-07-23): (1) the pull request, (2) every page of its reviews, then, through
+GraphQL, whether any of the App's reviews on the head was edited (REST has no edit marker),
+(3) the runs of the configured workflow, (4) the jobs of exactly the latest attempt, and only
+then (5) the authoritative final re-read of the pull request. Before each read the decision is taken on
 what was read so far; once an earlier step decides, later reads cannot change the verdict
 and are skipped. A read that fails becomes a :class:`ReadFailure`, hence ``unknown``.
 
@@ -17,9 +18,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ._codes import EvidenceCode as C
-from ._decide import decide, latest_run, qualifying_runs
+from ._decide import app_reviews, decide, latest_run, qualifying_runs
 from ._http import FetchFailed, GitHubClient
-from ._model import Evidence, Job, PullRequest, ReadFailure, Review, Run, TrustConfig, Verdict
+from ._model import REVIEW_EDIT_SELECTION, Evidence, Job, PullRequest, ReadFailure, Review, ReviewEdit, Run, TrustConfig, Verdict
 
 _PAGE = "per_page=100"
 
@@ -34,6 +35,12 @@ def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evide
         return client.get_object(_pr_path(config), PullRequest.from_json)
     if stage == "reviews":
         return client.get_list(f"{_pr_path(config)}/reviews?{_PAGE}", None, Review.from_json)
+    if stage == "review_edits":
+        # decide() asked for the edit status, so the reviews read passed: ask for exactly the
+        # App's reviews on this head, each node id once.
+        assert isinstance(ev.pull_request, PullRequest) and isinstance(ev.reviews, tuple)
+        ids = dict.fromkeys(r.node_id for r in app_reviews(config, ev.reviews, ev.pull_request.head_sha))
+        return client.get_nodes(tuple(ids), REVIEW_EDIT_SELECTION, ReviewEdit.from_json)
     if stage == "runs":
         workflow = quote(config.workflow_file, safe="")
         return client.get_list(f"/repos/{repo}/actions/workflows/{workflow}/runs?event=pull_request_target&{_PAGE}", "workflow_runs", Run.from_json)
@@ -46,7 +53,7 @@ def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evide
     raise AssertionError(stage)
 
 
-STAGES = ("pull_request", "reviews", "runs", "jobs", "final_pull_request")
+STAGES = ("pull_request", "reviews", "review_edits", "runs", "jobs", "final_pull_request")
 
 
 def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdict]:

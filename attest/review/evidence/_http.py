@@ -2,8 +2,9 @@
 
 Why not urllib's opener: it follows redirects and would carry the ``Authorization`` header
 to wherever a redirect points. Here nothing is followed except a ``Link: rel="next"`` URL,
-verbatim, and only to the same scheme, host and port as the configured API URL. Every read
-has a socket timeout and a whole-response deadline, every response a size cap, every
+verbatim, and only to the same scheme, host and port as the configured API URL. Every
+response has one deadline covering all of it (connect, TLS handshake, status line, headers,
+body: :class:`_Budget`), every socket operation a timeout, every response a size cap, every
 listing a page cap, and nothing is retried: a failure is reported, never papered over.
 
 The token is sent as ``Authorization: Bearer`` and never appears in a message: it is
@@ -17,13 +18,16 @@ every failure detail.
 from __future__ import annotations
 
 import http.client
+import io
 import ipaddress
+import json
 import re
+import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..._json import loads_strict
@@ -31,9 +35,13 @@ from ...errors import InputError
 from ._codes import EvidenceCode as C
 from ._model import ShapeError, _printable
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 _T = TypeVar("_T")
+_NODES_PER_QUERY = 100  # GitHub's limit for nodes(ids:)
 _TOKEN = re.compile(r"[\x21-\x7e]{1,4096}")
 # One link-value of RFC 8288: <target> followed by ;-separated parameters.
 _LINK_VALUE = re.compile(
@@ -53,14 +61,131 @@ class FetchFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
-    timeout: float = 15.0  # seconds per socket operation (connect, each read)
-    deadline: float = 60.0  # seconds for one whole response
+    timeout: float = 15.0  # seconds per socket operation (connect, handshake, each read)
+    deadline: float = 60.0  # seconds for one whole response, from connect to the last body byte
     max_pages: int = 20  # pages per listing; 100 items each
     max_page_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not (0 < self.timeout <= 600 and 0 < self.deadline <= 3600 and 1 <= self.max_pages <= 1000 and 1024 <= self.max_page_bytes <= 256 * 1024 * 1024):
             raise InputError(C.BAD_CONFIG, "HTTP limits are out of range (timeout, deadline, max pages, max page bytes)")
+
+
+class _DeadlineExceeded(TimeoutError):
+    """The response's budget ran out (raised before a socket operation that would wait)."""
+
+
+class _Budget:
+    """One deadline for one whole response.
+
+    ``http.client`` sets one socket timeout per connection, so each ``recv`` may wait the full
+    timeout again: a server that trickles the status line and headers a byte at a time keeps
+    ``getresponse()`` waiting indefinitely (observed: 151 s against a 60 s deadline). Here every
+    blocking socket operation (connect, handshake, each read, each write) first asks the budget,
+    which lets it wait ``min(timeout, time left)`` and refuses once nothing is left.
+    """
+
+    def __init__(self, timeout: float, seconds: float) -> None:
+        self._timeout = timeout
+        self._end = time.monotonic() + seconds
+
+    def wait(self) -> float:
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise _DeadlineExceeded()
+        return min(self._timeout, left)
+
+    @property
+    def spent(self) -> bool:
+        return time.monotonic() >= self._end
+
+
+class _BudgetReader(io.RawIOBase):
+    """The socket's read side as ``http.client`` sees it (``sock.makefile("rb")``), under the budget."""
+
+    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
+        super().__init__()
+        self._sock = sock
+        # The socket's own reader holds a reference, so closing the connection (http.client
+        # does that as soon as it sees "Connection: close") does not cut off the body.
+        self._raw = sock.makefile("rb", buffering=0)
+        self._budget = budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int | None:
+        self._sock.settimeout(self._budget.wait())
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _BudgetSocket:
+    """What ``http.client`` uses of a connected socket (``sendall``, ``makefile``, ``close``), under the budget."""
+
+    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
+        self._sock = sock
+        self._budget = budget
+
+    def sendall(self, data: ReadableBuffer) -> None:
+        self._sock.settimeout(self._budget.wait())
+        self._sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        if mode != "rb":
+            raise ValueError(f"only 'rb' is supported, not {mode!r}")
+        return io.BufferedReader(_BudgetReader(self._sock, self._budget))
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _connect(host: str, port: int, budget: _Budget) -> socket.socket:
+    """A TCP connection to the first address that answers; each attempt waits at most what is left.
+
+    Name resolution itself is the system resolver's and is not bounded here.
+    """
+    last: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(budget.wait())
+            sock.connect(address)
+            return sock
+        except _DeadlineExceeded:
+            sock.close()
+            raise
+        except OSError as e:
+            sock.close()
+            last = e
+    raise last if last is not None else OSError(f"no address for {host}")
+
+
+class _Connection(http.client.HTTPConnection):
+    """One GET or POST under one :class:`_Budget`, over TCP or TLS (never a proxy, never a redirect)."""
+
+    def __init__(self, origin: _Origin, budget: _Budget, context: ssl.SSLContext | None) -> None:
+        super().__init__(origin.host, origin.port)
+        self._budget = budget
+        self._tls = context
+        if context is not None:
+            self.default_port = 443  # the Host header omits the port only for the scheme's default
+
+    def connect(self) -> None:
+        sock = _connect(self.host, self.port, self._budget)
+        try:
+            if self._tls is not None:
+                # The handshake as a whole waits at most the socket timeout set here (CPython's
+                # ssl module keeps one deadline across the handshake's reads and writes).
+                sock.settimeout(self._budget.wait())
+                sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = _BudgetSocket(sock, self._budget)
 
 
 def _is_loopback(host: str) -> bool:
@@ -148,40 +273,40 @@ class GitHubClient:
 
     def _get(self, target: str) -> tuple[Any, str | None]:
         """GET one target on the origin: (parsed JSON, next-page URL or None)."""
+        return self._request("GET", target, None)
+
+    def _request(self, method: str, target: str, payload: bytes | None) -> tuple[Any, str | None]:
+        """One request on the origin, read under one deadline: (parsed JSON, next-page URL or None)."""
         lim = self.limits
-        origin = self._origin
-        self.requests.append(target)
+        self.requests.append(target if method == "GET" else f"{method} {target}")
         headers = {
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
             "User-Agent": "attest-evidence",
             "Accept-Encoding": "identity",
         }
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token}"
-        conn: http.client.HTTPConnection
-        if origin.scheme == "https":
-            conn = http.client.HTTPSConnection(origin.host, origin.port, timeout=lim.timeout, context=ssl.create_default_context())
-        else:
-            conn = http.client.HTTPConnection(origin.host, origin.port, timeout=lim.timeout)
-        deadline = time.monotonic() + lim.deadline
+        budget = _Budget(lim.timeout, lim.deadline)
+        context = ssl.create_default_context() if self._origin.scheme == "https" else None
+        conn = _Connection(self._origin, budget, context)
         try:
-            conn.request("GET", target, headers=headers)
+            conn.request(method, target, body=payload, headers=headers)
             resp = conn.getresponse()
             length = resp.getheader("Content-Length")
             if length is not None and (not length.strip().isdigit() or int(length) > lim.max_page_bytes):
-                raise self._fail(C.RESPONSE_TOO_LARGE, f"GET {target}: Content-Length {_printable(length, 30)} exceeds {lim.max_page_bytes}")
+                raise self._fail(C.RESPONSE_TOO_LARGE, f"{method} {target}: Content-Length {_printable(length, 30)} exceeds {lim.max_page_bytes}")
             chunks: list[bytes] = []
             size = 0
             while True:
-                if time.monotonic() > deadline:
-                    raise self._fail(C.HTTP_ERROR, f"GET {target}: response not complete within {lim.deadline}s")
-                chunk = resp.read1(65536)  # returns as soon as data arrives, so the deadline is checked often
+                chunk = resp.read1(65536)  # returns as soon as data arrives; every wait asks the budget
                 if not chunk:
                     break
                 size += len(chunk)
                 if size > lim.max_page_bytes:
-                    raise self._fail(C.RESPONSE_TOO_LARGE, f"GET {target}: response exceeds {lim.max_page_bytes} bytes")
+                    raise self._fail(C.RESPONSE_TOO_LARGE, f"{method} {target}: response exceeds {lim.max_page_bytes} bytes")
                 chunks.append(chunk)
             status = resp.status
             content_type = resp.getheader("Content-Type") or ""
@@ -189,16 +314,19 @@ class GitHubClient:
         except FetchFailed:
             raise
         except (OSError, http.client.HTTPException, ValueError) as e:
+            if isinstance(e, TimeoutError) and budget.spent:
+                # The deadline, not the per-operation timeout: say which limit was hit.
+                raise self._fail(C.HTTP_ERROR, f"{method} {target}: response not complete within {lim.deadline}s") from e
             # Connection refused, timeout, TLS failure, truncated body: reported, never retried.
-            raise self._fail(C.HTTP_ERROR, f"GET {target}: {type(e).__name__}: {_printable(str(e), 200)}") from e
+            raise self._fail(C.HTTP_ERROR, f"{method} {target}: {type(e).__name__}: {_printable(str(e), 200)}") from e
         finally:
             conn.close()
         if status != 200:
-            raise self._fail(C.HTTP_STATUS, f"GET {target}: HTTP {status}")
+            raise self._fail(C.HTTP_STATUS, f"{method} {target}: HTTP {status}")
         if content_type.split(";", 1)[0].strip().lower() != "application/json":
-            raise self._fail(C.RESPONSE_NOT_JSON, f"GET {target}: Content-Type {_printable(content_type, 80)!r} is not application/json")
+            raise self._fail(C.RESPONSE_NOT_JSON, f"{method} {target}: Content-Type {_printable(content_type, 80)!r} is not application/json")
         try:
-            value = loads_strict(b"".join(chunks), what=f"response to GET {target}", max_bytes=lim.max_page_bytes)
+            value = loads_strict(b"".join(chunks), what=f"response to {method} {target}", max_bytes=lim.max_page_bytes)
         except InputError as e:
             raise self._fail(C.RESPONSE_NOT_JSON, e.detail) from e
         return value, parse_next_link(links)
@@ -213,6 +341,46 @@ class GitHubClient:
             return parse(value)
         except ShapeError as e:
             raise self._fail(C.RESPONSE_SHAPE, f"GET {self.target(path)}: {e}") from e
+
+    def graphql_target(self) -> str:
+        """The GraphQL endpoint beside the REST base: ``/graphql``, or ``/api/graphql`` beside
+        GitHub Enterprise Server's ``/api/v3``."""
+        base = self._base_path
+        return (base[: -len("/v3")] if base.endswith("/api/v3") else base) + "/graphql"
+
+    def get_nodes(self, ids: Sequence[str], selection: str, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
+        """The GraphQL nodes with these ids, in order, each parsed (``nodes(ids:)``, 100 per query).
+
+        GraphQL answers errors with HTTP 200: any entry in ``errors`` fails the read
+        (``GRAPHQL_ERROR``), and so does a node missing or answered for another id. GitHub's
+        GraphQL API needs a token; without one the read fails and the verdict is ``unknown``.
+        """
+        target = self.graphql_target()
+        batches = [ids[i : i + _NODES_PER_QUERY] for i in range(0, len(ids), _NODES_PER_QUERY)]
+        if len(batches) > self.limits.max_pages:
+            raise self._fail(C.TOO_MANY_PAGES, f"POST {target}: {len(ids)} nodes need more than {self.limits.max_pages} queries")
+        query = f"query($ids: [ID!]!) {{ nodes(ids: $ids) {{ __typename id {selection} }} }}"
+        items: list[_T] = []
+        for batch in batches:
+            payload = json.dumps({"query": query, "variables": {"ids": list(batch)}}, sort_keys=True).encode()
+            value, _ = self._request("POST", target, payload)
+            errors = value.get("errors") if isinstance(value, dict) else None
+            if errors:
+                first = errors[0] if isinstance(errors, list) and errors else errors
+                message = first.get("message") if isinstance(first, dict) else first
+                raise self._fail(C.GRAPHQL_ERROR, f"POST {target}: {_printable(str(message), 200)}")
+            try:
+                data = value.get("data") if isinstance(value, dict) else None
+                nodes = data.get("nodes") if isinstance(data, dict) else None
+                if not isinstance(nodes, list) or len(nodes) != len(batch):
+                    raise ShapeError(f"data.nodes is not an array of {len(batch)} nodes")
+                for want, node in zip(batch, nodes, strict=True):
+                    if not isinstance(node, dict) or node.get("id") != want:
+                        raise ShapeError(f"no node answered for id {_printable(want, 80)!r}")
+                    items.append(parse(node))
+            except ShapeError as e:
+                raise self._fail(C.RESPONSE_SHAPE, f"POST {target}: {e}") from e
+        return tuple(items)
 
     def get_list(self, path: str, key: str | None, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
         """Every item of a paginated listing, following ``rel="next"`` verbatim."""

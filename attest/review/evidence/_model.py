@@ -27,6 +27,8 @@ _APP_LOGIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,98})\[bot\]")
 _WORKFLOW = re.compile(r"\.github/workflows/[A-Za-z0-9._-]{1,200}\.ya?ml")
 _JOB = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_NODE_ID = re.compile(r"[A-Za-z0-9_=+/-]{1,200}")
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
 _MAX_ID = 2**53 - 1
 
 
@@ -185,6 +187,7 @@ class PullRequest:
     head_sha: str
     head_repo: str | None  # None: the head repository is gone (deleted fork)
     base_repo: str
+    base_sha: str  # base.sha: the base commit GitHub computed for the PR (changes when it is retargeted)
 
     @classmethod
     def from_json(cls, value: Any) -> PullRequest:
@@ -194,7 +197,7 @@ class PullRequest:
         head_repo_obj = head.get("repo")
         head_repo = None if head_repo_obj is None else _str(_obj(head_repo_obj, "head.repo"), "full_name", "head.repo")
         base_repo = _str(_obj(base.get("repo"), "base.repo"), "full_name", "base.repo")
-        return cls(_int(obj, "number", "pull request"), _sha(head, "sha", "head"), head_repo, base_repo)
+        return cls(_int(obj, "number", "pull request"), _sha(head, "sha", "head"), head_repo, base_repo, _sha(base, "sha", "base"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,19 +207,65 @@ class Review:
     state: str
     commit_id: str | None
     body: str
+    node_id: str  # the GraphQL id, through which the edit status is read (REST has no edit marker)
 
     @classmethod
     def from_json(cls, value: Any) -> Review:
         obj = _obj(value, "review")
         user = obj.get("user")
         login = None if user is None else _str(_obj(user, "review.user"), "login", "review.user")
+        node_id = _str(obj, "node_id", "review")
+        if not _NODE_ID.fullmatch(node_id):
+            raise ShapeError("review.node_id is not a GraphQL node id")
         return cls(
             _int(obj, "id", "review"),
             login,
             _str(obj, "state", "review"),
             _opt_str(obj, "commit_id", "review"),
             _opt_str(obj, "body", "review") or "",
+            node_id,
         )
+
+
+# The GraphQL selection ReviewEdit.from_json parses (a `nodes(ids:)` lookup of review node ids).
+REVIEW_EDIT_SELECTION = "... on PullRequestReview { fullDatabaseId lastEditedAt editor { login } includesCreatedEdit }"
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewEdit:
+    """Whether a review's body was ever edited, from the GraphQL ``PullRequestReview`` object.
+
+    Anyone with write access to the repository can edit a review's body (GitHub: "Managing
+    disruptive comments"); the REST review object carries no edit marker, GraphQL does.
+    """
+
+    id: int  # fullDatabaseId: the REST review id
+    node_id: str
+    last_edited_at: str | None
+    editor: str | None  # the editor's login; None also when the editor account is gone
+    includes_created_edit: bool
+
+    @property
+    def edited(self) -> bool:
+        # Any one sign is enough: an edit by a deleted account has a time but no editor.
+        return self.last_edited_at is not None or self.editor is not None or self.includes_created_edit
+
+    @classmethod
+    def from_json(cls, value: Any) -> ReviewEdit:
+        obj = _obj(value, "review node")
+        if obj.get("__typename") != "PullRequestReview":
+            raise ShapeError("the node is not a PullRequestReview")
+        node_id = _str(obj, "id", "review node")
+        # BigInt is a JSON string ("may exceed the size of a 32-bit integer"); `databaseId` overflows.
+        raw_id = obj.get("fullDatabaseId")
+        if not isinstance(raw_id, str) or not _DECIMAL.fullmatch(raw_id) or int(raw_id) > _MAX_ID:
+            raise ShapeError("review node.fullDatabaseId is not a decimal BigInt string")
+        editor_obj = obj.get("editor")
+        editor = None if editor_obj is None else _str(_obj(editor_obj, "review node.editor"), "login", "review node.editor")
+        created = obj.get("includesCreatedEdit")
+        if not isinstance(created, bool):
+            raise ShapeError("review node.includesCreatedEdit is not a boolean")
+        return cls(int(raw_id), node_id, _opt_str(obj, "lastEditedAt", "review node"), editor, created)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +338,7 @@ class Evidence:
 
     pull_request: PullRequest | ReadFailure | None = None
     reviews: tuple[Review, ...] | ReadFailure | None = None
+    review_edits: tuple[ReviewEdit, ...] | ReadFailure | None = None
     runs: tuple[Run, ...] | ReadFailure | None = None
     jobs: tuple[Job, ...] | ReadFailure | None = None
     final_pull_request: PullRequest | ReadFailure | None = None

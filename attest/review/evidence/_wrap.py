@@ -9,9 +9,10 @@ The model's whole trimmed output must be exactly one findings block::
 whose trimmed content is a JSON array, optionally inside one ```json fence. An empty array
 gives a clean review, a valid non-empty array an action-required review listing every
 finding, and anything else a diagnostic review (never clean) and a non-zero exit. Every
-review is a ``COMMENT`` on the exact head and carries the workflow-run marker.
+review is a ``COMMENT`` on the exact head and carries the workflow-run marker and the base
+marker (the base commit of the ``BASE_SHA...HEAD_SHA`` range the run reviewed).
 
-    >>> wrap_output(b"<findings>[]</findings>", head_sha="a" * 40, run_id=5, run_attempt=1).outcome
+    >>> wrap_output(b"<findings>[]</findings>", head_sha="a" * 40, base_sha="b" * 40, run_id=5, run_attempt=1).outcome
     'clean'
 """
 
@@ -24,7 +25,7 @@ from typing import Any, Literal
 from ..._json import loads_strict
 from ...errors import InputError
 from ._codes import EvidenceCode as C
-from ._markers import CLEAN, DIAGNOSTIC, MARKER_TAG, Markers, findings_marker, parse_markers, run_marker
+from ._markers import CLEAN, DIAGNOSTIC, MARKER_TAG, Markers, base_marker, findings_marker, parse_markers, run_marker
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 MAX_FINDINGS = 100
@@ -132,10 +133,12 @@ class WrapResult:
         }
 
 
-def _check_identity(head_sha: str, run_id: int, run_attempt: int) -> None:
+def _check_identity(head_sha: str, base_sha: str, run_id: int, run_attempt: int) -> None:
     problems = []
     if not isinstance(head_sha, str) or not _SHA.fullmatch(head_sha):
         problems.append("--head-sha must be the exact lowercase hex head commit id (40 or 64 digits)")
+    if not isinstance(base_sha, str) or not _SHA.fullmatch(base_sha):
+        problems.append("--base-sha must be the exact lowercase hex base commit id the run reviewed (40 or 64 digits)")
     for name, value in (("--run-id", run_id), ("--run-attempt", run_attempt)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_ID:
             problems.append(f"{name} must be a positive integer")
@@ -192,18 +195,20 @@ def _render_finding(n: int, f: Finding) -> list[str]:
     return out
 
 
-def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Finding, ...], head_sha: str, run_id: int, run_attempt: int) -> WrapResult:
+def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Finding, ...], head_sha: str, base_sha: str,
+            run_id: int, run_attempt: int) -> WrapResult:
     short = head_sha[:12]
+    run = ((run_id, run_attempt),)
     if outcome == "clean":
-        lines = [f"**OpenCode review**: no findings for head `{short}`.", "", CLEAN]
-        expected = Markers(1, 0, (), ((run_id, run_attempt),), 0)
+        lines = [f"**OpenCode review**: no findings for head `{short}` (base `{base_sha[:12]}`).", "", CLEAN]
+        expected = Markers(1, 0, (), run, 0, (base_sha,))
     elif outcome == "findings":
         n = len(findings)
         lines = [f"**OpenCode review**: {n} finding{'s' if n != 1 else ''} for head `{short}`. Action required.", ""]
         for i, f in enumerate(findings, 1):
             lines.extend(_render_finding(i, f))
         lines += ["", findings_marker(n)]
-        expected = Markers(0, 0, (n,), ((run_id, run_attempt),), 0)
+        expected = Markers(0, 0, (n,), run, 0, (base_sha,))
     else:
         lines = [
             f"**OpenCode review**: diagnostic for head `{short}`: the model result was not one valid findings block "
@@ -211,8 +216,10 @@ def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Findi
             "",
             DIAGNOSTIC,
         ]
-        expected = Markers(0, 1, (), ((run_id, run_attempt),), 0)
+        expected = Markers(0, 1, (), run, 0, (base_sha,))
     lines.append(run_marker(run_id, run_attempt))
+    # What was reviewed is BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base this.
+    lines.append(base_marker(base_sha))
     body = "\n".join(lines) + "\n"
     # The body is read back by the trust decision: it must say exactly what we mean, no more.
     if parse_markers(body) != expected:
@@ -220,19 +227,20 @@ def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Findi
     return WrapResult(outcome, code, reason, findings, {"commit_id": head_sha, "event": "COMMENT", "body": body})
 
 
-def wrap_output(raw: bytes, *, head_sha: str, run_id: int, run_attempt: int) -> WrapResult:
+def wrap_output(raw: bytes, *, head_sha: str, base_sha: str, run_id: int, run_attempt: int) -> WrapResult:
     """The review for the model's raw output; a diagnostic review for anything malformed."""
-    _check_identity(head_sha, run_id, run_attempt)
+    _check_identity(head_sha, base_sha, run_id, run_attempt)
+    ident = (head_sha, base_sha, run_id, run_attempt)
     try:
         findings = parse_output(raw)
     except _Diagnostic as d:
-        return _result("diagnostic", d.code, d.reason, (), head_sha, run_id, run_attempt)
+        return _result("diagnostic", d.code, d.reason, (), *ident)
     if not findings:
-        return _result("clean", None, "no findings", (), head_sha, run_id, run_attempt)
-    return _result("findings", None, f"{len(findings)} finding(s)", findings, head_sha, run_id, run_attempt)
+        return _result("clean", None, "no findings", (), *ident)
+    return _result("findings", None, f"{len(findings)} finding(s)", findings, *ident)
 
 
-def wrap_failure(code: C, reason: str, *, head_sha: str, run_id: int, run_attempt: int) -> WrapResult:
+def wrap_failure(code: C, reason: str, *, head_sha: str, base_sha: str, run_id: int, run_attempt: int) -> WrapResult:
     """The diagnostic review for a model result that could not even be read."""
-    _check_identity(head_sha, run_id, run_attempt)
-    return _result("diagnostic", code, reason, (), head_sha, run_id, run_attempt)
+    _check_identity(head_sha, base_sha, run_id, run_attempt)
+    return _result("diagnostic", code, reason, (), head_sha, base_sha, run_id, run_attempt)

@@ -184,66 +184,97 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
             what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
             report(FreezeCode.IMAGE_CHANGED, s.path, what)
 
+    def scan(dfd: int, prefix: str) -> list[tuple[str, Sealed, os.stat_result]]:
+        """Check the entries of one directory; return its subdirectories, to be entered one at a time."""
+        nonlocal checks
+        subdirs: list[tuple[str, Sealed, os.stat_result]] = []
+        kids = children.get(prefix, {})
+        names = os.listdir(dfd)
+        if len(names) != len(kids) or not kids.keys() >= set(names):
+            for name in sorted(set(names) - kids.keys()):
+                report(FreezeCode.IMAGE_CHANGED, f"{prefix}/{name}" if prefix else name, "an entry was added after the seal")
+            for name in sorted(kids.keys() - set(names)):
+                report(FreezeCode.IMAGE_CHANGED, f"{prefix}/{name}" if prefix else name, "a sealed entry is missing")
+            names = [n for n in names if n in kids]
+        for name in names:
+            s = kids[name]
+            if fast and not s.is_dir:
+                assert reader is not None
+                got = reader.read(dfd, name.encode("utf-8", "surrogateescape"))
+                if got is not None and (not attr or got[1] & attr):
+                    checks += 1
+                    sx_attrs, _, sx_mode, sx_ino, sx_ctime = got
+                    if stat.S_IFMT(sx_mode) != stat.S_IFREG:
+                        report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
+                    elif attr and not sx_attrs & attr:
+                        report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, "the immutable attribute is not set")
+                    elif sx_ino != s.ino or sx_ctime != s.ctime_ns:
+                        what = "replaced by another inode" if sx_ino != s.ino else "its inode change time moved since the seal"
+                        report(FreezeCode.IMAGE_CHANGED, s.path, what)
+                    continue
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError as e:
+                report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot stat: {e.strerror}")
+                continue
+            fmt = stat.S_IFMT(st.st_mode)
+            if fmt != (stat.S_IFDIR if s.is_dir else stat.S_IFREG):
+                report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
+                continue
+            if s.is_dir:
+                subdirs.append((name, s, st))
+                continue
+            if not backend.needs_fd:
+                check_entry(None, st, s)
+                continue
+            fd = enter(dfd, name, s, st, _O_FILE)
+            if fd is not None:
+                os.close(fd)
+        subdirs.reverse()  # popped from the end: entered in listing order
+        return subdirs
+
+    def enter(dfd: int, name: str, s: Sealed, st: os.stat_result, flags_: int) -> int | None:
+        """Open one entry, confirm it is the one just listed, check it; its descriptor or None."""
+        try:
+            fd = os.open(name, flags_, dir_fd=dfd)
+        except OSError as e:
+            why = "became a symbolic link" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
+            report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {why}")
+            return None
+        fst = os.fstat(fd)
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
+            return None
+        check_entry(fd if backend.needs_fd else None, fst, s)
+        return fd
+
     check_entry(root if backend.needs_fd else None, rst, image.sealed[0])
-    stack: list[tuple[int, str]] = [(root, "")]
+    # Depth first, one descriptor per level: a directory is opened only when it is entered,
+    # so a directory with thousands of subdirectories holds no more descriptors than a chain.
+    try:
+        first = scan(root, "")
+    except BaseException:
+        os.close(root)
+        raise
+    stack: list[tuple[int, list[tuple[str, Sealed, os.stat_result]]]] = [(root, first)]
     try:
         while stack:
-            dfd, prefix = stack.pop()
-            try:
-                kids = children.get(prefix, {})
-                names = os.listdir(dfd)
-                if len(names) != len(kids) or not kids.keys() >= set(names):
-                    for name in sorted(set(names) - kids.keys()):
-                        report(FreezeCode.IMAGE_CHANGED, f"{prefix}/{name}" if prefix else name, "an entry was added after the seal")
-                    for name in sorted(kids.keys() - set(names)):
-                        report(FreezeCode.IMAGE_CHANGED, f"{prefix}/{name}" if prefix else name, "a sealed entry is missing")
-                    names = [n for n in names if n in kids]
-                for name in names:
-                    s = kids[name]
-                    if fast and not s.is_dir:
-                        assert reader is not None
-                        got = reader.read(dfd, name.encode("utf-8", "surrogateescape"))
-                        if got is not None and (not attr or got[1] & attr):
-                            checks += 1
-                            sx_attrs, _, sx_mode, sx_ino, sx_ctime = got
-                            if stat.S_IFMT(sx_mode) != stat.S_IFREG:
-                                report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
-                            elif attr and not sx_attrs & attr:
-                                report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, "the immutable attribute is not set")
-                            elif sx_ino != s.ino or sx_ctime != s.ctime_ns:
-                                what = "replaced by another inode" if sx_ino != s.ino else "its inode change time moved since the seal"
-                                report(FreezeCode.IMAGE_CHANGED, s.path, what)
-                            continue
-                    try:
-                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    except OSError as e:
-                        report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot stat: {e.strerror}")
-                        continue
-                    fmt = stat.S_IFMT(st.st_mode)
-                    if fmt != (stat.S_IFDIR if s.is_dir else stat.S_IFREG):
-                        report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
-                        continue
-                    if not s.is_dir and not backend.needs_fd:
-                        check_entry(None, st, s)
-                        continue
-                    try:
-                        fd = os.open(name, _O_DIR if s.is_dir else _O_FILE, dir_fd=dfd)
-                    except OSError as e:
-                        why = "became a symbolic link" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
-                        report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {why}")
-                        continue
-                    fst = os.fstat(fd)
-                    if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
-                        os.close(fd)
-                        report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
-                        continue
-                    check_entry(fd if backend.needs_fd else None, fst, s)
-                    if s.is_dir:
-                        stack.append((fd, s.path))
-                    else:
-                        os.close(fd)
-            finally:
+            dfd, pending = stack[-1]
+            if not pending:
+                stack.pop()
                 os.close(dfd)
+                continue
+            name, s, st = pending.pop()
+            fd = enter(dfd, name, s, st, _O_DIR)
+            if fd is None:
+                continue
+            try:
+                sub = scan(fd, s.path)
+            except BaseException:
+                os.close(fd)
+                raise
+            stack.append((fd, sub))
     finally:
         for dfd, _ in stack:
             os.close(dfd)

@@ -156,7 +156,7 @@ def materialize(
     workers: int = 2,
     progress: Progress | None = None,
     max_findings: int = 1000,
-    max_open_dirs: int = 128,
+    max_open_dirs: int | None = None,
 ) -> tuple[list[Finding], list[Sealed]]:
     """Copy the attested entries of ``source`` into the empty directory ``dst_root`` and seal them.
 
@@ -171,6 +171,13 @@ def materialize(
     takes the directories in post-order as their files are copied and seals their files and
     then them, so the writeback waits of the seal overlap the copying of later files.
     """
+    if max_open_dirs is None:
+        # Copied directories wait, open, for the sealing pass: at most 128 of them, and never
+        # more than an eighth of the descriptors this process may open (each holds two).
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        max_open_dirs = 128 if soft == resource.RLIM_INFINITY else max(4, min(128, soft // 8))
     spec = compile_ignore(expected.ignore)
     want = expected.by_path()
     children: dict[str, set[str]] = {}

@@ -38,6 +38,7 @@ __all__ = [
     "get_flags",
     "open_dir_at",
     "open_regular_at",
+    "read_regular",
     "remove_tree",
     "set_flags",
 ]
@@ -174,6 +175,26 @@ def chown_tree(parent_fd: int, name: str, uid: int) -> None:
     finally:
         for dfd, _ in stack:
             os.close(dfd)
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """At most ``max_bytes + 1`` bytes of the regular file at ``path`` (so the caller sees oversize).
+
+    Opened ``O_NONBLOCK|O_NOCTTY`` and judged from ``fstat``: a FIFO, socket or device raises
+    ``OSError`` at once instead of blocking or reading a device.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        chunks: list[bytes] = []
+        total = 0
+        while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def get_flags(fd: int) -> int:

@@ -86,8 +86,9 @@ def wrap(
         if input_path is None:
             raw = sys.stdin.buffer.read(MAX_OUTPUT_BYTES + 1)
         else:
-            with open(input_path, "rb") as f:
-                raw = f.read(MAX_OUTPUT_BYTES + 1)
+            from .._safefs import read_regular
+
+            raw = read_regular(input_path, MAX_OUTPUT_BYTES)  # a FIFO is refused, never waited on
     except OSError as e:
         result = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, f"the model output could not be read: {e.strerror or type(e).__name__}",
                               head_sha=head_sha, base_sha=base_sha, run_id=run_id, run_attempt=run_attempt)

@@ -229,3 +229,23 @@ def test_cli_base_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     """Without the base it reviewed, a review could never qualify: refuse to produce one."""
     rc = main(["evidence", "wrap", "--head-sha", HEAD, "--run-id", "1", "--run-attempt", "1", "-i", "/dev/null"])
     assert rc == 2 and "--base-sha" in capsys.readouterr().err
+
+
+def test_cli_fifo_input_is_a_diagnostic_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evidence wrap --input FIFO` blocked forever waiting for a writer (issue 10, finding 5)."""
+    import threading
+
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    result: list[tuple[int, str, str]] = []
+    t = threading.Thread(target=lambda: result.append(run_wrap(capsys, "-i", str(fifo), "--json")), daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive():  # unblock the reader so the suite can go on, then fail
+        with open(fifo, "wb"):
+            pass
+        t.join(5)
+        pytest.fail("evidence wrap blocked on a FIFO given as --input")
+    rc, out, _ = result[0]
+    obj = json.loads(out)
+    assert rc == 1 and obj["reason_code"] == "OUTPUT_UNREADABLE" and "not a regular file" in obj["reason"]

@@ -16,12 +16,13 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from .._fs import write_atomic
+from .._fs import read_bounded, write_atomic
 from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
 from ..inventory import Inventory, check_tree
 from ._codes import AttestationCode
@@ -49,13 +50,137 @@ def _inside(path: str, root: str) -> bool:
     return p[: len(r)] == r
 
 
+MOUNTINFO = "/proc/self/mountinfo"
+_MAX_MOUNTINFO_BYTES = 64 * 1024 * 1024
+_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+FileId = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One line of /proc/self/mountinfo: the directory ``root`` of filesystem ``dev`` is seen at ``mount_point``."""
+
+    dev: str
+    root: str
+    mount_point: str
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a resolved path lies, three ways.
+
+    ``ids`` is the (st_dev, st_ino) of the path itself first, then of each ancestor up to ``/``;
+    ``location`` is (filesystem device, path inside that filesystem) from the mount table,
+    None when no mount table is available.
+    """
+
+    path: str
+    ids: tuple[FileId, ...]
+    location: tuple[str, str] | None
+
+
+def parse_mountinfo(data: bytes) -> tuple[Mount, ...]:
+    """The mounts of /proc/self/mountinfo, in the kernel's order (see proc(5))."""
+
+    def unescape(field: bytes) -> str:
+        # The kernel writes space, tab, newline and backslash in paths as \ooo.
+        return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m[1], 8)]), field))
+
+    mounts: list[Mount] = []
+    for line in data.splitlines():
+        fields = line.split(b" ")
+        if len(fields) < 10 or b"-" not in fields[6:]:
+            raise InputError(CommonCode.UNREADABLE, "the mount table has a line this version cannot read", MOUNTINFO)
+        mounts.append(Mount(fields[2].decode("ascii", "replace"), unescape(fields[3]), unescape(fields[4])))
+    return tuple(mounts)
+
+
+def locate(path: str, mounts: Sequence[Mount]) -> tuple[str, str] | None:
+    """(device, path inside that filesystem) of the resolved ``path``, or None if no mount holds it.
+
+    The mount is the one with the longest mount point that contains ``path``; of several on one
+    mount point, the last listed, which is the one on top.
+    """
+    best: Mount | None = None
+    depth = -1
+    for mount in mounts:
+        parts = len(Path(mount.mount_point).parts)
+        if parts >= depth and _inside(path, mount.mount_point):
+            best, depth = mount, parts
+    if best is None:
+        return None
+    rest = Path(path).parts[depth:]
+    return best.dev, str(Path(best.root, *rest))
+
+
+def policy_source_inside(source: Placement, root: Placement) -> str | None:
+    """Why a policy input at ``source`` lies inside the tree at ``root``, or None if it lies outside.
+
+    Three independent tests, any one of which suffices: (a) its resolved path is inside the
+    resolved root; (b) it or one of its ancestor directories is the root directory itself, by
+    (st_dev, st_ino), which catches a bind mount of the whole tree (or the tree reached
+    through one); (c) on the same filesystem, its path inside that filesystem is inside the
+    root's, which catches a bind mount of a directory within the tree (whose inode is not the
+    root's).
+    """
+    if _inside(source.path, root.path):
+        return "it resolves inside the tree"
+    if root.ids and root.ids[0] in source.ids:
+        return "one of its directories is the tree's root directory (a bind mount or another path to it)"
+    if source.location is not None and root.location is not None:
+        (source_dev, source_fs_path), (root_dev, root_fs_path) = source.location, root.location
+        if source_dev == root_dev and _inside(source_fs_path, root_fs_path):
+            return "it is inside the tree on the same filesystem, reached through a bind mount of part of the tree"
+    return None
+
+
+def _read_mounts() -> tuple[Mount, ...] | None:
+    if not os.path.exists(MOUNTINFO):
+        return None  # no procfs mount table (not Linux): tests (a) and (b) still apply
+    return parse_mountinfo(read_bounded(MOUNTINFO, what="mount table", max_bytes=_MAX_MOUNTINFO_BYTES))
+
+
+def _placement(real: str, mounts: tuple[Mount, ...] | None, *, ancestors: bool) -> Placement:
+    ids: list[FileId] = []
+    at = real
+    while True:
+        st = os.stat(at)
+        ids.append((st.st_dev, st.st_ino))
+        parent = os.path.dirname(at)
+        if not ancestors or parent == at:
+            break
+        at = parent
+    return Placement(real, tuple(ids), None if mounts is None else locate(real, mounts))
+
+
 def check_policy_outside(policy: Policy, root: str | os.PathLike[str]) -> None:
-    """Raise POLICY_IN_TREE if the policy file or any key / trusted root it named resolves inside ``root``."""
+    """Raise POLICY_IN_TREE if the policy file or any key / trusted root it named lies inside ``root``.
+
+    Inside means any of :func:`policy_source_inside`'s tests: by resolved path, by the
+    (st_dev, st_ino) of every ancestor directory against the root's, and by location in the
+    filesystem through the mount table; a bind mount of the tree or of part of it is no way out.
+    """
     real_root = os.path.realpath(root)
+    mounts = _read_mounts()
+    try:
+        root_place = _placement(real_root, mounts, ancestors=False)
+    except OSError:
+        # A root that cannot be examined cannot be verified either (check_tree reports it); the
+        # path and mount-table tests still run.
+        root_place = Placement(real_root, (), None if mounts is None else locate(real_root, mounts))
     for source in policy.sources:
-        if _inside(source, real_root):
+        real = os.path.realpath(source)
+        try:
+            place = _placement(real, mounts, ancestors=True)
+        except OSError as e:
+            raise InputError(
+                CommonCode.UNREADABLE, f"cannot examine a policy input to confirm it lies outside the tree: {e.strerror}", source
+            ) from e
+        why = policy_source_inside(place, root_place)
+        if why is not None:
             raise VerificationError(
-                AttestationCode.POLICY_IN_TREE, "trust policy inputs must come from outside the tree under review", source
+                AttestationCode.POLICY_IN_TREE, f"trust policy inputs must come from outside the tree under review: {why}", source
             )
 
 

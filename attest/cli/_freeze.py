@@ -35,11 +35,13 @@ def freeze(
     json_mode: bool = JsonOption,
 ) -> None:
     """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
+    from .._fs import check_directory_path
     from ..attestation import closed_tree_inventory, load_policy, verify_attestation_file
     from ..attestation._tree import check_policy_outside
     from ..freeze import freeze_tree, get_backend
 
     get_backend(backend)  # an unknown backend is bad usage, before anything is read
+    check_directory_path(state_dir, what="--state-dir")
     pol = load_policy(policy)
     check_policy_outside(pol, source)
     expected = closed_tree_inventory(verify_attestation_file(attestation, pol))
@@ -57,7 +59,12 @@ def exec_(
     image: list[str] = typer.Option(..., "--image", help="NAME=REF: an image path printed by freeze, or sha256:<hex>. Repeatable."),
     state_dir: Path = StateDirOption,
     cwd: Optional[str] = typer.Option(None, "--cwd", help="Run in the image with this NAME (default: a private run directory)."),
-    env: list[str] = typer.Option([], "--env", help="NAME passes that variable through; NAME=VALUE sets it. Repeatable."),
+    env: list[str] = typer.Option(
+        [],
+        "--env",
+        help="NAME passes that variable through; NAME=VALUE sets it. Repeatable. Variables exec fixes (PATH, HOME, "
+        "TMPDIR, ...) and those that load code or configuration (LD_*, PYTHON*, GIT_*, JAVA_TOOL_OPTIONS, ...) are refused.",
+    ),
     json_mode: bool = JsonOption,
 ) -> None:
     """Run CMD from frozen, still-sealed store images only, in a clean environment; its exit status is passed through."""
@@ -72,8 +79,16 @@ def exec_(
         if name in images:
             raise InputError(FreezeCode.BAD_IMAGE_REF, "the image name is given twice", name)
         images[name] = ref
-    passed = [e for e in env if "=" not in e]
-    setting = dict(e.split("=", 1) for e in env if "=" in e)
+    passed: list[str] = []
+    setting: dict[str, str] = {}
+    for item in env:
+        var, sep, value = item.partition("=")
+        if var in setting or var in passed:
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "--env names this variable twice", var)
+        if sep:
+            setting[var] = value
+        else:
+            passed.append(var)
     sys.stdout.flush()
     rc = run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
     raise typer.Exit(code=rc)
@@ -85,8 +100,10 @@ def store_ls(
     json_mode: bool = JsonOption,
 ) -> None:
     """List the images in the store."""
+    from .._fs import check_directory_path
     from ..freeze import Store
 
+    check_directory_path(state_dir, what="--state-dir")
     entries = Store(state_dir).ls(check=check)
     if json_mode:
         print_json({"ok": True, "images": [e.to_json() for e in entries]})
@@ -105,10 +122,11 @@ def store_gc(
     json_mode: bool = JsonOption,
 ) -> None:
     """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed."""
-    from .._fs import read_bounded
+    from .._fs import check_directory_path, read_bounded
     from ..errors import CommonCode, InputError
     from ..freeze import Store
 
+    check_directory_path(state_dir, what="--state-dir")
     kept = list(keep)
     if keep_file is not None:
         data = read_bounded(keep_file, what="keep file", max_bytes=16 * 1024 * 1024)

@@ -29,6 +29,7 @@ class FreezeCode(ReasonCode):
     # Running from frozen images.
     BAD_IMAGE_REF = "BAD_IMAGE_REF"
     BAD_EXEC_ENV = "BAD_EXEC_ENV"
+    ENV_REFUSED = "ENV_REFUSED"
     EXEC_FAILED = "EXEC_FAILED"
     IMAGE_CHANGED_DURING_EXEC = "IMAGE_CHANGED_DURING_EXEC"
     # Retained bytes.

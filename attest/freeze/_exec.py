@@ -1,11 +1,15 @@
 """Run a command from frozen images only (DESIGN.md "Freeze and store"; ADR-0008).
 
 1. Every image must be a published store entry whose seal still holds (:func:`Store.get`).
-2. The command gets a clean environment (never ``LD_*``, ``PYTHON*`` or other variables that
-   load code from elsewhere): a fixed ``PATH``, ``PYTHONDONTWRITEBYTECODE=1``,
-   ``PYTHONNOUSERSITE=1``, ``PYTHONPYCACHEPREFIX``, ``HOME``/``TMPDIR``/``XDG_*`` in a fresh
-   private run directory under ``STATE/runs`` (outside every image), each image's path as
-   ``ATTEST_IMAGE_<NAME>``, plus only the variables the caller allows or sets.
+2. The command gets an allowlisted environment: the fixed minimal one (:data:`FIXED_NAMES`: a
+   fixed ``PATH``, ``LC_ALL``, ``TZ``, ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONNOUSERSITE=1``,
+   ``PYTHONPYCACHEPREFIX``, ``HOME``/``TMPDIR``/``XDG_*_HOME`` in a fresh private run directory
+   under ``STATE/runs``, outside every image), each image's path as ``ATTEST_IMAGE_<NAME>``, and
+   only the variables the caller names (``pass_env`` / ``set_env``). Each named variable goes
+   through :func:`check_env_name`: one that exec fixes is ``BAD_EXEC_ENV``, one on the list of
+   names that load code or configuration (:data:`REFUSED_ENV`: ``LD_*``, ``PYTHON*``,
+   ``JAVA_TOOL_OPTIONS``, ``GIT_*``, ``SHELLOPTS``, ``PS4``, ...) is ``ENV_REFUSED``. Nothing is
+   dropped silently: the whole call fails, naming every refused variable.
 3. Images sealed with ``ro-bind`` are exposed through read-only bind mounts in a private mount
    namespace for the command.
 4. After the command ends every image is checked again; an image that changed while the
@@ -23,7 +27,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from ..errors import InputError, VerificationError
+from ..errors import Finding, InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
 from ._image import Image, check_image
@@ -31,15 +35,181 @@ from ._state import make_private_dir, open_state, open_sub, random_name, remove_
 from ._store import Store
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}\Z")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_FIXED = ("PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONPYCACHEPREFIX", "ATTEST_RUN_DIR")
-# Variables that make an interpreter or the dynamic loader run code from outside the images
-# (a preloaded library, a startup file, another stdlib or module path): never passed through.
-_CODE_INJECTING_PREFIXES = ("LD_", "PYTHON")
-_CODE_INJECTING = frozenset(
-    {"BASH_ENV", "ENV", "GCONV_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH"}
+
+#: The variables exec sets itself (with ``ATTEST_*``): the caller can never override one.
+FIXED_NAMES: dict[str, str] = {
+    "PATH": f"commands are found on the fixed {DEFAULT_PATH}; name a program inside an image by its path ($ATTEST_IMAGE_X/bin/tool)",
+    "LC_ALL": "the locale is fixed to C.UTF-8 (a locale name can also be a path to locale data)",
+    "TZ": "the time zone is fixed to UTC (a TZ value can also be a path to a zone file)",
+    "HOME": "HOME is a fresh empty directory, so no ~/.gitconfig, ~/.npmrc, ~/.local site-packages ... is read",
+    "TMPDIR": "temporary files stay in the private run directory, where no other process can plant or swap them",
+    "XDG_CACHE_HOME": "caches stay in the private run directory",
+    "XDG_CONFIG_HOME": "configuration is looked up in the private run directory only",
+    "XDG_DATA_HOME": "data is looked up in the private run directory only",
+    "PYTHONDONTWRITEBYTECODE": "Python never writes bytecode next to image files",
+    "PYTHONNOUSERSITE": "Python never adds a user site directory",
+    "PYTHONPYCACHEPREFIX": "bytecode goes to the private run directory",
+    "ATTEST_RUN_DIR": "the private run directory of this command",
+}
+
+# (pattern, why): a pattern ending in "*" is a prefix; matched case-insensitively, since some
+# programs read lower-case spellings too (npm_config_*). One list, the only one: every name a
+# caller passes or sets is judged against it by check_env_name.
+_LOADER = "the dynamic loader preloads, audits or searches libraries with it"
+_PROGRAM = "programs run the command it names"
+_TRUST = "it chooses which certificate authorities or keys are trusted"
+REFUSED_ENV: tuple[tuple[str, str], ...] = (
+    # The C library and the dynamic loader.
+    ("LD_*", _LOADER),
+    ("DYLD_*", _LOADER),
+    ("GCONV_PATH", "glibc loads character-set conversion modules (shared objects) from it"),
+    ("GETCONF_DIR", "getconf runs the programs it finds there"),
+    ("LOCPATH", "glibc loads locale data from it"),
+    ("NLSPATH", "message catalogs are read from it"),
+    ("MALLOC_*", "glibc's allocator is configured from it"),
+    ("GLIBC_TUNABLES", "glibc configures itself from it (CVE-2023-4911)"),
+    ("HOSTALIASES", "the resolver reads host aliases from the file it names"),
+    ("RESOLV_*", "the resolver is configured from it"),
+    ("RES_OPTIONS", "the resolver is configured from it"),
+    ("LOCALDOMAIN", "the resolver is configured from it"),
+    ("TZDIR", "time zone files are read from it"),
+    ("TMP", "temporary files would go to a shared directory outside the private run directory"),
+    ("TEMP", "temporary files would go to a shared directory outside the private run directory"),
+    ("TEMPDIR", "temporary files would go to a shared directory outside the private run directory"),
+    ("XDG_*", "configuration, data and caches are looked up there (XDG_CONFIG_DIRS, XDG_DATA_DIRS, ...)"),
+    # Shells.
+    ("ENV", "a POSIX shell runs the file it names at startup"),
+    ("BASH_*", "bash runs BASH_ENV at startup and imports functions (BASH_FUNC_*) and loadable builtins"),
+    ("SHELLOPTS", "bash turns on the options it lists at startup (xtrace with PS4 runs code)"),
+    ("BASHOPTS", "bash turns on the options it lists at startup"),
+    ("PS1", "the shell expands it, command substitutions included"),
+    ("PS2", "the shell expands it, command substitutions included"),
+    ("PS3", "the shell expands it, command substitutions included"),
+    ("PS4", "the shell expands it before every traced command, command substitutions included"),
+    ("PROMPT_COMMAND", "bash runs it"),
+    ("IFS", "it changes how every shell splits words"),
+    ("CDPATH", "it changes which directory cd enters"),
+    ("FPATH", "ksh and zsh load functions from it"),
+    ("ZDOTDIR", "zsh reads its startup files from it"),
+    ("INPUTRC", "readline reads its configuration from it"),
+    ("SHELL", _PROGRAM),
+    # Interpreters and their package managers.
+    ("PYTHON*", "Python takes its module path, startup file, home or options from it"),
+    ("PERL*", "perl loads modules, options or a debugger from it (PERL5OPT, PERL5LIB, PERL5DB)"),
+    ("RUBY*", "ruby loads libraries or options from it (RUBYOPT, RUBYLIB)"),
+    ("GEM_*", "rubygems loads gems from it"),
+    ("BUNDLE_*", "bundler is configured from it"),
+    ("NODE_*", "node loads modules or options from it (NODE_OPTIONS, NODE_PATH)"),
+    ("NPM_CONFIG_*", "npm is configured from it"),
+    ("JAVA_*", "the JVM takes options from it (JAVA_TOOL_OPTIONS) or is chosen by it (JAVA_HOME)"),
+    ("_JAVA_OPTIONS", "the JVM takes options from it, -javaagent included"),
+    ("JDK_JAVA_OPTIONS", "the java launcher takes options from it, -javaagent included"),
+    ("CLASSPATH", "the JVM loads classes from it"),
+    ("MAVEN_OPTS", "the JVM of Maven takes options from it"),
+    ("GRADLE_OPTS", "the JVM of Gradle takes options from it"),
+    ("LUA_*", "lua runs LUA_INIT* and loads modules from LUA_PATH* / LUA_CPATH*"),
+    ("TCLLIBPATH", "tcl loads packages from it"),
+    ("TCL_LIBRARY", "tcl loads its library from it"),
+    ("TK_LIBRARY", "tk loads its library from it"),
+    ("PHPRC", "php reads its configuration from it"),
+    ("PHP_INI_SCAN_DIR", "php reads its configuration from it"),
+    ("R_LIBS*", "R loads packages from it"),
+    ("R_PROFILE*", "R runs the profile it names"),
+    ("R_ENVIRON*", "R reads its environment file from it"),
+    ("ERL_*", "the Erlang VM takes options or libraries from it"),
+    ("GOFLAGS", "go takes options from it"),
+    ("GOROOT", "it chooses the go toolchain"),
+    ("GOPATH", "go loads modules from it"),
+    ("GOTOOLCHAIN", "go downloads and runs the toolchain it names"),
+    ("GOENV", "go reads its configuration from it"),
+    ("GOPROXY", "go downloads modules from it"),
+    ("CARGO_*", "cargo is configured from it"),
+    ("RUSTC*", "cargo runs the compiler or wrapper it names (RUSTC_WRAPPER)"),
+    ("RUSTDOC*", "cargo runs the documentation tool it names"),
+    ("RUSTFLAGS", "the Rust compiler takes options from it"),
+    ("RUSTUP_*", "rustup chooses the toolchain from it"),
+    ("PIP_*", "pip is configured from it (index, configuration file)"),
+    # Build and version-control tools.
+    ("GIT_*", "git reads configuration (GIT_CONFIG_*), runs programs (GIT_EXEC_PATH, GIT_SSH_COMMAND) or opens another repository from it"),
+    ("HGRCPATH", "mercurial reads configuration, hooks included, from it"),
+    ("CONFIG_SITE", "configure scripts source the file it names"),
+    ("MAKEFILES", "make reads the makefiles it names first"),
+    ("MAKEFLAGS", "make takes options from it, --eval included"),
+    ("MFLAGS", "make takes options from it"),
+    ("GNUMAKEFLAGS", "make takes options from it"),
+    ("PKG_CONFIG_*", "pkg-config reads package descriptions from it"),
+    ("CCACHE_*", "ccache reuses objects from or runs a prefix command named by it"),
+    ("EDITOR", _PROGRAM),
+    ("VISUAL", _PROGRAM),
+    ("PAGER", _PROGRAM),
+    ("MANPAGER", _PROGRAM),
+    ("BROWSER", _PROGRAM),
+    ("SSH_ASKPASS", _PROGRAM),
+    ("SUDO_ASKPASS", _PROGRAM),
+    ("LESSOPEN", "less runs the input preprocessor it names"),
+    ("LESSCLOSE", "less runs the postprocessor it names"),
+    # Trust and terminal configuration.
+    ("OPENSSL_*", "OpenSSL loads its configuration, engines or providers (shared objects) from it"),
+    ("SSL_CERT_FILE", _TRUST),
+    ("SSL_CERT_DIR", _TRUST),
+    ("CURL_CA_BUNDLE", _TRUST),
+    ("REQUESTS_CA_BUNDLE", _TRUST),
+    ("GNUPGHOME", _TRUST),
+    ("TERMINFO*", "curses parses terminal descriptions from it"),
+    ("TERMCAP", "curses parses terminal descriptions from it"),
 )
+_REFUSED_EXACT = {pattern: why for pattern, why in REFUSED_ENV if not pattern.endswith("*")}
+_REFUSED_PREFIXES = tuple((pattern[:-1], why) for pattern, why in REFUSED_ENV if pattern.endswith("*"))
+
+
+def check_env_name(name: str) -> tuple[FreezeCode, str] | None:
+    """Why the caller may not pass or set ``name`` for an exec'd command, or None if it may.
+
+    ``BAD_EXEC_ENV``: not a variable name, or one exec sets itself (:data:`FIXED_NAMES`,
+    ``ATTEST_*``). ``ENV_REFUSED``: a name that makes some program load code or configuration
+    from outside the images (:data:`REFUSED_ENV`).
+    """
+    if not _ENV_NAME.match(name):
+        return FreezeCode.BAD_EXEC_ENV, "not an environment variable name"
+    fixed = FIXED_NAMES.get(name)
+    if fixed is None and name.startswith("ATTEST_"):
+        fixed = "attest exec sets the ATTEST_* variables itself"
+    if fixed is not None:
+        return FreezeCode.BAD_EXEC_ENV, f"this variable is fixed by attest exec and cannot be overridden: {fixed}"
+    folded = name.upper()
+    why = _REFUSED_EXACT.get(folded)
+    if why is None:
+        why = next((w for prefix, w in _REFUSED_PREFIXES if folded.startswith(prefix)), None)
+    if why is not None:
+        return FreezeCode.ENV_REFUSED, f"this variable is never passed to the command: {why}"
+    return None
+
+
+def caller_environment(
+    pass_env: Sequence[str], set_env: Mapping[str, str], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables the caller names, each one allowed by :func:`check_env_name`; raise naming every refusal.
+
+    ``pass_env`` names are copied from ``environ`` when set there; ``set_env`` gives values.
+    """
+    findings: list[Finding] = []
+    out: dict[str, str] = {}
+    for var in pass_env:
+        if var in set_env:
+            findings.append(Finding(FreezeCode.BAD_EXEC_ENV, var, "this variable is both passed through and set"))
+    for var, value in [*((v, environ.get(v)) for v in pass_env), *set_env.items()]:
+        problem = check_env_name(var)
+        if problem is not None:
+            findings.append(Finding(problem[0], var, problem[1]))
+        elif value is not None and "\0" in value:
+            findings.append(Finding(FreezeCode.BAD_EXEC_ENV, var, "the value contains a NUL byte"))
+        elif value is not None:
+            out[var] = value
+    if findings:
+        raise InputError(findings=findings)
+    return out
 
 
 def run_from_images(
@@ -67,25 +237,7 @@ def run_from_images(
         seen[name.upper()] = name
     if cwd_image is not None and cwd_image not in images:
         raise InputError(FreezeCode.BAD_IMAGE_REF, "--cwd must name one of the --image names", cwd_image)
-    env: dict[str, str] = {}
-    for var in pass_env:
-        if not _ENV_NAME.match(var):
-            raise InputError(FreezeCode.BAD_EXEC_ENV, "not an environment variable name", var)
-        if var in os.environ:
-            env[var] = os.environ[var]
-    for var, value in (set_env or {}).items():
-        if not _ENV_NAME.match(var):
-            raise InputError(FreezeCode.BAD_EXEC_ENV, "not an environment variable name", var)
-        env[var] = value
-    for var in env:
-        if var in _FIXED or var.startswith("ATTEST_IMAGE_"):
-            raise InputError(FreezeCode.BAD_EXEC_ENV, "this variable is fixed by attest exec and cannot be overridden", var)
-        if var.startswith(_CODE_INJECTING_PREFIXES) or var in _CODE_INJECTING:
-            raise InputError(
-                FreezeCode.BAD_EXEC_ENV,
-                "this variable makes an interpreter or the loader run code from outside the images; it is never passed",
-                var,
-            )
+    env = caller_environment(pass_env, set_env or {}, os.environ)
 
     state_fd = open_state(store.state_dir, create=False)
     try:
@@ -100,8 +252,10 @@ def run_from_images(
                 for sub in ("home", "tmp", "cache", "config", "data", "pycache"):
                     os.mkdir(sub, 0o700, dir_fd=run_fd)
                 os.close(run_fd)
-                # (2) Clean environment, caches and temp outside every image.
+                # (2) Allowlisted environment, caches and temp outside every image. The fixed
+                # variables come last, so they win even over a name check_env_name missed.
                 full = {
+                    **env,
                     "PATH": DEFAULT_PATH,
                     "LC_ALL": "C.UTF-8",
                     "TZ": "UTC",
@@ -110,7 +264,6 @@ def run_from_images(
                     "XDG_CACHE_HOME": f"{run_dir}/cache",
                     "XDG_CONFIG_HOME": f"{run_dir}/config",
                     "XDG_DATA_HOME": f"{run_dir}/data",
-                    **env,
                     "PYTHONDONTWRITEBYTECODE": "1",
                     "PYTHONNOUSERSITE": "1",
                     "PYTHONPYCACHEPREFIX": f"{run_dir}/pycache",

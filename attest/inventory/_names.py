@@ -3,13 +3,19 @@
 A name is one path component. It is rejected, never normalized, when it could mean
 different things to different readers: not UTF-8, empty, ``.``/``..``, containing NUL,
 ``/`` or ``\\``, control or invisible (format) code points, over NAME_MAX bytes, or a
-reserved spelling of ``.git`` (any case, trailing dots or spaces, the 8.3 alias
-``git~1``). Paths are checked at parse time, before any filesystem call.
+name git treats as ``.git`` (:func:`is_dotgit`: any case, trailing dots or spaces, an NTFS
+alternate data stream such as ``.git::$INDEX_ALLOCATION``, the 8.3 alias ``git~1``, code
+points HFS+ ignores such as ``.g\u200cit``). Paths are checked at parse time, before any
+filesystem call.
+
+    >>> is_dotgit(".GIT::$INDEX_ALLOCATION"), is_dotgit("git~1."), is_dotgit(".github")
+    (True, True, False)
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 
 from ._codes import InventoryCode
@@ -22,7 +28,110 @@ NAME_POLICY = "strict-v1"
 # bidi overrides, BOM), surrogates (undecodable bytes smuggled through surrogateescape),
 # private use and unassigned code points.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
-_RESERVED = frozenset({".git", "git~1"})
+
+# Code points HFS+ drops when it compares names (git utf8.c next_hfs_char), so ".g\u200cit"
+# opens ".git" there.
+_HFS_IGNORED = frozenset(
+    chr(cp) for cp in (*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF)
+)
+
+
+def _ascii_lower(text: str) -> str:
+    # git compares with its ASCII-only tolower(); str.lower() would also map non-ASCII letters.
+    return text.lower() if text.isascii() else text
+
+
+def _is_ntfs_dotgit(name: str) -> bool:
+    """Port of git's ``is_ntfs_dotgit`` (path.c): ``.git`` or ``git~1`` on NTFS.
+
+    NTFS ignores trailing dots and spaces, and ``NAME:STREAM[:TYPE]`` opens an alternate data
+    stream of NAME (``.git::$INDEX_ALLOCATION`` is the directory ``.git``): after the prefix,
+    only spaces and dots may follow up to the end, a directory separator or a ``:``.
+    """
+    if name[:1] == "." and _ascii_lower(name[1:4]) == "git":
+        rest = name[4:]
+    elif _ascii_lower(name[:3]) == "git" and name[3:5] == "~1":
+        rest = name[5:]
+    else:
+        return False
+    for c in rest:
+        if c in "\0/\\:":  # git's C string ends at NUL
+            return True
+        if c != "." and c != " ":
+            return False
+    return True
+
+
+def _is_hfs_dotgit(name: str) -> bool:
+    """Port of git's ``is_hfs_dotgit`` (utf8.c): ``.git`` on HFS+, ignoring :data:`_HFS_IGNORED`.
+
+    git reads the name as UTF-8 and takes an invalid sequence (here: a surrogate smuggled in
+    by surrogateescape, U+FFFE, U+FFFF) like the end of the name, as it does NUL.
+    """
+    picked: list[str] = []
+    for c in name:
+        if c in _HFS_IGNORED:
+            continue
+        if c == "\0" or "\ud800" <= c <= "\udfff" or c in "\ufffe\uffff":
+            break
+        picked.append(c)
+        if len(picked) == 5:
+            break
+    return (
+        len(picked) >= 4
+        and picked[0] == "."
+        and _ascii_lower("".join(picked[1:4])) == "git"
+        and (len(picked) == 4 or picked[4] == "/")
+    )
+
+
+def _fsck_dotgit(name: str) -> bool:
+    """git's ``fsck_tree`` test: ``is_hfs_dotgit || is_ntfs_dotgit``, and ``is_ntfs_dotgit`` after every backslash."""
+    if _is_hfs_dotgit(name) or _is_ntfs_dotgit(name):
+        return True
+    at = name.find("\\")
+    while at >= 0:
+        if _is_ntfs_dotgit(name[at + 1 :]):
+            return True
+        at = name.find("\\", at + 1)
+    return False
+
+
+# The same verdict for ASCII names in one call: HFS+ ignores no ASCII code point, so only the
+# NTFS rule can match, at the start or after any backslash (a directory separator on Windows).
+_DOTGIT_STARTS = frozenset(".gG")
+_ASCII_DOTGIT = re.compile(r"(?:.*\\)?(?:\.git|git~1)[. ]*(?:[\0/\\:].*)?\Z", re.IGNORECASE | re.ASCII | re.DOTALL).match
+
+
+def is_dotgit(name: str) -> bool:
+    """Whether git refuses ``name`` as a spelling of ``.git`` (fsck, core.protectNTFS, core.protectHFS).
+
+    The one place that decides it: :func:`check_name` and every walker use it. A faithful port
+    of git's ``fsck_tree`` (:func:`_fsck_dotgit`); ASCII names take an equivalent expression.
+    """
+    if name.isascii():
+        # Only a name starting like ".git" or "git~1", or holding a backslash, can match.
+        if name[:1] not in _DOTGIT_STARTS and "\\" not in name:
+            return False
+        return _ASCII_DOTGIT(name) is not None
+    return _fsck_dotgit(name)
+
+
+class _DotgitSpellings:
+    """``x in _RESERVED`` is :func:`is_dotgit` (x).
+
+    The walker's fast path asks ``name.rstrip(". ").casefold() in _RESERVED`` for printable
+    ASCII names; for those, dropping trailing dots and spaces and lowering case does not change
+    the verdict of :func:`is_dotgit`, so that test stays the one rule instead of a second list.
+    """
+
+    __slots__ = ()
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and is_dotgit(name)
+
+
+_RESERVED = _DotgitSpellings()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -36,6 +145,9 @@ def check_name(name: str) -> tuple[InventoryCode, str] | None:
         return InventoryCode.BAD_NAME, "the name is not valid UTF-8"
     if len(raw) > NAME_MAX:
         return InventoryCode.NAME_TOO_LONG, f"the name is {len(raw)} bytes; the limit is {NAME_MAX}"
+    if is_dotgit(name):
+        # Before the character checks, so ".g\u200cit" is reported as the .git it is.
+        return InventoryCode.RESERVED_NAME, f"the name {name!r} is a spelling of .git that git and NTFS / HFS+ refuse"
     if raw.isascii():
         # Fast path for the common case: only ASCII controls, DEL, slash and backslash matter.
         if any(b < 0x20 or b == 0x7F for b in raw) or b"/" in raw or b"\\" in raw:
@@ -44,8 +156,6 @@ def check_name(name: str) -> tuple[InventoryCode, str] | None:
         for ch in name:
             if ch in "/\\" or unicodedata.category(ch) in _BAD_CATEGORIES:
                 return InventoryCode.BAD_NAME, f"the name {name!r} contains U+{ord(ch):04X}, which is not allowed"
-    if name.rstrip(". ").casefold() in _RESERVED:
-        return InventoryCode.RESERVED_NAME, f"the name {name!r} is a reserved spelling of .git"
     return None
 
 

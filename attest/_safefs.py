@@ -29,6 +29,9 @@ __all__ = [
     "FS_IMMUTABLE_FL",
     "O_DIR",
     "O_FILE",
+    "O_NEW",
+    "O_OWN",
+    "O_OWN_RDWR",
     "Kind",
     "UnsafeEntry",
     "chown_tree",
@@ -44,9 +47,17 @@ __all__ = [
 ]
 
 AT_FDCWD = -100
+# The only open flags the package uses below a directory it does not control (a test keeps
+# every other module from spelling its own): never follow the last component, never block on
+# a FIFO or device, never acquire a controlling terminal, never leak into a child.
 O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+#: A new file, created here and now (``O_EXCL``): never an existing path or a planted link.
+O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+#: A file of our own layout that may already exist (a lock, a use stamp), never through a link.
+O_OWN = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+O_OWN_RDWR = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+_O_NEW = O_NEW
 
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602

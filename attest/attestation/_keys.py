@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from .._fs import read_bounded
+from .._safefs import O_NEW
 from ..errors import CommonCode, InputError
 from ._codes import AttestationCode
 
@@ -155,7 +156,7 @@ def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
     # O_EXCL: never follow a planted symlink, never truncate a key someone else wrote meanwhile.
     for target, data, mode in ((path, pem, 0o600), (pub_path, pub, 0o644)):
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            fd = os.open(target, O_NEW, mode)
         except FileExistsError as e:
             raise InputError(AttestationCode.KEY_EXISTS, "refusing to overwrite an existing file", str(target)) from e
         except OSError as e:

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._safefs import O_DIR
+
 BUILDER_ID = "https://attest.dev/builders/hermetic/v1"
 
 _FILE_MEMO: dict[tuple[str, int, int, int, int, int], str] = {}
@@ -80,7 +82,7 @@ def make_staging(parent: str) -> Iterator[str]:
     os.makedirs(parent, mode=0o700, exist_ok=True)
     path = os.path.join(parent, "stage-" + secrets.token_hex(8))
     os.mkdir(path, 0o700)  # raises if it exists: a planted path is never reused
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, O_DIR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield path

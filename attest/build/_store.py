@@ -21,6 +21,7 @@ from typing import Any
 
 from .._fs import read_bounded, write_atomic
 from .._json import canonical_bytes, loads_strict
+from .._safefs import O_DIR
 from ..errors import Finding, VerificationError
 from ..inventory import Inventory
 from ._codes import BuildCode
@@ -165,7 +166,7 @@ def take_output(step_dir: str, into: str) -> str:
             findings=[Finding(BuildCode.UNSAFE_STEP_OUTPUT, None, f"a build step left an entry the host does not take: {e}"),
                       *e.findings]) from e
     os.mkdir(into, 0o700)
-    dfd = os.open(into, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    dfd = os.open(into, O_DIR)
     try:
         findings, _ = materialize(step_dir, inventory, dfd, _Unsealed())  # type: ignore[arg-type]
     finally:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import os
 import shutil
 import stat
@@ -34,12 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from .._safefs import FS_IMMUTABLE_FL, O_NEW, clear_immutable, get_flags, set_flags
 from ..errors import EnvironmentFailure, InputError
 from ._codes import FreezeCode
 
-FS_IOC_GETFLAGS = 0x80086601
-FS_IOC_SETFLAGS = 0x40086602
-FS_IMMUTABLE_FL = 0x10
 _WRITE_BITS = 0o222
 
 
@@ -110,31 +107,6 @@ class StatxReader:
         return attrs, amask, mode, ino, csec * 1_000_000_000 + cnsec
 
 
-def get_flags(fd: int) -> int:
-    """The inode flags of ``fd`` (the kernel reads and writes a C int)."""
-    buf = bytearray(8)
-    fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
-    return int(struct.unpack_from("i", buf)[0])
-
-
-def set_flags(fd: int, flags: int) -> None:
-    buf = bytearray(8)
-    struct.pack_into("i", buf, 0, flags)
-    fcntl.ioctl(fd, FS_IOC_SETFLAGS, buf, True)
-
-
-def clear_immutable(fd: int) -> None:
-    """Clear the immutable flag if set; a filesystem without flags has nothing to clear."""
-    try:
-        flags = get_flags(fd)
-    except OSError as e:
-        if e.errno in (errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            return
-        raise
-    if flags & FS_IMMUTABLE_FL:
-        set_flags(fd, flags & ~FS_IMMUTABLE_FL)
-
-
 class Backend(Protocol):
     """How an image is sealed, how its seal is re-checked, and how a consumer is confined."""
 
@@ -185,7 +157,7 @@ class ImmutableBackend:
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
         name = ".attest-probe-immutable"
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch_fd)
+            fd = os.open(name, O_NEW, 0o600, dir_fd=scratch_fd)
         except OSError as e:
             raise _unavailable(self.name, f"cannot create a probe file: {e.strerror}") from e
         try:
@@ -244,13 +216,26 @@ class ReadonlyBackend:
         return list(argv)
 
 
-# Run by /bin/sh inside a fresh private mount namespace: bind every image read-only onto itself,
-# then enter the working directory (after the mounts, so it is on the read-only view) and exec.
+#: Where the ro-bind wrapper finds unshare(1) and mount(8): fixed system directories, never a
+#: PATH that the caller or the command's environment could point at a look-alike.
+TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def system_tool(name: str) -> str | None:
+    """The absolute path of the program ``name`` in :data:`TOOL_PATH`, or None."""
+    found = shutil.which(name, path=TOOL_PATH)
+    return found if found is not None and os.path.isabs(found) else None
+
+
+# Run by /bin/sh inside a fresh private mount namespace: bind every image read-only onto itself
+# with the mount(8) given by absolute path (the shell gets the command's environment, so a
+# name looked up on its PATH could be anything), then enter the working directory (after the
+# mounts, so it is on the read-only view) and exec.
 _RO_BIND_SCRIPT = """set -eu
-cwd=$1; n=$2; shift 2
+mount=$1; cwd=$2; n=$3; shift 3
 while [ "$n" -gt 0 ]; do
-  mount --bind -- "$1" "$1"
-  mount -o remount,bind,ro -- "$1"
+  "$mount" --bind -- "$1" "$1"
+  "$mount" -o remount,bind,ro -- "$1"
   shift; n=$((n - 1))
 done
 if [ -n "$cwd" ]; then cd -- "$cwd"; fi
@@ -266,20 +251,22 @@ class RoBindBackend(ReadonlyBackend):
         "that namespace are held back only by the write bits"
     )
 
-    def __init__(self, unshare: str | None = None) -> None:
-        self.unshare = unshare if unshare is not None else (shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin") or "unshare")
+    def __init__(self, unshare: str | None = None, mount: str | None = None) -> None:
+        self.unshare = unshare if unshare is not None else (system_tool("unshare") or "unshare")
+        self.mount = mount if mount is not None else (system_tool("mount") or "mount")
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
-        if not os.path.isabs(self.unshare) or not os.access(self.unshare, os.X_OK):
-            raise _unavailable(self.name, f"no unshare(1) at {self.unshare!r}")
+        for tool, path in (("unshare(1)", self.unshare), ("mount(8)", self.mount)):
+            if not os.path.isabs(path) or not os.access(path, os.X_OK):
+                raise _unavailable(self.name, f"no {tool} at {path!r} (looked in {TOOL_PATH})")
         try:
             done = subprocess.run(
-                [self.unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _RO_BIND_SCRIPT, "attest-ro-bind", "", "1", scratch_path, "true"],
+                self.wrap(["true"], [scratch_path], None),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 timeout=30,
-                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                env={"PATH": TOOL_PATH},
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise _unavailable(self.name, f"cannot run unshare: {e}") from e
@@ -289,7 +276,7 @@ class RoBindBackend(ReadonlyBackend):
     def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
         return [
             self.unshare, "--mount", "--propagation", "private", "--",
-            "/bin/sh", "-c", _RO_BIND_SCRIPT, "attest-ro-bind", cwd or "", str(len(images)), *images, *argv,
+            "/bin/sh", "-c", _RO_BIND_SCRIPT, "attest-ro-bind", self.mount, cwd or "", str(len(images)), *images, *argv,
         ]  # fmt: skip
 
 

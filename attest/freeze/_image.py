@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import canonical_bytes, loads_strict
+from .._safefs import O_DIR, O_FILE
 from ..errors import AttestError, Finding, VerificationError
 from ..inventory import Inventory, open_root
 from ._backends import BACKENDS, Backend, StatxReader
@@ -36,8 +37,8 @@ MAX_RECORD_BYTES = 256 * 1024 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _DIGITS = re.compile(r"(0|[1-9][0-9]{0,19})\Z")
 _NUMBERS = re.compile(r"(?:(?:0|[1-9][0-9]{0,19}) )+\Z")
-_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_DIR = O_DIR
+_O_FILE = O_FILE
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._safefs import O_DIR, O_FILE, O_NEW
 from ..errors import EnvironmentFailure, Finding
 from ..inventory import EntryType, Inventory, InventoryCode, open_root
 from ..inventory._walk import compile_ignore
@@ -49,10 +50,10 @@ from ._backends import Backend
 from ._codes import FreezeCode
 from ._image import Sealed, snapshot
 
-_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-_O_SRC = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_O_DST = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
-_O_SEAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_DIR = O_DIR
+_O_SRC = O_FILE
+_O_DST = O_NEW
+_O_SEAL = O_FILE
 _SYNC_FILE_RANGE_WRITE = 2
 # Python 3.11 has no os.sync_file_range: call the C library's (it releases the GIL).
 try:

@@ -20,14 +20,15 @@ import os
 import stat
 from dataclasses import dataclass
 
+from .._safefs import O_DIR, O_FILE
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import check_path, open_root
 from ._backends import BACKENDS
 from ._codes import FreezeCode
 from ._image import Image
 
-_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_DIR = O_DIR
+_O_FILE = O_FILE
 ALL_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 

@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .._safefs import O_DIR, remove_tree
+from .._safefs import O_DIR, O_OWN_RDWR, remove_tree
 from ..errors import EnvironmentFailure, VerificationError
 from ..inventory import open_root
 from ._codes import FreezeCode
@@ -127,7 +127,7 @@ def random_name(prefix: str) -> str:
 @contextmanager
 def state_lock(state_fd: int, *, exclusive: bool) -> Iterator[None]:
     """Shared for freeze and exec, exclusive for gc, so gc never removes an image in use."""
-    fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=state_fd)
+    fd = os.open("lock", O_OWN_RDWR, 0o600, dir_fd=state_fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, EnvironmentFailure, Finding, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
@@ -95,7 +96,7 @@ class Store:
         """The stored image named ``hexid`` from its record, or None when there is no entry."""
         where = f"{self.state_dir}/store/{hexid}"
         try:
-            efd = os.open(hexid, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=store_fd)
+            efd = os.open(hexid, O_DIR, dir_fd=store_fd)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -124,7 +125,7 @@ class Store:
     def _touch_use(self, state_fd: int, hexid: str, now: float | None) -> None:
         ufd = open_sub(state_fd, "uses", f"{self.state_dir}/uses")
         try:
-            fd = os.open(hexid, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=ufd)
+            fd = os.open(hexid, O_OWN, 0o600, dir_fd=ufd)
             try:
                 when = time.time() if now is None else now
                 os.utime(fd, (when, when))
@@ -306,7 +307,7 @@ def _remove_abandoned(state_fd: int, where: str) -> None:
     try:
         for name in os.listdir(held):
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held)
+                fd = os.open(name, O_DIR, dir_fd=held)
             except OSError:
                 remove_tree(held, name)  # not a directory a build made: nothing holds it
                 continue
@@ -331,7 +332,7 @@ def _last_use(uses_fd: int, name: str) -> float | None:
 
 def _read_entry_file(efd: int, name: str, what: str, where: str) -> bytes:
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=efd)
+        fd = os.open(name, O_FILE, dir_fd=efd)
     except OSError as e:
         raise VerificationError(FreezeCode.BAD_RECORD, f"the {what} cannot be opened: {e.strerror}", where) from e
     try:
@@ -470,7 +471,7 @@ def _freeze_into(
                 findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
             )
         for fname, content in ((INVENTORY_NAME, expected.canonical), (RECORD_NAME, image.record_bytes())):
-            rfd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=wrap_fd)
+            rfd = os.open(fname, O_NEW, 0o400, dir_fd=wrap_fd)
             try:
                 view = memoryview(content)
                 while view:

@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from types import TracebackType
 
+from .._safefs import O_DIR, O_NEW
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import Entry, EntryType, Inventory
 from ._codes import GitCode
@@ -237,7 +238,7 @@ class GitRepo:
         Files are new inodes created with ``O_EXCL|O_NOFOLLOW`` through directory descriptors,
         so nothing already present (or planted) under ``dest`` is followed or overwritten.
         """
-        root = os.open(os.fspath(dest), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        root = os.open(os.fspath(dest), O_DIR)
         fds: dict[str, int] = {"": root}
         files = 0
         try:
@@ -246,10 +247,10 @@ class GitRepo:
                 pfd = fds[parent]
                 if e.is_tree:
                     os.mkdir(name, 0o700, dir_fd=pfd)
-                    fds[rel] = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+                    fds[rel] = os.open(name, O_DIR, dir_fd=pfd)
                     continue
                 _, data = self.read_object(e.oid, "blob", path=rel)
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=pfd)
+                fd = os.open(name, O_NEW, 0o600, dir_fd=pfd)
                 try:
                     view = memoryview(data)
                     while view:

@@ -73,6 +73,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._safefs import O_DIR, O_FILE
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._model import Entry, EntryType, Inventory
@@ -80,8 +81,8 @@ from ._names import _RESERVED, NAME_MAX, PATH_MAX, check_name, collision_key
 
 Progress = Callable[[int, int], None]
 
-_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_DIR = O_DIR
+_O_FILE = O_FILE
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _SMALL = 64 * 1024  # read in one call of st_size + 1 bytes (larger reads would allocate by mmap)
 _CHUNK = 1024 * 1024  # larger files: readv into a reused buffer of this size

@@ -239,6 +239,7 @@ while [ "$n" -gt 0 ]; do
   shift; n=$((n - 1))
 done
 if [ -n "$cwd" ]; then cd -- "$cwd"; fi
+unset PWD OLDPWD  # the shell's own: the command's environment is the same under every backend
 exec "$@"
 """
 

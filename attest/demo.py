@@ -113,19 +113,18 @@ def step_attest(state: Path, say: Say) -> None:
     write_sample(sample)
 
 
-def _freeze(sample: Path, expected: object, state: Path, say: Say) -> object:
+def _freeze(sample: Path, attestation: Path, policy: object, state: Path, say: Say) -> object:
     """Freeze with the immutable backend; where it cannot be established, say so and use readonly."""
-    from .freeze import freeze_tree
-    from .freeze._codes import FreezeCode
+    from .freeze import FreezeCode, freeze_attested
 
     try:
-        return freeze_tree(sample, expected, state)  # type: ignore[arg-type]
+        return freeze_attested(sample, attestation, policy, state)  # type: ignore[arg-type]
     except EnvironmentFailure as e:
         if e.code != FreezeCode.BACKEND_UNAVAILABLE:
             raise
         say(f"   {e.detail}")
         say("   the demo continues with the 'readonly' backend, which holds only against processes of another user")
-        return freeze_tree(sample, expected, state, backend="readonly")  # type: ignore[arg-type]
+        return freeze_attested(sample, attestation, policy, state, backend="readonly")  # type: ignore[arg-type]
 
 
 def step_freeze(state: Path, say: Say) -> None:
@@ -137,8 +136,7 @@ def step_freeze(state: Path, say: Say) -> None:
     sample = write_sample(state / "sample")
     policy = load_policy(state / "policy.toml")
     say("6. freeze: verify the signature, copy the sample into private staging, seal it, verify the frozen bytes, publish")
-    expected = closed_tree_inventory(verify_attestation_file(state / "sample.sigstore.json", policy))
-    image = _freeze(sample, expected, state, say)
+    image = _freeze(sample, state / "sample.sigstore.json", policy, state, say)
     info = image.to_json()  # type: ignore[attr-defined]
     say(f"   image {info['image']} ({info['backend']} backend{', reused from the store' if info['reused'] else ''})")
     say("7. run a command from the frozen image only (clean environment, no bytecode written into it)")
@@ -164,7 +162,7 @@ def step_freeze(state: Path, say: Say) -> None:
     write_atomic(bundle, sign_statement(closed_tree_statement("sample", inventory_tree(v2)), load_signer(str(state / "keys/release.pem")), fmt="bundle"))
     expected_v2 = closed_tree_inventory(verify_attestation_file(bundle, policy))
     (v2 / "bin/hello").write_bytes(b"#!/usr/bin/env python3\nprint('pwned')\n")
-    _expect_failure(say, "a tampered source", lambda: _freeze(v2, expected_v2, state, say))
+    _expect_failure(say, "a tampered source", lambda: _freeze(v2, bundle, policy, state, say))
     if (state / "store" / expected_v2.digest_hex).exists():
         raise EnvironmentFailure(CommonCode.INTERNAL, "a refused freeze published an image; this is a bug")
     say(f"   nothing was published: the store holds no image {expected_v2.identity}")
@@ -188,7 +186,7 @@ def _head(repo: Path) -> str:
 
 
 def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
-    from .build._api import run_rebuild
+    from .build import run_rebuild
 
     report, _ = run_rebuild(str(recipe), sha, str(state))
     if not report.ok:
@@ -197,7 +195,7 @@ def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
 
 
 def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
-    from .build._api import run_build_runtime, run_build_skill, run_fetch, run_promote
+    from .build import run_build_runtime, run_build_skill, run_fetch, run_promote
 
     repo = _repository()
     if repo is None:
@@ -212,8 +210,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
     if offline:
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
         return
-    from .build import Sandbox
-    from .build._codes import BuildCode
+    from .build import BuildCode, Sandbox
 
     try:
         Sandbox.establish(allow_unisolated_network=False)

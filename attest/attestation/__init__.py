@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
-from ._keys import KEY_KINDS, PemSigner, Signer, SslibSigner, generate_key, key_id, load_signer, verify_signature
+from ._keys import KEY_KINDS, PemSigner, Signer, SslibSigner, generate_key, key_id, load_signer, public_key_path, verify_signature
 from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec, load_policy
 from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, sign_statement, statement_payload
 from ._slsa import ResourceRef, slsa_provenance, verification_summary
@@ -33,6 +33,7 @@ from ._statement import (
 )
 from ._tree import TreeVerification, check_policy_outside, verify_tree_attestation
 from ._verify import (
+    MAX_ATTESTATION_BYTES,
     VerifiedStatement,
     closed_tree_inventory,
     verify_artifact_bundle,
@@ -47,6 +48,7 @@ __all__ = [
     "INSTALLATION_PREDICATE",
     "INTOTO_PAYLOAD_TYPE",
     "KEY_KINDS",
+    "MAX_ATTESTATION_BYTES",
     "PREDICATE_NAMESPACE",
     "RUNTIME_PREDICATE",
     "SLSA_PROVENANCE_V1",
@@ -74,6 +76,7 @@ __all__ = [
     "load_signer",
     "pae",
     "parse_statement",
+    "public_key_path",
     "sign_statement",
     "slsa_provenance",
     "statement",

@@ -11,6 +11,7 @@ the runtime and skill builders, the rebuild check and promotion.
 
 from __future__ import annotations
 
+from ._api import default_cache, default_state, run_build_runtime, run_build_skill, run_fetch, run_promote, run_rebuild
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
 from ._identity import InterpreterIdentity, interpreter_identity, verify_same_interpreter
@@ -35,12 +36,19 @@ __all__ = [
     "build_runtime",
     "build_skill",
     "clean_env",
+    "default_cache",
+    "default_state",
     "fetch",
     "interpreter_identity",
     "load_lock",
     "load_recipe",
     "parse_pylock",
     "parse_requirements",
+    "run_build_runtime",
+    "run_build_skill",
+    "run_fetch",
+    "run_promote",
+    "run_rebuild",
     "select_wheels",
     "verify_same_interpreter",
 ]

@@ -26,8 +26,7 @@ def keygen(
 ) -> None:
     """Generate a signing key: unencrypted PKCS#8 PEM and its public key."""
     from .._fs import check_output_path
-    from ..attestation import generate_key
-    from ..attestation._keys import public_key_path
+    from ..attestation import generate_key, public_key_path
 
     pub = public_key_path(output)
     for target in (output, pub):
@@ -83,8 +82,7 @@ def verify_attestation(
 ) -> None:
     """Verify an attestation under a trust policy (offline) and print the verified statement."""
     from .._fs import read_bounded
-    from ..attestation import load_policy, verify_artifact_bundle, verify_attestation_file
-    from ..attestation._verify import MAX_ATTESTATION_BYTES
+    from ..attestation import MAX_ATTESTATION_BYTES, load_policy, verify_artifact_bundle, verify_attestation_file
 
     pol = load_policy(policy)
     if artifact is not None:

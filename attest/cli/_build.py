@@ -38,7 +38,7 @@ def _ids(sandbox: dict[str, object]) -> str:
 
 def _state(store: Optional[str]) -> str:
     from .._fs import check_directory_path
-    from ..build._api import default_state
+    from ..build import default_state
 
     state = store or default_state()
     check_directory_path(state, what="--store directory")
@@ -53,7 +53,7 @@ def fetch(
     json_mode: bool = JsonOption,
 ) -> None:
     """Download exactly the locked wheels and check every hash (the only networked step)."""
-    from ..build._api import default_cache, run_fetch
+    from ..build import default_cache, run_fetch
 
     into = into or default_cache(_state(store))
     result = run_fetch(lock, into, python=python)
@@ -104,7 +104,7 @@ def build_runtime(
     json_mode: bool = JsonOption,
 ) -> None:
     """Build the runtime (toolchain at a full SHA plus its locked wheels) into the store."""
-    from ..build._api import run_build_runtime
+    from ..build import run_build_runtime
 
     result = run_build_runtime(recipe, toolchain_rev, _state(store), cache=cache, key=key,
                                allow_unisolated_network=allow_network_unisolated, python=python, fmt=fmt)
@@ -121,7 +121,7 @@ def build_skill(
     json_mode: bool = JsonOption,
 ) -> None:
     """Install the skill subtree of the source repository at a full SHA, from git objects."""
-    from ..build._api import run_build_skill
+    from ..build import run_build_skill
 
     _print_build(run_build_skill(recipe, source_rev, _state(store), installer_rev=installer_rev, key=key, fmt=fmt), json_mode)
 
@@ -140,7 +140,7 @@ def rebuild(
     json_mode: bool = JsonOption,
 ) -> None:
     """Build again in another staging context; exit 0 only if the output is bit-identical."""
-    from ..build._api import run_rebuild
+    from ..build import run_rebuild
     from ..errors import VerificationError
 
     report, vsa_path = run_rebuild(check, rev, _state(store), cache=cache, allow_unisolated_network=allow_network_unisolated,
@@ -176,7 +176,7 @@ def promote(
     json_mode: bool = JsonOption,
 ) -> None:
     """Build (or reuse), rebuild-check and verify the runtime and skill, then update the pins."""
-    from ..build._api import run_promote
+    from ..build import run_promote
 
     result = run_promote(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
                          state=_state(store), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,

@@ -79,8 +79,7 @@ def wrap(
     import json
 
     from .._fs import write_atomic
-    from ..review.evidence import EvidenceCode, wrap_failure, wrap_output
-    from ..review.evidence._wrap import MAX_OUTPUT_BYTES
+    from ..review.evidence import MAX_OUTPUT_BYTES, EvidenceCode, wrap_failure, wrap_output
 
     try:
         if input_path is None:

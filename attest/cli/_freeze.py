@@ -36,17 +36,14 @@ def freeze(
 ) -> None:
     """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
     from .._fs import check_directory_path
-    from ..attestation import closed_tree_inventory, load_policy, verify_attestation_file
-    from ..attestation._tree import check_policy_outside
-    from ..freeze import freeze_tree, get_backend
+    from ..attestation import load_policy
+    from ..freeze import freeze_attested, get_backend
 
     get_backend(backend)  # an unknown backend is bad usage, before anything is read
     check_directory_path(state_dir, what="--state-dir")
     pol = load_policy(policy)
-    check_policy_outside(pol, source)
-    expected = closed_tree_inventory(verify_attestation_file(attestation, pol))
     with progress_bar("verifying the frozen image", json_mode) as progress:
-        image = freeze_tree(source, expected, state_dir, backend=backend, progress=progress)
+        image = freeze_attested(source, attestation, pol, state_dir, backend=backend, progress=progress)
     if json_mode:
         print_json({"ok": True, **image.to_json()})
     else:

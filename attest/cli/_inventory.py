@@ -54,8 +54,7 @@ def check(
     """Exit 0 only if the tree at PATH matches the inventory exactly; else list every difference."""
     from .._fs import read_bounded
     from ..errors import VerificationError
-    from ..inventory import Inventory, check_tree
-    from ..inventory._model import MAX_INVENTORY_BYTES
+    from ..inventory import MAX_INVENTORY_BYTES, Inventory, check_tree
 
     expected = Inventory.from_bytes(read_bounded(inventory_file, what="inventory", max_bytes=MAX_INVENTORY_BYTES))
     with progress_bar("checking", json_mode) as progress:

@@ -2,7 +2,7 @@
 the content-addressed store, running commands from frozen images, retained bytes.
 
 Knows nothing of how trees were built; takes the expected :class:`~attest.inventory.Inventory`
-from its caller (the CLI gets it from a verified attestation). The smallest real use:
+from its caller, or from a signed attestation (:func:`freeze_attested`). The smallest real use:
 
     >>> from attest.freeze import Store, freeze_tree, run_from_images
     >>> image = freeze_tree("src", expected, "/var/lib/attest", backend="immutable")
@@ -11,6 +11,7 @@ from its caller (the CLI gets it from a verified attestation). The smallest real
 
 from __future__ import annotations
 
+from ._attested import freeze_attested
 from ._backends import BACKENDS, DEFAULT_BACKEND, Backend, ImmutableBackend, ReadonlyBackend, RoBindBackend, get_backend
 from ._codes import FreezeCode
 from ._exec import run_from_images
@@ -33,6 +34,7 @@ __all__ = [
     "Store",
     "StoreEntry",
     "check_image",
+    "freeze_attested",
     "freeze_tree",
     "get_backend",
     "retain_file",

@@ -121,5 +121,8 @@ def all_reason_codes() -> dict[str, type[ReasonCode]]:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
         for member in cls:
+            if member.value in out and out[member.value] is not cls:
+                # One wire string, two meanings: a reader could not tell which layer failed.
+                raise TypeError(f"reason code {member.value!r} is declared by both {out[member.value].__name__} and {cls.__name__}")
             out[member.value] = cls
     return out

@@ -46,3 +46,24 @@ def test_the_record_sees_what_is_constructed() -> None:
 def test_an_error_without_a_reason_is_internal() -> None:
     err = AttestError()
     assert err.code == "INTERNAL" == CommonCode.INTERNAL and err.to_json()["ok"] is False
+
+
+def test_two_layers_declaring_one_code_is_an_error() -> None:
+    import pytest
+
+    from attest.errors import ReasonCode
+
+    class _Clash(ReasonCode):
+        MISSING = "MISSING"  # the inventory layer's
+
+    try:
+        with pytest.raises(TypeError, match="MISSING"):
+            all_reason_codes()
+    finally:
+        # __subclasses__ holds weak references: once collected, no later enumeration sees it.
+        del _Clash
+        import gc
+
+        gc.collect()
+    _load_everything()
+    assert "MISSING" in all_reason_codes()

@@ -28,7 +28,7 @@ class BuildCode(ReasonCode):
     DEPENDENCY_UNSATISFIED = "DEPENDENCY_UNSATISFIED"  # the installed set misses a requirement
     STAGING_PATH_LEAK = "STAGING_PATH_LEAK"          # an output file names the staging path
     UNSAFE_STEP_OUTPUT = "UNSAFE_STEP_OUTPUT"        # a step left a link, FIFO, device or hard link where the host takes its output
-    STORE_CONFLICT = "STORE_CONFLICT"                # the store path holds something else
+    BUILD_RECORD_CONFLICT = "BUILD_RECORD_CONFLICT"  # a build record that names other inputs or another image
     # Rebuild check and promotion.
     NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"            # the rebuild differs from the first build
     PROMOTION_REFUSED = "PROMOTION_REFUSED"           # a promotion precondition failed

@@ -230,7 +230,7 @@ def manifest_path(state: str, name: str) -> str:
 def read_manifest(path: str) -> dict[str, Any]:
     doc = loads_strict(read_bounded(path, what="build record", max_bytes=256 << 20), what="build record")
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
-        raise VerificationError(BuildCode.STORE_CONFLICT, "not a build record", path)
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "not a build record", path)
     return doc
 
 
@@ -247,10 +247,10 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
         return None
     doc = read_manifest(path)
     if doc.get("inputs_digest") != digest or doc.get("name") != name:
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record names other inputs", path)
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record names other inputs", path)
     identity = doc.get("inventory_identity")
     if not isinstance(identity, str):
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record names no inventory identity", path)
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record names no inventory identity", path)
     try:
         image = Store(state).get(identity)
     except VerificationError:
@@ -259,13 +259,13 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
     # identity; the record's copy is accepted only if it hashes to the same identity.
     inventory = _inventory_from_record(doc.get("inventory"), path)
     if inventory.identity != identity or image.identity != identity:
-        raise VerificationError(BuildCode.STORE_CONFLICT, "the build record's inventory is not the frozen image's", path)
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record's inventory is not the frozen image's", path)
     # The record must not claim a weaker sandbox than the one these inputs require.
     required = inputs.get("sandbox")
     if isinstance(required, dict):
         for key in ("network_isolated", "filesystem_confined"):
             if required.get(key) and doc.get(key) is not True:
-                raise VerificationError(BuildCode.STORE_CONFLICT, f"the build record was not built with {key} as these inputs require", path)
+                raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, f"the build record was not built with {key} as these inputs require", path)
     details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network",
                                                    "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
@@ -290,4 +290,4 @@ def _inventory_from_record(raw: Any, where: str) -> Inventory:
         )
         return Inventory(entries, tuple(raw["ignore"]))
     except (KeyError, TypeError, ValueError) as e:
-        raise VerificationError(BuildCode.STORE_CONFLICT, f"the build record's inventory is malformed: {e}", where) from e
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, f"the build record's inventory is malformed: {e}", where) from e

@@ -260,7 +260,7 @@ def test_tampered_build_record_is_a_store_conflict(project: Project, sandbox: Sa
     path.write_text(_json.dumps(doc))
     with pytest.raises(VerificationError) as ei:
         build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)
-    assert ei.value.code == BuildCode.STORE_CONFLICT
+    assert ei.value.code == BuildCode.BUILD_RECORD_CONFLICT
 
 
 def test_requirements_lock_builds_from_a_warm_cache(project: Project, sandbox: Sandbox) -> None:

@@ -163,7 +163,7 @@ def test_a_record_claiming_a_weaker_sandbox_is_not_reused(project: Project, sand
     path.write_text(json.dumps(doc))
     with pytest.raises(AttestError) as ei:
         build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)  # type: ignore[arg-type]
-    assert ei.value.code == BuildCode.STORE_CONFLICT
+    assert ei.value.code == BuildCode.BUILD_RECORD_CONFLICT
 
 
 def test_promote_refuses_an_unisolated_sandbox(project: Project, tmp_path: Path) -> None:

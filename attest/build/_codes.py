@@ -27,6 +27,8 @@ class BuildCode(ReasonCode):
     BUILD_STEP_FAILED = "BUILD_STEP_FAILED"          # the backend or the installer failed
     DEPENDENCY_UNSATISFIED = "DEPENDENCY_UNSATISFIED"  # the installed set misses a requirement
     STAGING_PATH_LEAK = "STAGING_PATH_LEAK"          # an output file names the staging path
+    UNLOCKED_DISTRIBUTION = "UNLOCKED_DISTRIBUTION"  # an installed distribution the lock does not name
+    DISTRIBUTION_OVERLAP = "DISTRIBUTION_OVERLAP"    # one importable name (or a .pth) from another distribution's wheel
     UNSAFE_STEP_OUTPUT = "UNSAFE_STEP_OUTPUT"        # a step left a link, FIFO, device or hard link where the host takes its output
     BUILD_RECORD_CONFLICT = "BUILD_RECORD_CONFLICT"  # a build record that names other inputs or another image
     # Rebuild check and promotion.

@@ -153,12 +153,57 @@ def _check_satisfied(requirements: list[str], available: Mapping[str, str], env:
     return out
 
 
-def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[str, str]) -> list[dict[str, str]]:
-    """The installed distribution set: exactly ``expected``, every requirement satisfied."""
+def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Finding]:
+    """Each importable top-level name under site-packages belongs to exactly one distribution (pure).
+
+    ``records`` maps a distribution to the site-packages-relative paths of its RECORD. A wheel
+    that ships a file under another distribution's top-level name (an extension ``__init__``
+    beside a locked package's ``__init__.py``, a module shadowing a package) would make the
+    runtime import it instead of the locked bytes, while every locked file keeps its digest.
+    The ``untrusted`` distribution (the toolchain, built by its own code) may not ship a
+    ``.pth`` file either: one runs code at every start of the interpreter.
+    """
+    owners: dict[str, set[str]] = {}
+    problems: list[Finding] = []
+    for dist, paths in records.items():
+        for p in paths:
+            if p.startswith("../") or "/" not in p and p.endswith(".dist-info"):
+                continue
+            top = p.split("/", 1)[0]
+            if top.endswith(".dist-info") or top == "__pycache__":
+                continue
+            name = top if "/" in p else top.split(".", 1)[0]
+            owners.setdefault(name, set()).add(dist)
+            if dist == untrusted and "/" not in p and p.endswith(".pth"):
+                problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, p, f"{dist} ships a .pth file, which runs code at interpreter start"))
+    for name, dists in sorted(owners.items()):
+        if len(dists) > 1:
+            problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, name, f"the importable name {name!r} is shipped by {', '.join(sorted(dists))}"))
+    return problems
+
+
+def _record_paths(site: str, info: str) -> list[str] | None:
+    """The paths a distribution's RECORD lists, relative to site-packages; None without a RECORD."""
+    import csv
+
+    try:
+        with open(os.path.join(site, info, "RECORD"), encoding="utf-8", newline="") as f:
+            return [os.path.normpath(row[0]).replace(os.sep, "/") for row in csv.reader(f) if row]
+    except FileNotFoundError:
+        return None
+
+
+def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[str, str], *,
+                           untrusted: str | None = None) -> list[dict[str, str]]:
+    """The installed distribution set: exactly ``expected``, every requirement satisfied, no overlap.
+
+    Reads the host-only copy of the installed tree (never a directory a step can write).
+    """
     parser = email.parser.BytesParser()
     installed: dict[str, str] = {}
     requires: dict[str, list[str]] = {}
     problems: list[Finding] = []
+    records: dict[str, list[str]] = {}
     for entry in sorted(os.listdir(site)):
         if not entry.endswith(".dist-info"):
             continue
@@ -169,6 +214,14 @@ def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[
             problems.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, entry, f"{name} is installed twice"))
         installed[name] = str(meta["Version"])
         requires[name] = [str(r) for r in meta.get_all("Requires-Dist") or []]
+        paths = _record_paths(site, entry)
+        if paths is None:
+            problems.append(Finding(BuildCode.UNLOCKED_DISTRIBUTION, entry, f"{name} has no RECORD: no wheel installed it"))
+        records[name] = paths or []
+    for name in sorted(set(installed) - set(expected)):
+        problems.append(Finding(BuildCode.UNLOCKED_DISTRIBUTION, name, f"{name} {installed[name]} is installed but not locked "
+                                "(a wheel carried its .dist-info in its data)"))
+    problems.extend(check_ownership(records, untrusted or ""))
     for name, version in expected.items():
         if installed.get(name) is None or Version(installed[name]) != Version(version):
             problems.append(Finding(BuildCode.DEPENDENCY_UNSATISFIED, name, f"expected {name} {version} installed, found {installed.get(name)}"))
@@ -396,7 +449,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
     # 5. The validated distribution set and the exposed entry points.
     expected = {w.name: w.version for w in wheels}
     expected[str(tname)] = str(tversion)
-    distributions = validate_distributions(site, expected, ident.marker_environment)
+    distributions = validate_distributions(site, expected, ident.marker_environment, untrusted=str(canonicalize_name(str(tname))))
     for ep in recipe.entry_points:
         if not os.path.isfile(os.path.join(root, "bin", ep)):
             raise VerificationError(BuildCode.BUILD_STEP_FAILED, f"the recipe exposes {ep!r}, which no installed distribution provides", f"bin/{ep}")
@@ -408,7 +461,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
     inventory = inventory_tree(root)
     details = {
         "toolchain": {"repository": recipe.toolchain_repository, "revision": rev, "tree": tree,
-                      "wheel": built[0], "distribution": str(tname), "version": str(tversion)},
+                      "wheel": built, "distribution": str(tname), "version": str(tversion)},
         "distributions": distributions,
         "interpreter": ident.to_json(),
         "lock": {"path": recipe.lock_ref, "sha256": lock.digest},

@@ -118,8 +118,13 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 umask "$U" || fail "bad umask"
-exec "$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
-  --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@"
+# This shell stays pid 1, as root, and waits: the kernel clears a parent-death signal on any
+# uid change, so the step itself cannot carry one. unshare --kill-child (and setpriv
+# --pdeathsig on unshare) kill this pid 1 when the builder dies, and the kernel then kills
+# every process of the namespace: an interrupted build leaves no step running.
+"$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
+  --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@" &
+wait "$!"
 """
 _TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _NAMESPACES = ("net", "mount", "pid", "ipc", "uts")
@@ -129,7 +134,7 @@ _UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc"
 # distribution allocates (just below 2^31), absent from the user database and checked against
 # every running process. A shared uid such as nobody (65534) would let any host process of that
 # uid write into a running build through /proc/PID/cwd, or ptrace its steps.
-STEP_UID_RANGE = (0x7F000000, 0x7FFF0000)
+STEP_UID_RANGE = (0x7F000000, 0x7FFE0000)  # below systemd's foreign range 0x7FFE0000-0x7FFEFFFF
 # What a build step may read: the system's programs and libraries and a read-only /etc.
 # Interpreters outside these (a pyenv or venv prefix) are added per step by the builder.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -190,6 +195,7 @@ def _uids_in_use() -> set[int]:
 
 def pick_step_uid() -> int:
     """A uid for one build's steps that no account and no running process has."""
+    import grp
     import pwd
     import secrets
 
@@ -201,6 +207,11 @@ def pick_step_uid() -> int:
             continue
         try:
             pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)  # the step's gid is the same number
         except KeyError:
             return uid
     raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "no unused uid found for the build step")

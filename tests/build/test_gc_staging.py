@@ -22,7 +22,9 @@ def _stages(state: Path) -> list[str]:
 
 def test_gc_spares_a_live_build_and_removes_a_killed_ones_staging(project: Project, tmp_path: Path) -> None:
     # The build code sleeps inside its step: a long build, then an interrupted one.
-    sha = make_toolchain_repo(project.repo, build_hook="import time\ntime.sleep(60)\n")
+    # It marks when it runs: as the step's uid, after the confinement dropped root (a review found
+    # that a step killed only before that point died, and one killed later outlived the builder).
+    sha = make_toolchain_repo(project.repo, build_hook="import time\nopen('step-running', 'w').close()\ntime.sleep(60)\n")
     recipe = load_recipe(project.recipe)
     fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
     state = tmp_path / "state"
@@ -31,7 +33,7 @@ def test_gc_spares_a_live_build_and_removes_a_killed_ones_staging(project: Proje
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while not (_stages(state) and (state / "build-staging" / _stages(state)[0] / "dist").exists()):
+        while not (_stages(state) and (state / "build-staging" / _stages(state)[0] / "src" / "step-running").exists()):
             assert build.poll() is None and time.monotonic() < deadline, "the build did not reach its step"
             time.sleep(0.1)
         [stage] = _stages(state)

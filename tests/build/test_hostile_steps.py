@@ -230,3 +230,64 @@ record({"uid": str(os.getuid())})
     uid = int(_report(result)["uid"])
     assert uid != nobody.pw_uid and STEP_UID_RANGE[0] <= uid < STEP_UID_RANGE[1]
     assert not list(Path(result.store_path).rglob("pwned.py"))  # type: ignore[attr-defined]
+
+
+def _rewrite_wheel(extra: str) -> str:
+    """Hook code that adds files to the toolchain's own wheel (RECORD regenerated, so installer takes it)."""
+    return (
+        "import base64, hashlib, os, zipfile\n"
+        "def _h(d):\n"
+        "    return 'sha256=' + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()\n"
+        "def after_wheel(path):\n"
+        "    with zipfile.ZipFile(path) as z:\n"
+        "        body = {n: z.read(n) for n in z.namelist()}\n"
+        + textwrap.indent(textwrap.dedent(extra), "    ")
+        + "    rec = next(n for n in body if n.endswith('.dist-info/RECORD') and n.startswith('toolchain'))\n"
+        "    del body[rec]\n"
+        "    body[rec] = (''.join(f'{k},{_h(v)},{len(v)}\\n' for k, v in sorted(body.items())) + f'{rec},,\\n').encode()\n"
+        "    os.unlink(path)\n"
+        "    with zipfile.ZipFile(path, 'w') as z:\n"
+        "        for k, v in sorted(body.items()):\n"
+        "            zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))\n"
+        "            zi.external_attr = 0o644 << 16\n"
+        "            z.writestr(zi, v)\n"
+    )
+
+
+_SHADOW_C = r"""
+#include <Python.h>
+static PyObject *hello(PyObject *s, PyObject *a) { puts("PWNED"); fflush(stdout); Py_RETURN_NONE; }
+static PyMethodDef M[] = {{"hello", hello, METH_NOARGS, 0}, {0}};
+static struct PyModuleDef D = {PyModuleDef_HEAD_INIT, "libdep", 0, -1, M};
+PyMODINIT_FUNC PyInit_libdep(void) { return PyModule_Create(&D); }
+"""
+
+
+@pytest.mark.parametrize("attack", ["extension-shadow", "pth", "unlocked-distribution"])
+def test_the_toolchain_wheel_cannot_shadow_or_add_distributions(project: Project, sandbox: Sandbox, tmp_path: Path,
+                                                                attack: str) -> None:
+    """A review found the toolchain's wheel could ship libdep/__init__.<so> (imported instead of the
+    locked libdep/__init__.py, whose digest never changed), a .pth, or a whole unlocked distribution."""
+    if attack == "extension-shadow":
+        if shutil.which("gcc") is None:
+            pytest.skip("no C compiler to build the shadowing extension")
+        import sysconfig
+
+        src = tmp_path / "shadow.c"
+        src.write_text(_SHADOW_C)
+        so = tmp_path / "shadow.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], "-o", str(so), str(src)], check=True)
+        # The step cannot read the host's tmp_path: the hook carries the bytes.
+        extra = f"body['libdep/__init__{sysconfig.get_config_var('EXT_SUFFIX')}'] = {so.read_bytes()!r}\n"
+        code = BuildCode.DISTRIBUTION_OVERLAP
+    elif attack == "pth":
+        extra = "body['toolchain-0.1.data/purelib/zzz-evil.pth'] = b'import os; os.system(\"echo PWNED\")\\n'\n"
+        code = BuildCode.DISTRIBUTION_OVERLAP
+    else:
+        extra = ("body['toolchain-0.1.data/purelib/urllib3/__init__.py'] = b'print(1)\\n'\n"
+                 "body['toolchain-0.1.data/purelib/urllib3-9.9.9.dist-info/METADATA'] = "
+                 "b'Metadata-Version: 2.1\\nName: urllib3\\nVersion: 9.9.9\\n'\n")
+        code = BuildCode.UNLOCKED_DISTRIBUTION
+    result = _build(project, sandbox, _hostile(project, _rewrite_wheel(extra)))
+    assert isinstance(result, AttestError), result
+    assert code in {f.code for f in result.findings}, result

@@ -167,7 +167,7 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     problems: list[Finding] = []
     for dist, paths in records.items():
         for p in paths:
-            if p.startswith("../") or "/" not in p and p.endswith(".dist-info"):
+            if p.startswith("../"):  # scripts and data outside site-packages
                 continue
             top = p.split("/", 1)[0]
             if top.endswith(".dist-info") or top == "__pycache__":

@@ -359,7 +359,8 @@ def verify_image(image: Image, *, progress: Progress | None = None) -> None:
     if image.inventory is None or image.inventory.identity != image.identity:
         raise VerificationError(FreezeCode.BAD_RECORD, "the image has no inventory of its identity to verify its bytes against", image.path)
     try:
-        verify_tree(image.path, _effective(image.inventory, get_backend(image.backend).mode_mask), progress=progress)
+        # exact: the image was copied from the listed entries only, so no ignore pattern applies.
+        verify_tree(image.path, _effective(image.inventory, get_backend(image.backend).mode_mask), progress=progress, exact=True)
     except VerificationError as e:
         raise VerificationError(findings=[Finding(FreezeCode.IMAGE_CHANGED, None, "the stored bytes are not the image's inventory"),
                                           *e.findings]) from e
@@ -463,7 +464,7 @@ def _freeze_into(
         image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed),
                       inventory=expected)
         # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
-        verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress)
+        verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress, exact=True)
         # Flags need not be read again: changing a flag or mode moves the change time too.
         moved = check_image(image, flags=False)
         if moved:

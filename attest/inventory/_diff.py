@@ -81,18 +81,21 @@ def verify_tree(
     *,
     limits: Limits = DEFAULT_LIMITS,
     progress: Progress | None = None,
+    exact: bool = False,
 ) -> Inventory:
     """Raise :class:`VerificationError` unless ``root`` matches ``expected`` exactly.
 
     Returns the inventory that was observed, whose identity then equals ``expected``'s.
+    With ``exact`` no ignore pattern of ``expected`` is applied: a frozen image, copied from
+    the listed entries only, must hold exactly those (an ignored path there is ``EXTRA``).
     """
-    scan = scan_tree(root, ignore=expected.ignore, limits=limits, progress=progress)
+    scan = scan_tree(root, ignore=() if exact else expected.ignore, limits=limits, progress=progress)
     suppressed = {f.path for f in scan.findings if f.path is not None}
     findings = sorted([*scan.findings, *diff_entries(expected, scan.entries, suppressed)], key=_order)
     if findings:
         raise VerificationError(findings=findings)
     observed = scan.inventory()
-    if observed.canonical != expected.canonical:
+    if (observed.entries != expected.entries) if exact else (observed.canonical != expected.canonical):
         # Unreachable when diff_entries is complete; kept so success needs both to agree.
         raise VerificationError(InventoryCode.DIGEST_MISMATCH, "the tree's inventory differs from the expected one")
     return observed

@@ -104,3 +104,47 @@ def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inve
                           f"T={image.identity}", "--json", "--", "/bin/sh", "-c", f"{image.path}/bin/tool"],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "pwned" not in out.stdout and "IMAGE_CHANGED" in out.stdout
+
+
+def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_path: Path, state: Path) -> None:
+    """The attested inventory's ignore patterns (``__pycache__/``) must not apply to a frozen image:
+    freeze copies only listed entries, so an image holds exactly those (attack review of issue 10)."""
+    from support.trees import make_tree
+
+    from attest.inventory import inventory_tree
+
+    src = make_tree(tmp_path / "src", {"main.py": b"import mod\n", "mod.py": b"X = 1\n", "__pycache__": {"old.pyc": b"junk"}})
+    expected = inventory_tree(src, ignore=["__pycache__/"])
+    image = freeze_tree(src, expected, state, backend="immutable")
+    entry = Path(image.path).parent
+    assert not (Path(image.path) / "__pycache__").exists()
+    # The attacker (able to break the seal) adds bytecode under the ignored path and re-seals.
+    chattr("-i", Path(image.path), entry / RECORD_NAME)
+    (Path(image.path) / "__pycache__").mkdir()
+    (Path(image.path) / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"PWNED")
+    chattr("+i", Path(image.path) / "__pycache__" / "mod.cpython-311.pyc", Path(image.path) / "__pycache__", Path(image.path))
+    store = Store(state)
+    fd = os.open(entry.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        old = store._load(fd, entry.name)
+    finally:
+        os.close(fd)
+    assert old is not None
+    # The record is rewritten to index the tree as it now is, the added entries included.
+    fresh = []
+    for dirpath, dirnames, filenames in os.walk(image.path):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, image.path)
+        rel = "" if rel == "." else rel
+        st = os.lstat(dirpath)
+        fresh.append(Sealed(rel, True, st.st_ino, st.st_ctime_ns))
+        for fn in sorted(filenames):
+            st = os.lstat(os.path.join(dirpath, fn))
+            fresh.append(Sealed(f"{rel}/{fn}" if rel else fn, False, st.st_ino, st.st_ctime_ns))
+    (entry / RECORD_NAME).write_bytes(dataclasses.replace(old, sealed=tuple(fresh)).record_bytes())
+    chattr("+i", entry / RECORD_NAME)
+    [listed] = store.ls(check=True)
+    assert listed.problems, "an image with an added __pycache__ was reported as holding"
+    with pytest.raises(AttestError):
+        run_from_images(state, {"T": image.identity}, ["/bin/true"])
+    assert not freeze_tree(src, expected, state, backend="immutable").reused

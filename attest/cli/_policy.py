@@ -1,0 +1,56 @@
+"""`attest policy generate` and `attest policy check` (the managed check; see docs/policy.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._app import JsonOption, print_json
+
+RootOption = typer.Option(Path("."), "--root", help="The repository root (default: the current directory). Nothing outside it is read.")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="policy",
+        help="The repository's review authority: .agent-policy.yml, .agent-policy.lock and their generated outputs.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    sub.command("generate")(generate)
+    sub.command("check")(check)
+    app.add_typer(sub, name="policy")
+
+
+def generate(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
+    """Render every enabled output and the pr-review Skill; write them, then the lock. Removes only pristine stale outputs."""
+    from ..policy import generate_policy
+
+    report = generate_policy(root)
+    if json_mode:
+        print_json(report.to_json())
+        return
+    for path in report.written:
+        print(f"wrote {path}")
+    for path in report.removed:
+        print(f"removed {path}")
+    lock = "wrote" if report.lock_written else "unchanged:"
+    print(f"{lock} .agent-policy.lock; {len(report.check.outputs)} outputs, {len(report.unchanged)} already current; check passed")
+
+
+def check(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
+    """Exit 0 only if config, lock, inputs and every generated output reproduce byte for byte."""
+    from ..policy import check_policy
+
+    report = check_policy(root)
+    if json_mode:
+        print_json(report.to_json())
+        return
+    print(f"OK: {report.to_json()['root']}: {len(report.inputs)} inputs and {len(report.outputs)} outputs reproduce byte for byte "
+          f"(toolchain {report.lock.toolchain.revision})")
+
+
+__all__ = ["register"]

@@ -1,0 +1,294 @@
+"""The repository root as ``policy check`` and ``generate`` touch it: through descriptors only.
+
+Every read opens the root once (no symlink in any component of the root's own path,
+:func:`~attest.inventory.open_root`), then each authority path component by component with
+``O_NOFOLLOW`` relative to its parent's descriptor (``attest._safefs``), deciding from
+``lstat`` and then ``fstat`` of the opened descriptor. What each component turned out to be
+goes to :func:`check_authority_path`, the one judge. Nothing is read outside the root and
+nothing is opened for writing by a read; ``generate``'s writes are temp file + ``fsync`` +
+``renameat`` in the same directory, and never follow a link either.
+
+    >>> with RepositoryRoot.open(".") as root:
+    ...     data = root.read(".agent-policy.yml", PathRole.CONFIG, max_bytes=1 << 18)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+
+from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
+from ..errors import CommonCode, Finding, InputError, VerificationError
+from ..inventory import open_root
+from ._codes import PolicyCode
+from ._paths import SKILL_DIR, PathRole, check_authority_path
+
+MAX_SKILL_TREE_ENTRIES = 1024
+MAX_SKILL_TREE_DEPTH = 16
+_O_NEW = O_NEW
+
+
+def _relstat(parent_fd: int, name: str) -> Kind | None:
+    try:
+        return classify(os.stat(name, dir_fd=parent_fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return None
+
+
+def _unsafe_finding(path: str, kind: Kind | None) -> Finding:
+    if kind is Kind.SYMLINK:
+        return Finding(PolicyCode.PATH_SYMLINK, path, "a symbolic link on the way; it is never followed")
+    return Finding(PolicyCode.PATH_NOT_REGULAR, path, f"not a plain directory or regular file: {kind.value if kind else 'gone'}")
+
+
+class RepositoryRoot:
+    """An open repository root; ``read``, ``list_skill_tree``, ``write`` and ``remove_if`` below it."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> RepositoryRoot:
+        return cls(os.path.abspath(os.fspath(root)), open_root(root))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> RepositoryRoot:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    @contextmanager
+    def _parent(self, path: str, *, create: bool = False) -> Iterator[int]:
+        """The descriptor of ``path``'s directory, walked without following a link (created if asked)."""
+        opened: list[int] = []
+        fd = self.fd
+        try:
+            for name in path.split("/")[:-1]:
+                try:
+                    nfd = open_dir_at(fd, name)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    nfd = open_dir_at(fd, name)
+                    os.fchmod(nfd, 0o755)  # the same mode whatever the umask
+                except UnsafeEntry as e:
+                    raise VerificationError(findings=[_unsafe_finding(path, e.kind or _relstat(fd, name) or Kind.SYMLINK)]) from e
+                opened.append(nfd)
+                fd = nfd
+            yield fd
+        finally:
+            for nfd in opened:
+                os.close(nfd)
+
+    def read(self, path: str, role: PathRole, *, max_bytes: int) -> bytes | Finding:
+        """The bytes of the regular file ``path``, or the Finding that says why there are none."""
+        problem = check_authority_path(path, role)
+        if problem is not None:
+            return problem
+        parts = path.split("/")
+        kinds: list[Kind | None] = []
+        opened: list[int] = []
+        fd = self.fd
+        try:
+            for depth, name in enumerate(parts):
+                try:
+                    kind: Kind | None = classify(os.stat(name, dir_fd=fd, follow_symlinks=False))
+                except FileNotFoundError:
+                    kind = None
+                except OSError as e:
+                    return Finding(CommonCode.UNREADABLE, path, f"cannot inspect {'/'.join(parts[: depth + 1])}: {e.strerror}")
+                kinds.append(kind)
+                if depth == len(parts) - 1:
+                    if kind is Kind.FILE:
+                        return self._read_file(fd, name, path, kinds, max_bytes)
+                    break
+                if kind is not Kind.DIR:
+                    break
+                try:
+                    fd = open_dir_at(fd, name)
+                except UnsafeEntry as e:  # swapped since the lstat: judge what is there now
+                    kinds[-1] = e.kind or _relstat(fd, name) or Kind.SYMLINK
+                    break
+                except FileNotFoundError:
+                    kinds[-1] = None
+                    break
+                except OSError as e:
+                    return Finding(CommonCode.UNREADABLE, path, f"cannot open {'/'.join(parts[: depth + 1])}: {e.strerror}")
+                opened.append(fd)
+        finally:
+            for nfd in opened:
+                os.close(nfd)
+        verdict = check_authority_path(path, role, kinds)
+        return verdict if verdict is not None else Finding(PolicyCode.PATH_NOT_REGULAR, path, "not a regular file")
+
+    def _read_file(self, dir_fd: int, name: str, path: str, kinds: list[Kind | None], max_bytes: int) -> bytes | Finding:
+        try:
+            fd, st = open_regular_at(dir_fd, name)
+        except UnsafeEntry as e:
+            kinds[-1] = e.kind or Kind.SYMLINK
+            return _unsafe_finding(path, kinds[-1])
+        except FileNotFoundError:
+            return Finding(PolicyCode.PATH_NOT_REGULAR, path, "vanished while it was opened")
+        except OSError as e:
+            return Finding(CommonCode.UNREADABLE, path, f"cannot open the file: {e.strerror}")
+        try:
+            if st.st_size > max_bytes:
+                return Finding(CommonCode.TOO_LARGE, path, f"{st.st_size} bytes; the limit is {max_bytes}")
+            chunks: list[bytes] = []
+            total = 0
+            while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
+                chunks.append(chunk)
+                total += len(chunk)
+            if total > max_bytes:
+                return Finding(CommonCode.TOO_LARGE, path, f"grew past {max_bytes} bytes while it was read")
+            return b"".join(chunks)
+        except OSError as e:
+            return Finding(CommonCode.UNREADABLE, path, f"cannot read the file: {e.strerror}")
+        finally:
+            os.close(fd)
+
+    def list_skill_tree(self) -> tuple[list[tuple[str, Kind]], list[Finding]]:
+        """Every entry below ``.agents/skills/pr-review/`` (the generator's closed tree), never following a link."""
+        entries: list[tuple[str, Kind]] = []
+        parts = SKILL_DIR.split("/")
+        opened: list[int] = []
+        # Depth first, one descriptor per level: (fd, relative path, names still to visit).
+        stack: list[tuple[int, str, list[str]]] = []
+        bad: list[Finding] = []
+        try:
+            fd = self.fd
+            for depth, name in enumerate(parts):
+                kind = _relstat(fd, name)
+                if kind is None:
+                    return [], []
+                if kind is not Kind.DIR:
+                    return [], [_unsafe_finding("/".join(parts[: depth + 1]), kind)]
+                fd = open_dir_at(fd, name)
+                opened.append(fd)
+            stack.append((fd, SKILL_DIR, sorted(os.listdir(fd), reverse=True)))
+            while stack:
+                dfd, rel, pending = stack[-1]
+                if not pending:
+                    stack.pop()
+                    if dfd not in opened:
+                        os.close(dfd)
+                    continue
+                name = pending.pop()
+                child = f"{rel}/{name}"
+                try:
+                    child.encode("utf-8")
+                except UnicodeEncodeError:
+                    # Not UTF-8: no authority path can name it, and no report may carry it raw.
+                    shown = child.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                    bad.append(Finding(PolicyCode.PATH_BAD_NAME, shown, "a name that is not valid UTF-8 in the generated Skill tree"))
+                    continue
+                kind = _relstat(dfd, name)
+                if kind is None:
+                    continue
+                entries.append((child, kind))
+                if len(entries) > MAX_SKILL_TREE_ENTRIES:
+                    return entries, [*bad, Finding(CommonCode.TOO_LARGE, SKILL_DIR, f"more than {MAX_SKILL_TREE_ENTRIES} entries")]
+                if kind is Kind.DIR:
+                    if len(stack) >= MAX_SKILL_TREE_DEPTH:
+                        return entries, [*bad, Finding(CommonCode.TOO_DEEP, child, f"deeper than {MAX_SKILL_TREE_DEPTH} levels")]
+                    try:
+                        cfd = open_dir_at(dfd, name)
+                    except UnsafeEntry as e:
+                        entries[-1] = (child, e.kind or Kind.SYMLINK)
+                        continue
+                    stack.append((cfd, child, sorted(os.listdir(cfd), reverse=True)))
+            return entries, bad
+        except OSError as e:
+            return entries, [*bad, Finding(CommonCode.UNREADABLE, SKILL_DIR, f"cannot list the Skill tree: {e.strerror}")]
+        finally:
+            for dfd, _, _ in stack:
+                if dfd not in opened:
+                    os.close(dfd)
+            for nfd in opened:
+                os.close(nfd)
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace (or create) ``path`` atomically with ``data``, mode 0644; never through a link."""
+        name = path.rsplit("/", 1)[-1]
+        try:
+            with self._parent(path, create=True) as dfd:
+                tmp = f".{name[:64]}.{secrets.token_hex(6)}.attest-tmp"
+                wfd = os.open(tmp, _O_NEW, 0o644, dir_fd=dfd)
+                try:
+                    try:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(wfd, view):]
+                        os.fchmod(wfd, 0o644)
+                        os.fsync(wfd)
+                    finally:
+                        os.close(wfd)
+                    os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                except BaseException:
+                    try:
+                        os.unlink(tmp, dir_fd=dfd)
+                    except FileNotFoundError:
+                        pass
+                    raise
+                os.fsync(dfd)
+        except OSError as e:
+            if isinstance(e, UnsafeEntry):
+                raise VerificationError(findings=[_unsafe_finding(path, e.kind)]) from e
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot write the generated file: {e.strerror}", path) from e
+
+    def remove_if(self, path: str, role: PathRole, sha256: str) -> bool:
+        """Unlink ``path`` if it is still a regular file whose bytes hash to ``sha256``; True if removed."""
+        import hashlib
+
+        data = self.read(path, role, max_bytes=1 << 30)
+        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
+            return False
+        name = path.rsplit("/", 1)[-1]
+        try:
+            with self._parent(path) as dfd:
+                if not stat.S_ISREG(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+                    return False
+                os.unlink(name, dir_fd=dfd)
+                os.fsync(dfd)
+        except OSError as e:
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot remove the generated file: {e.strerror}", path) from e
+        return True
+
+    def remove_empty_skill_dirs(self) -> list[str]:
+        """Remove the empty directories of the Skill tree, deepest first (the tree's own root too)."""
+        entries, _ = self.list_skill_tree()
+        dirs = [p for p, k in entries if k is Kind.DIR] + [SKILL_DIR]
+        removed = []
+        for rel in sorted(dirs, key=lambda p: p.count("/"), reverse=True):
+            name = rel.rsplit("/", 1)[-1]
+            try:
+                with self._parent(rel) as dfd:
+                    fd = open_dir_at(dfd, name)
+                    try:
+                        empty = not os.listdir(fd)
+                    finally:
+                        os.close(fd)
+                    if empty:  # only then: a read-only tree with nothing to remove is never written
+                        os.rmdir(name, dir_fd=dfd)
+                        removed.append(rel)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                if e.errno != errno.ENOTEMPTY:
+                    raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot remove the directory: {e.strerror}", rel) from e
+        return removed
+
+
+__all__ = ["RepositoryRoot"]

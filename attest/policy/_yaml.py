@@ -1,0 +1,191 @@
+"""The one YAML reader of attest: a strict subset that every YAML reader reads the same way.
+
+``.agent-policy.yml`` and the front matter of a generated ``SKILL.md`` are read here and
+nowhere else (no second parser may read the same bytes differently). The document is built
+from ruamel.yaml's *event* stream, never by its constructor, so nothing is resolved behind
+our back. Refused, each with its own code: duplicate keys, anchors, aliases (and so merge
+keys' usual companions), tags (``!!str``, ``!foo``, ``!``), ``%YAML`` / ``%TAG`` directives,
+more than one document, keys that are not strings, and plain scalars that a YAML 1.1 or 1.2
+reader could take for something other than a string (``yes``, ``~``, an empty value,
+``1.0``, ``0o17``, ``2001-12-14``, ``<<``...). Accepted scalars: strings, ``true``/``false``
+and decimal integers. Size, depth and node count are bounded.
+
+    >>> load_strict_yaml(b"schema: 2\\nskills: {enabled: [pr-review]}\\n", what="config")
+    {'schema': 2, 'skills': {'enabled': ['pr-review']}}
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+from .._json import MAX_SAFE_INT
+from ..errors import CommonCode, InputError
+from ._codes import PolicyCode
+
+MAX_YAML_BYTES = 256 * 1024
+MAX_YAML_DEPTH = 16
+MAX_YAML_NODES = 20_000
+
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+_STR_TAG = "tag:yaml.org,2002:str"
+_resolvers: tuple[Any, Any] | None = None
+
+
+def _yaml_resolvers() -> tuple[Any, Any]:
+    """ruamel.yaml's implicit-type tables for YAML 1.1 and 1.2 (built once)."""
+    global _resolvers
+    if _resolvers is None:
+        from ruamel.yaml.resolver import VersionedResolver
+
+        _resolvers = (VersionedResolver(version=(1, 1)), VersionedResolver(version=(1, 2)))
+    return _resolvers
+
+
+def _other_readings(value: str) -> list[str]:
+    """The non-string types a YAML 1.1 or 1.2 reader gives the plain scalar ``value``."""
+    from ruamel.yaml.nodes import ScalarNode
+
+    tags = {str(r.resolve(ScalarNode, value, (True, False))) for r in _yaml_resolvers()}
+    return sorted(t.rsplit(":", 1)[-1] for t in tags if t != _STR_TAG)
+
+
+def _plain_value(value: str, where: str, what: str) -> str | bool | int:
+    """The one meaning of a plain (unquoted) scalar, or a refusal when readers could disagree."""
+    if value in ("true", "false"):
+        return value == "true"
+    if _DECIMAL.match(value):
+        number = int(value)
+        if abs(number) > MAX_SAFE_INT:
+            raise InputError(PolicyCode.YAML_AMBIGUOUS_SCALAR, f"{what}: the integer {value[:30]} at {where} is out of range")
+        return number
+    others = _other_readings(value)
+    if others:
+        shown = repr(value) if value else "an empty value"
+        raise InputError(
+            PolicyCode.YAML_AMBIGUOUS_SCALAR,
+            f"{what}: {shown} at {where} reads as {'/'.join(others)} to some YAML readers; quote it if a string is meant",
+        )
+    return value
+
+
+def _where(event: Any) -> str:
+    mark = getattr(event, "start_mark", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
+
+
+class _Frame:
+    __slots__ = ("container", "key", "lines")
+
+    def __init__(self, container: dict[str, Any] | list[Any]) -> None:
+        self.container = container
+        self.key: str | None = None  # a mapping's key waiting for its value
+        self.lines: dict[str, str] = {}
+
+
+def load_strict_yaml(
+    data: bytes,
+    *,
+    what: str,
+    max_bytes: int = MAX_YAML_BYTES,
+    max_depth: int = MAX_YAML_DEPTH,
+    max_nodes: int = MAX_YAML_NODES,
+) -> Any:
+    """Parse one YAML document of ``data`` into dicts, lists, str, bool and int, or raise InputError."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError("load_strict_yaml takes bytes")
+    if len(data) > max_bytes:
+        raise InputError(CommonCode.TOO_LARGE, f"{what} is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
+    if text.startswith("\ufeff"):
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} starts with a byte-order mark")
+    from ruamel.yaml import YAML, events
+    from ruamel.yaml.error import YAMLError
+
+    stack: list[_Frame] = []
+    root: list[Any] = []
+    documents = 0
+    nodes = 0
+
+    def add(node: Any, event: Any, *, container: bool) -> None:
+        nonlocal nodes
+        nodes += 1
+        if nodes > max_nodes:
+            raise InputError(CommonCode.TOO_LARGE, f"{what} has more than {max_nodes} nodes")
+        if not stack:
+            root.append(node)
+            return
+        frame = stack[-1]
+        if isinstance(frame.container, list):
+            frame.container.append(node)
+        elif frame.key is None:
+            if container or not isinstance(node, str):
+                raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key at {_where(event)} is not a string")
+            if node in frame.container:
+                raise InputError(
+                    PolicyCode.YAML_DUPLICATE_KEY,
+                    f"{what}: the key {node!r} at {_where(event)} is already set at {frame.lines[node]}",
+                )
+            frame.key = node
+            frame.lines[node] = _where(event)
+        else:
+            frame.container[frame.key] = node
+            frame.key = None
+
+    def is_key_position() -> bool:
+        return bool(stack) and isinstance(stack[-1].container, dict) and stack[-1].key is None
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for event in YAML(typ="safe", pure=True).parse(text):
+                if isinstance(event, events.AliasEvent):
+                    raise InputError(PolicyCode.YAML_ALIAS, f"{what}: an alias (*{event.anchor}) at {_where(event)}")
+                if isinstance(event, events.DocumentStartEvent):
+                    documents += 1
+                    if documents > 1:
+                        raise InputError(PolicyCode.YAML_MULTIPLE_DOCUMENTS, f"{what}: a second document at {_where(event)}")
+                    if event.version is not None or event.tags:
+                        raise InputError(PolicyCode.YAML_DIRECTIVE, f"{what}: a %YAML or %TAG directive before the document")
+                    continue
+                if not isinstance(event, (events.ScalarEvent, events.MappingStartEvent, events.SequenceStartEvent)):
+                    if isinstance(event, (events.MappingEndEvent, events.SequenceEndEvent)):
+                        done = stack.pop()
+                        add(done.container, event, container=True)
+                    continue
+                if event.anchor is not None:
+                    raise InputError(PolicyCode.YAML_ANCHOR, f"{what}: an anchor (&{event.anchor}) at {_where(event)}")
+                if event.tag is not None:
+                    raise InputError(PolicyCode.YAML_TAG, f"{what}: the tag {str(event.tag)!r} at {_where(event)}")
+                if isinstance(event, events.ScalarEvent):
+                    plain = event.style is None and event.implicit[0]
+                    if plain and is_key_position():
+                        if _other_readings(event.value) or event.value in ("true", "false") or _DECIMAL.match(event.value):
+                            raise InputError(
+                                PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key {event.value!r} at {_where(event)} is not a string"
+                            )
+                        add(event.value, event, container=False)
+                    else:
+                        add(_plain_value(event.value, _where(event), what) if plain else event.value, event, container=False)
+                    continue
+                if is_key_position():
+                    raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key at {_where(event)} is a collection")
+                if len(stack) >= max_depth:
+                    raise InputError(CommonCode.TOO_DEEP, f"{what} nests deeper than {max_depth} levels")
+                stack.append(_Frame({} if isinstance(event, events.MappingStartEvent) else []))
+    except YAMLError as e:
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid YAML: {' '.join(str(e).split())}") from e
+    except Warning as e:  # ruamel's warnings (a reused anchor, ...) are refusals here, never noise
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what}: {e}") from e
+    except RecursionError as e:
+        raise InputError(CommonCode.TOO_DEEP, f"{what} nests too deeply") from e
+    if not root:
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} holds no YAML document")
+    return root[0]
+
+
+__all__ = ["MAX_YAML_BYTES", "load_strict_yaml"]

@@ -15,6 +15,16 @@ from ._api import default_cache, default_state, run_build_runtime, run_build_ski
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
 from ._identity import InterpreterIdentity, interpreter_identity, verify_same_interpreter
+from ._install import (
+    InstallationClaim,
+    InstallCode,
+    InstallResult,
+    SkillPins,
+    VerifiedInstallation,
+    install_skill,
+    installed_root_of,
+    verify_installation,
+)
 from ._lock import Lock, LockedPackage, LockedWheel, load_lock, parse_pylock, parse_requirements
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
@@ -26,19 +36,26 @@ __all__ = [
     "BuildCode",
     "BuildResult",
     "FetchResult",
+    "InstallCode",
+    "InstallResult",
+    "InstallationClaim",
     "InterpreterIdentity",
     "Lock",
     "LockedPackage",
     "LockedWheel",
     "RuntimeRecipe",
     "Sandbox",
+    "SkillPins",
     "SkillRecipe",
+    "VerifiedInstallation",
     "build_runtime",
     "build_skill",
     "clean_env",
     "default_cache",
     "default_state",
     "fetch",
+    "install_skill",
+    "installed_root_of",
     "interpreter_identity",
     "load_lock",
     "load_recipe",
@@ -50,5 +67,6 @@ __all__ = [
     "run_promote",
     "run_rebuild",
     "select_wheels",
+    "verify_installation",
     "verify_same_interpreter",
 ]

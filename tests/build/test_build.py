@@ -75,6 +75,10 @@ def test_runtime_builds_runs_and_stays_unchanged(project: Project, sandbox: Sand
     assert modes <= {0o444, 0o555}
     # A second build is a verified no-op.
     again = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    if not again.reused:  # say why the stored image was not reused
+        from attest.freeze import Store
+
+        Store(str(project.store)).get(result.inventory.identity)
     assert again.reused and again.store_path == result.store_path and again.name == result.name
     assert result.immutability == "immutable"
     assert Path(result.store_path).parts[-3] == "store"  # the freeze layer's content-addressed image

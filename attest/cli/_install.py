@@ -1,0 +1,47 @@
+"""`attest install skill`: install the promoted skill and sign its installation attestation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._app import JsonOption, print_json
+
+
+def register(app: typer.Typer) -> None:
+    install_app = typer.Typer(name="install", help="Install promoted artifacts for a deployment.", no_args_is_help=True,
+                              rich_markup_mode=None)
+    install_app.command("skill")(install_skill)
+    app.add_typer(install_app, name="install")
+
+
+def install_skill(
+    pins: Path = typer.Option(..., "--pins", help="Deployment pins written by `attest promote` (its [skill] table names the skill)."),
+    state_dir: Path = typer.Option(..., "--state-dir", help="Deployment state directory (0700) holding the promoted skill's image "
+                                   "and build attestation; the installation attestation is written under STATE/installations/."),
+    dest: Path = typer.Option(..., "--dest", help="The installed root (absent or an empty directory; outside the state directory "
+                              "and every git repository), for example ~/.agents/skills/agent-policy."),
+    key: str = typer.Option(..., "--key", help="Deployment signing key (PEM or signer URI) for the installation attestation."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
+    from .._fs import check_directory_path
+    from ..attestation import load_signer
+    from ..build import install_skill as install
+
+    check_directory_path(state_dir, what="--state-dir")
+    result = install(pins, state_dir, dest, load_signer(key))
+    if json_mode:
+        print_json(result.to_json())
+        return
+    claim = result.claim
+    print(f"INSTALLED {claim.name} at {result.installed_root}")
+    print(f"  image:        {result.image}")
+    print(f"  inventory:    {claim.inventory.identity} ({len(claim.inventory.entries)} entries)")
+    print(f"  source:       {claim.source_repository} @ {claim.source_revision}")
+    print(f"  installer:    {claim.installer_repository} @ {claim.installer_revision}")
+    print(f"  attestation:  {result.attestation} ({result.attestation_digest})")
+
+
+__all__ = ["register"]

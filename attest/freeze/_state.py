@@ -43,9 +43,49 @@ def _check_private(st: os.stat_result, where: str) -> None:
         )
 
 
+def check_ancestor(st: os.stat_result, where: str) -> None:
+    """Refuse an ancestor of the state directory that another user could rename entries in (pure).
+
+    Paths below the state directory are handed on after verification (``exec`` gives the command
+    ``STATE/store/<hex>/tree``); if another user may rename an ancestor's entries, they can swap
+    in a look-alike state between the check and the use. Allowed: owned by root or the
+    deployment user, and not group- or world-writable unless sticky (``/tmp``: others may then
+    rename only what they own, and the next component is checked the same way).
+    """
+    if st.st_uid not in (0, os.geteuid()):
+        raise EnvironmentFailure(FreezeCode.STATE_INSECURE, f"an ancestor of the state directory is owned by uid {st.st_uid}, "
+                                 "who could swap the state directory for a look-alike", where)
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise EnvironmentFailure(FreezeCode.STATE_INSECURE, f"an ancestor of the state directory has mode {stat.S_IMODE(st.st_mode):04o}: "
+                                 "other users could rename the state directory away and plant another", where)
+
+
+def _check_ancestors(path: str) -> None:
+    parent = os.path.dirname(path)
+    walked = ""
+    fd = os.open("/", O_DIR)
+    try:
+        check_ancestor(os.fstat(fd), "/")
+        for part in [p for p in parent.split("/") if p]:
+            walked += "/" + part
+            nfd = os.open(part, O_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            check_ancestor(os.fstat(fd), walked)
+    except OSError:
+        return  # a link or a missing component: opening the state directory says exactly which
+    finally:
+        os.close(fd)
+
+
 def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int:
-    """Open (creating with mode 0700 if allowed) the state directory; refuse links and sharing."""
+    """Open (creating with mode 0700 if allowed) the state directory; refuse links and sharing.
+
+    Every ancestor is checked too (:func:`check_ancestor`): a private state directory under a
+    directory others may write is not private.
+    """
     path = os.path.abspath(os.fspath(state_dir))
+    _check_ancestors(path)
     if create:
         parent, name = os.path.split(path)
         pfd = _open_path(parent)

@@ -148,3 +148,36 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
     with pytest.raises(AttestError):
         run_from_images(state, {"T": image.identity}, ["/bin/true"])
     assert not freeze_tree(src, expected, state, backend="immutable").reused
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o775, True), (0o1777, False), (0o755, False)])
+def test_a_state_directory_under_a_directory_others_may_write_is_refused(tmp_path: Path, src: Path, expected: Inventory,
+                                                                         mode: int, refused: bool) -> None:
+    """Attack review of issue 10: exec verified the image through descriptors, then handed the command
+    paths below the state directory; an ancestor writable by nobody let them swap in a look-alike
+    state (inotify on the 5th open) and run it with exit 0. Such an ancestor is now refused."""
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(parent, mode)
+    if refused:
+        with pytest.raises(AttestError) as ei:
+            freeze_tree(src, expected, parent / "state")
+        assert ei.value.code == FreezeCode.STATE_INSECURE
+    else:
+        assert freeze_tree(src, expected, parent / "state").identity == expected.identity
+
+
+def test_check_ancestor_table() -> None:
+    from attest.errors import EnvironmentFailure
+    from attest.freeze._state import check_ancestor
+
+    me = os.geteuid()
+    for uid, mode, ok in [(0, 0o40755, True), (me, 0o40700, True), (0, 0o41777, True), (12345, 0o40755, False),
+                          (0, 0o40777, False), (0, 0o40775, False), (me, 0o40757, False)]:
+        st = os.stat_result((mode, 1, 1, 2, uid, 0, 0, 0, 0, 0))
+        if ok:
+            check_ancestor(st, "/x")
+        else:
+            with pytest.raises(EnvironmentFailure):
+                check_ancestor(st, "/x")

@@ -231,11 +231,13 @@ def system_tool(name: str) -> str | None:
 # with the mount(8) given by absolute path (the shell gets the command's environment, so a
 # name looked up on its PATH could be anything), then enter the working directory (after the
 # mounts, so it is on the read-only view) and exec.
+# mount(8) itself runs with an empty environment: it reads LIBMOUNT_FSTAB, LIBMOUNT_MTAB and
+# the like from the environment, which is the command's.
 _RO_BIND_SCRIPT = """set -eu
 mount=$1; cwd=$2; n=$3; shift 3
 while [ "$n" -gt 0 ]; do
-  "$mount" --bind -- "$1" "$1"
-  "$mount" -o remount,bind,ro -- "$1"
+  /usr/bin/env -i "$mount" --bind -- "$1" "$1"
+  /usr/bin/env -i "$mount" -o remount,bind,ro -- "$1"
   shift; n=$((n - 1))
 done
 if [ -n "$cwd" ]; then cd -- "$cwd"; fi

@@ -92,6 +92,11 @@ def git_config_parameters(lab: Path, marker: Path) -> tuple[dict[str, str], list
     return env, ["git", "ls-remote", "ssh://example.invalid/repo"]
 
 
+def tar_options(lab: Path, marker: Path) -> tuple[dict[str, str], list[str]]:
+    (lab / "f").write_text("x")
+    return {"TAR_OPTIONS": f"--checkpoint=1 --checkpoint-action=exec=touch\\ {marker}"}, ["tar", "cf", "/dev/null", "f"]
+
+
 def java_tool_options(lab: Path, marker: Path) -> tuple[dict[str, str], list[str]]:
     (lab / "Agent.java").write_text(
         "public class Agent { public static void premain(String a) throws Exception {"
@@ -113,6 +118,7 @@ ATTACKS = [
     pytest.param(git_config_count, id="GIT_CONFIG_COUNT", marks=_needs("git")),
     pytest.param(git_config_parameters, id="GIT_CONFIG_PARAMETERS", marks=_needs("git")),
     pytest.param(java_tool_options, id="JAVA_TOOL_OPTIONS", marks=_needs("java", "javac", "jar")),
+    pytest.param(tar_options, id="TAR_OPTIONS", marks=_needs("tar")),
 ]
 
 
@@ -232,6 +238,10 @@ REFUSED_NAMES = [
     "GOFLAGS", "GOTOOLCHAIN", "MAKEFLAGS", "MAKEFILES", "CONFIG_SITE", "PKG_CONFIG_PATH", "CCACHE_PREFIX",
     "EDITOR", "PAGER", "LESSOPEN", "SHELL", "DYLD_INSERT_LIBRARIES", "TERMINFO", "TERMINFO_DIRS", "TZDIR",
     "GETCONF_DIR", "PHPRC", "TCLLIBPATH", "R_PROFILE_USER", "ERL_FLAGS", "HGRCPATH", "ld_preload",
+    # found by the attack review of the allowlist
+    "TAR_OPTIONS", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "SYSTEMD_PAGER", "CC", "CFLAGS", "AWKPATH",
+    "CORECLR_PROFILER_PATH", "GTK_MODULES", "KUBECONFIG", "AWS_CONFIG_FILE", "UV_INDEX_URL", "LIBMOUNT_FSTAB",
+    "SSLKEYLOGFILE", "DOTNET_STARTUP_HOOKS", "GCC_EXEC_PREFIX",
 ]  # fmt: skip
 FIXED = ["PATH", "HOME", "TMPDIR", "LC_ALL", "TZ", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
          "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONPYCACHEPREFIX", "ATTEST_RUN_DIR", "ATTEST_IMAGE_T",

@@ -78,7 +78,7 @@ umask 022
 # interpreter under /tmp) lands on top of the tmpfs instead of being hidden by it.
 mkdir -p "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
 for t in /tmp /var/tmp /run; do
-  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R$t" || fail "cannot mount $t"
+  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R$t" || fail "cannot mount $t"
 done
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   P="$1"; shift
@@ -113,11 +113,14 @@ for n in null zero full random urandom; do
 done
 ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s /proc/self/fd/1 "$R/dev/stdout" \
   && ln -s /proc/self/fd/2 "$R/dev/stderr" && mkdir "$R/dev/shm" || fail "cannot lay out /dev"
-"$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev attest-tmp "$R/dev/shm" || fail "cannot mount /dev/shm"
+"$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R/dev/shm" || fail "cannot mount /dev/shm"
 [ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 umask "$U" || fail "bad umask"
+# Bounds the step cannot raise (THREATS G): processes of its (per-build) uid, and the size of
+# any one file it writes (dash counts 512-byte blocks: 4 GiB).
+ulimit -p 4096 && ulimit -f 8388608 || fail "cannot set the step's limits"
 # This shell stays pid 1, as root, and waits: the kernel clears a parent-death signal on any
 # uid change, so the step itself cannot carry one. unshare --kill-child (and setpriv
 # --pdeathsig on unshare) kill this pid 1 when the builder dies, and the kernel then kills
@@ -139,7 +142,7 @@ STEP_UID_RANGE = (0x7F000000, 0x7FFE0000)  # below systemd's foreign range 0x7FF
 # Interpreters outside these (a pyenv or venv prefix) are added per step by the builder.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Increment when what a confined step can reach changes: it is part of every input address.
-SANDBOX_PROFILE = "attest-sandbox/v3"
+SANDBOX_PROFILE = "attest-sandbox/v4"
 
 
 def _tools() -> tuple[str, ...] | None:
@@ -340,6 +343,7 @@ class Sandbox:
                 "dev": "tmpfs with null, zero, full, random, urandom",
                 "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
                 "proc": "new, for the new PID namespace",
+                "limits": "512 MiB per tmpfs, 4096 processes of the step uid, 4 GiB per file written",
             }
         return {
             "profile": SANDBOX_PROFILE,

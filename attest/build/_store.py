@@ -92,16 +92,22 @@ def normalize_tree(root: str, epoch: int) -> None:
 def find_leaks(root: str, needles: list[bytes]) -> list[Finding]:
     """Files whose bytes name a staging path: such a tree would differ per build."""
     out: list[Finding] = []
+    keep = max((len(n) for n in needles), default=1) - 1
     for dirpath, _, filenames in os.walk(root):
         for name in filenames:
             p = os.path.join(dirpath, name)
+            # In chunks (memory stays bounded whatever the file's size), each searched together
+            # with the tail of the one before, so a needle across a chunk boundary is found.
+            found = None
+            tail = b""
             with open(p, "rb") as f:
-                data = f.read()
-            for needle in needles:
-                if needle in data:
-                    rel = os.path.relpath(p, root)
-                    out.append(Finding(BuildCode.STAGING_PATH_LEAK, rel, f"contains the staging path {needle.decode(errors='replace')!r}"))
-                    break
+                while found is None and (chunk := f.read(1 << 20)):
+                    window = tail + chunk
+                    found = next((n for n in needles if n in window), None)
+                    tail = window[-keep:] if keep else b""
+            if found is not None:
+                rel = os.path.relpath(p, root)
+                out.append(Finding(BuildCode.STAGING_PATH_LEAK, rel, f"contains the staging path {found.decode(errors='replace')!r}"))
     return out
 
 

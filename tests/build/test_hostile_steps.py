@@ -291,3 +291,53 @@ def test_the_toolchain_wheel_cannot_shadow_or_add_distributions(project: Project
     result = _build(project, sandbox, _hostile(project, _rewrite_wheel(extra)))
     assert isinstance(result, AttestError), result
     assert code in {f.code for f in result.findings}, result
+
+
+def test_the_leak_scan_finds_a_path_across_a_chunk_boundary_and_reads_in_bounded_chunks(tmp_path: Path) -> None:
+    from attest.build._store import find_leaks
+
+    needle = b"/var/lib/attest/build-staging/stage-0123456789abcdef"
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "across").write_bytes(b"x" * ((1 << 20) - 10) + needle + b"y" * 100)
+    (tree / "clean").write_bytes(b"z" * (3 << 20))
+    found = find_leaks(str(tree), [needle])
+    assert [(f.code, f.path) for f in found] == [(BuildCode.STAGING_PATH_LEAK, "across")]
+
+
+def test_a_build_step_is_bounded_in_file_size_processes_and_tmpfs(project: Project, sandbox: Sandbox) -> None:
+    """THREATS G, attack review of issue 10: a step could write files of any size, fork without
+    bound and fill tmpfs mounts as large as half the machine's memory."""
+    sha = _hostile(project, _RECORD + """
+import errno, os, signal, time
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+results = {}
+try:
+    with open("huge", "wb") as f:
+        f.seek(5 << 30)  # sparse: past the 4 GiB bound without using the disk
+        f.write(b"x")
+    results["file"] = "written"
+except OSError as e:
+    results["file"] = "refused" if e.errno == errno.EFBIG else f"error {e.errno}"
+finally:
+    if os.path.exists("huge"):
+        os.unlink("huge")
+children = []
+try:
+    for _ in range(5000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children.append(pid)
+    results["fork"] = "unbounded"
+except OSError:
+    results["fork"] = "refused"
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+st = os.statvfs("/tmp")
+results["tmpfs"] = "refused" if st.f_blocks * st.f_frsize <= 512 << 20 else f"{st.f_blocks * st.f_frsize} bytes"
+record(results)
+""")
+    assert _report(_build(project, sandbox, sha)) == {"file": "refused", "fork": "refused", "tmpfs": "refused"}

@@ -5,8 +5,12 @@ change time (``st_ctime_ns``) right after the seal. Changing the bytes, the mode
 immutable flag of an entry, or replacing it, moves its change time or its inode, and the
 kernel (multigrain timestamps, Linux 6.13+) gives a distinct change time to a change made
 just after a ``stat``. So "every entry is still present, sealed, with the recorded inode and
-change time, and nothing was added" proves the bytes are the ones verified after the seal,
-without hashing them again.
+change time, and nothing was added" is a cheap, early refusal of a careless change. It proves
+nothing against whoever can break the seal, because that capability also rewrites the record:
+every use of a stored image therefore verifies its bytes as well
+(:func:`attest.freeze.verify_image`). The record is an index, never a witness. Only while a
+command runs from an image that was just verified (``exec``'s after-check) does the record
+taken at that verification stand for the bytes.
 
     >>> problems = check_image(image)      # [] when the seal still holds
 """

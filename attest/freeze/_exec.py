@@ -254,8 +254,15 @@ def run_from_images(
     pass_env: Sequence[str] = (),
     set_env: Mapping[str, str] | None = None,
     now: float | None = None,
+    stdout: int | None = None,
 ) -> int:
-    """Run ``argv`` with the named images (identity or store path each); return its exit status."""
+    """Run ``argv`` with the named images (identity or store path each); return its exit status.
+
+    ``stdout``: a file descriptor the command's standard output goes to (the caller's own
+    standard output when None). It changes nothing else: the same images, environment, checks.
+    """
+    if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
     if not images:
@@ -315,7 +322,7 @@ def run_from_images(
                         command = wrapped
                         break
                 try:
-                    done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, check=False)
+                    done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, check=False, stdout=stdout)
                 except OSError as e:
                     raise InputError(FreezeCode.EXEC_FAILED, f"cannot run the command: {e.strerror}", argv[0]) from e
                 # (4) The images must still be exactly what was sealed.

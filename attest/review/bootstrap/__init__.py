@@ -1,7 +1,11 @@
 """Trusted review bootstrap (ADR-0008 "Repository-bound bootstrap"; BOOTSTRAP.md "`attest bootstrap`").
 
-Each step takes frozen, verified objects and returns the next. Present so far: step 3, the
-trusted-base snapshot, the only repository-policy root later steps may read.
+Each step takes frozen, verified objects and returns the next (steps 1-9 of BOOTSTRAP.md, one
+function each: :func:`establish_skill`, :func:`establish_identity`, :func:`establish_base`
+(:func:`snapshot_base`), :func:`read_authority`, :func:`establish_runtime`,
+:func:`run_managed_check`, :func:`check_procedure_paths`, :func:`freeze_procedure`,
+:func:`write_handoff`); :func:`bootstrap` runs them in order and raises :class:`BootstrapError`
+with the failed ``step``.
 
     >>> from attest.git import GitRepo
     >>> from attest.review.bootstrap import snapshot_base
@@ -23,17 +27,87 @@ from ._base import (
     verify_base_snapshot,
     verify_tree_ids,
 )
+from ._chain import HANDOFF_PREDICATE, IMAGE_NAMES, BootstrapResult, Established, bootstrap, handoff_statement, write_handoff
 from ._codes import BootstrapCode
+from ._deploy import DeploymentPins, RuntimePins, check_inputs_outside, verify_inputs_outside
+from ._errors import BootstrapError
+from ._identity import HostAdapter, HostIdentity, Identity, IdentityFile, establish_identity, load_identity
+from ._steps import (
+    Authority,
+    BootstrapImage,
+    CheckRun,
+    ImageCheckRunner,
+    PolicyCheckRunner,
+    ProcedureBundle,
+    ProcedureFile,
+    ReproducedOutput,
+    RuntimeImage,
+    check_procedure_paths,
+    decide_authority,
+    decide_check,
+    decide_image,
+    decide_lock_toolchain,
+    decide_procedure_paths,
+    decide_runtime_claim,
+    establish_base,
+    establish_runtime,
+    establish_skill,
+    freeze_procedure,
+    procedure_inventory,
+    read_authority,
+    run_managed_check,
+)
 
 __all__ = [
+    "HANDOFF_PREDICATE",
+    "IMAGE_NAMES",
+    "Authority",
     "BaseSnapshot",
     "BootstrapCode",
+    "BootstrapError",
+    "BootstrapImage",
+    "BootstrapResult",
+    "CheckRun",
+    "DeploymentPins",
+    "Established",
+    "HostAdapter",
+    "HostIdentity",
+    "Identity",
+    "IdentityFile",
+    "ImageCheckRunner",
+    "PolicyCheckRunner",
+    "ProcedureBundle",
+    "ProcedureFile",
     "RecomputedTree",
+    "ReproducedOutput",
+    "RuntimeImage",
+    "RuntimePins",
     "base_tree_objects",
+    "bootstrap",
+    "check_inputs_outside",
+    "check_procedure_paths",
+    "decide_authority",
+    "decide_check",
+    "decide_image",
+    "decide_lock_toolchain",
+    "decide_procedure_paths",
+    "decide_runtime_claim",
     "diff_object_ids",
     "encode_tree",
+    "establish_base",
+    "establish_identity",
+    "establish_runtime",
+    "establish_skill",
+    "freeze_procedure",
+    "handoff_statement",
+    "load_identity",
+    "procedure_inventory",
+    "read_authority",
     "recompute_tree",
+    "run_managed_check",
     "snapshot_base",
     "verify_base_snapshot",
+    "verify_inputs_outside",
     "verify_tree_ids",
+    "write_handoff",
 ]

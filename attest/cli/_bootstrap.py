@@ -1,0 +1,59 @@
+"""`attest bootstrap`: the trusted review bootstrap, steps 1-9 (BOOTSTRAP.md; docs/bootstrap.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._app import JsonOption, print_findings, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bootstrap")(bootstrap)
+
+
+def bootstrap(
+    pins: Path = typer.Option(..., "--pins", help="Deployment pins written by `attest promote` (outside every repository and image)."),
+    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
+                                "and handoff attestations."),
+    state_dir: Path = typer.Option(..., "--state-dir", help="Deployment state directory (the store, builds, installations)."),
+    skill: Path = typer.Option(..., "--skill", help="The installed agent-policy Skill (a copy source only)."),
+    installation: Path = typer.Option(..., "--installation", help="The Skill's installation attestation (ATT)."),
+    repo: Path = typer.Option(..., "--repo", help="The repository under review (GITDIR): objects only, never a worktree."),
+    identity: Path = typer.Option(..., "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md."),
+    key: str = typer.Option(..., "--key", help="Deployment signing key (PEM or signer URI) for the handoff."),
+    out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed handoff (HANDOFF)."),
+    backend: str = typer.Option("immutable", "--backend", help="Immutability backend of every image this run freezes "
+                                "(immutable, readonly, ro-bind); recorded in the handoff."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Authenticate the bootstrap Skill, freeze and verify the base, runtime and procedure, and sign the handoff."""
+    from .._fs import check_directory_path
+    from ..review.bootstrap import BootstrapError, IdentityFile
+    from ..review.bootstrap import bootstrap as run
+
+    check_directory_path(state_dir, what="--state-dir")
+    try:
+        result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
+                     host=IdentityFile(str(identity)), key=key, out=out, backend=backend)
+    except BootstrapError as err:
+        if json_mode:
+            print_json(err.to_json())
+        else:
+            import sys
+
+            sys.stderr.write(f"attest: bootstrap FAILED at step {err.step}: {len(err.findings)} problem(s)\n")
+            print_findings(err.findings)
+        raise typer.Exit(err.exit_code) from err
+    if json_mode:
+        print_json(result.to_json())
+        return
+    doc = result.to_json()
+    print(f"BOOTSTRAPPED {doc['repository']['full_name']} pull request {doc['pull_request']['number']} at base {doc['base']['commit']}")
+    for name, image in doc["images"].items():
+        print(f"  {name + ':':<11} {image['identity']} ({image['backend']}) {image['path']}")
+    print(f"  handoff:    {result.handoff} ({result.handoff_digest})")
+
+
+__all__ = ["register"]

@@ -1,0 +1,200 @@
+"""Step 9 (the handoff evidence) and :func:`bootstrap`, which runs steps 1-9 in order.
+
+A failure at step N raises :class:`BootstrapError` with ``step = N``; nothing after it runs.
+
+    >>> result = bootstrap(pins="/etc/attest/pins.toml", trust="/etc/attest/trust.toml", state_dir="/var/lib/attest",
+    ...                    skill_dir="/home/ci/.agents/skills/agent-policy", installation=att, repo="/srv/git/w.git",
+    ...                    host=IdentityFile("identity.json"), key="/etc/attest/deploy.pem", out="handoff.json",
+    ...                    backend="immutable")
+    >>> result.to_json()["handoff_digest"]
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import AttestError, CommonCode, InputError
+from ._base import BaseSnapshot
+from ._deploy import DeploymentPins, verify_inputs_outside
+from ._errors import BootstrapError
+from ._identity import HostAdapter, Identity, establish_identity
+from ._steps import (
+    Authority,
+    BootstrapImage,
+    ImageCheckRunner,
+    PolicyCheckRunner,
+    ProcedureBundle,
+    ReproducedOutput,
+    RuntimeImage,
+    check_procedure_paths,
+    establish_base,
+    establish_runtime,
+    establish_skill,
+    freeze_procedure,
+    read_authority,
+    run_managed_check,
+)
+
+HANDOFF_PREDICATE = "https://attest.dev/review-handoff/v1"
+IMAGE_NAMES = ("bootstrap", "runtime", "base", "procedure")
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    """Everything steps 1-8 established, each a frozen, verified object."""
+
+    skill: BootstrapImage
+    identity: Identity
+    base: BaseSnapshot
+    authority: Authority
+    runtime: RuntimeImage
+    reproduced: tuple[ReproducedOutput, ...]
+    bundle: ProcedureBundle
+
+    def images(self) -> dict[str, Any]:
+        return {"bootstrap": self.skill.image, "runtime": self.runtime.image, "base": self.base.image, "procedure": self.bundle.image}
+
+
+def _utc(t: _dt.datetime) -> str:
+    if t.tzinfo is None:
+        raise InputError(CommonCode.INTERNAL, "the clock must return an aware datetime")
+    return t.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, Any]:
+    """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md."""
+    from ...attestation import statement, subject
+    from ...policy import CONFIG_PATH, LOCK_PATH
+
+    images = done.images()
+    claim = done.skill.installation.claim
+    host = done.identity.host
+    predicate = {
+        "repository": host.repository_json(),
+        "pull_request": host.pull_request_json(),
+        "base": {"commit": done.base.commit, "tree": done.base.tree, "object_format": done.base.object_format},
+        "images": {n: {"identity": images[n].identity, "path": images[n].path, "backend": images[n].backend} for n in IMAGE_NAMES},
+        "installation": {"attestation_digest": done.skill.installation.attestation_digest, "installed_root": claim.installed_root,
+                         "installer": {"repository": claim.installer_repository, "revision": claim.installer_revision},
+                         "source": {"repository": claim.source_repository, "revision": claim.source_revision}},
+        "runtime": {"name": done.runtime.name, "attestation_digest": done.runtime.attestation_digest},
+        "config": {"path": CONFIG_PATH, "sha256": done.authority.config_sha256},
+        "lock": {"path": LOCK_PATH, "sha256": done.authority.lock_sha256},
+        "toolchain": done.authority.lock.toolchain.to_json(),
+        "outputs": [o.to_json() for o in done.reproduced],
+        "procedure": {"revision": done.authority.lock.toolchain.revision,
+                      "files": [{"path": p, "sha256": s} for p, s in done.bundle.files]},
+        "time": _utc(time),
+    }
+    return statement([subject(n, images[n].hex) for n in IMAGE_NAMES], HANDOFF_PREDICATE, predicate)
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapResult:
+    handoff: str
+    handoff_digest: str
+    established: Established
+
+    def to_json(self) -> dict[str, Any]:
+        done = self.established
+        images = done.images()
+        return {
+            "ok": True,
+            "handoff": self.handoff,
+            "handoff_digest": self.handoff_digest,
+            "images": {n: {"identity": images[n].identity, "path": images[n].path, "backend": images[n].backend} for n in IMAGE_NAMES},
+            "repository": done.identity.host.repository_json(),
+            "pull_request": done.identity.host.pull_request_json(),
+            "base": {"commit": done.base.commit, "tree": done.base.tree},
+        }
+
+
+def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], time: _dt.datetime, *, fmt: str = "dsse") -> tuple[str, str]:
+    """Step 9: sign the handoff statement and write it atomically; return (path, sha256:<hex>)."""
+    from ..._fs import write_atomic
+    from ...attestation import sign_statement
+
+    data = sign_statement(handoff_statement(done, time), signer, fmt=fmt)
+    path = os.path.abspath(os.fspath(out))
+    write_atomic(path, data, mode=0o644, what="handoff")
+    return path, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def _is_path(key: str) -> bool:
+    return "://" not in key
+
+
+def bootstrap(
+    *,
+    pins: str | os.PathLike[str],
+    trust: str | os.PathLike[str],
+    state_dir: str | os.PathLike[str],
+    skill_dir: str | os.PathLike[str],
+    installation: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    host: HostAdapter,
+    key: str,
+    out: str | os.PathLike[str],
+    backend: str,
+    runner: PolicyCheckRunner | None = None,
+    clock: Callable[[], _dt.datetime] = _now,
+    runtime_attestation: str | os.PathLike[str] | None = None,
+) -> BootstrapResult:
+    """Run steps 1-9 of BOOTSTRAP.md in order; raise :class:`BootstrapError` (with ``step``) at the first failure.
+
+    ``runner`` runs step 6's managed check; the default is :class:`ImageCheckRunner`, which runs the
+    runtime image's own ``bin/attest`` with ``attest exec``.
+    """
+    from ...attestation import load_policy, load_signer
+    from ...git import GitRepo
+
+    state = os.path.abspath(os.fspath(state_dir))
+    check_runner = runner if runner is not None else ImageCheckRunner(state)
+    step = 1
+    try:
+        # Step 1: the deployment's inputs lie outside the repository, every image and the installed Skill ...
+        deployment = DeploymentPins.from_file(pins)
+        policy = load_policy(trust)
+        inputs = {"PINS": deployment.path, "ATT": os.fspath(installation)}
+        inputs.update({f"TRUST ({os.path.basename(s)})": s for s in policy.sources})
+        if _is_path(key):
+            inputs["KEY"] = key
+        verify_inputs_outside(inputs, {"GITDIR": os.fspath(repo), "the installed Skill": os.fspath(skill_dir),
+                                       "the image store": os.path.join(state, "store")})
+        # ... then the bootstrap image.
+        skill = establish_skill(installation, policy, skill_dir, deployment, state, backend=backend)
+        with GitRepo.open(repo) as git:
+            step = 2
+            identity = establish_identity(host, git)
+            step = 3
+            base = establish_base(git, identity, state, backend=backend)
+        step = 4
+        authority = read_authority(base)
+        step = 5
+        runtime = establish_runtime(authority, deployment, policy, state, attestation=runtime_attestation)
+        step = 6
+        reproduced = run_managed_check(runtime, base, authority, check_runner)
+        step = 7
+        files = check_procedure_paths(base, reproduced)
+        step = 8
+        bundle = freeze_procedure(files, reproduced, authority, state, backend=backend)
+        step = 9
+        done = Established(skill, identity, base, authority, runtime, reproduced, bundle)
+        path, digest = write_handoff(done, load_signer(key), out, clock())
+    except BootstrapError:
+        raise
+    except AttestError as e:
+        raise BootstrapError(step, e) from e
+    return BootstrapResult(path, digest, done)
+
+
+__all__ = ["HANDOFF_PREDICATE", "IMAGE_NAMES", "BootstrapResult", "Established", "bootstrap", "handoff_statement", "write_handoff"]

@@ -1,0 +1,27 @@
+"""The bootstrap's failure: the lower layer's findings, with the step (1-9) that failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import AttestError
+
+
+class BootstrapError(AttestError):
+    """Step ``step`` of the bootstrap failed; nothing after it ran.
+
+    Carries the findings of the error that stopped it and keeps its exit code (2: bad usage or
+    unreadable input, 1: verification failed, or a guarantee could not be established).
+    """
+
+    def __init__(self, step: int, cause: AttestError) -> None:
+        super().__init__(findings=cause.findings)
+        self.step = step
+        self.exit_code = cause.exit_code
+        self.cause = cause
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": False, "step": self.step, "errors": [f.to_json() for f in self.findings]}
+
+
+__all__ = ["BootstrapError"]

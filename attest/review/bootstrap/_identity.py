@@ -1,0 +1,137 @@
+"""Step 2, identity: repository, pull request, base and head from the host (BOOTSTRAP.md).
+
+The offline host adapter reads them from an identity file (``--identity FILE``), a strict JSON
+object of exactly these fields, read again by every later re-resolution (:func:`load_identity`):
+
+    {"repository": {"id": int, "full_name": str}, "pull_request": {"id": int, "number": int},
+     "base": {"sha": str}, "head": {"sha": str}}
+
+The base tree always comes from ``GITDIR``'s object database (re-hashed), never from a worktree.
+
+    >>> host = load_identity("identity.json")
+    >>> with GitRepo.open("repo.git") as repo:
+    ...     ident = establish_identity(IdentityFile("identity.json"), repo)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..._fs import read_bounded
+from ...errors import AttestError, InputError
+from ._codes import BootstrapCode
+
+MAX_IDENTITY_BYTES = 64 * 1024
+MAX_ID = (1 << 53) - 1  # JSON-safe integers only
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z")
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "base": {"sha"}, "head": {"sha"}}
+
+
+@dataclass(frozen=True, slots=True)
+class HostIdentity:
+    """What the host says: stable repository and pull-request identities, base and head commits."""
+
+    repository_id: int
+    full_name: str
+    pull_request_id: int
+    number: int
+    base_sha: str
+    head_sha: str
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str) -> HostIdentity:
+        def bad(detail: str) -> InputError:
+            return InputError(BootstrapCode.BAD_IDENTITY, detail, where)
+
+        if not isinstance(doc, dict) or set(doc) != set(_SHAPE):
+            raise bad(f"the identity must be an object of exactly {sorted(_SHAPE)}")
+        for key, fields in _SHAPE.items():
+            if not isinstance(doc[key], dict) or set(doc[key]) != fields:
+                raise bad(f"{key} must be an object of exactly {sorted(fields)}")
+
+        def integer(key: str, field: str) -> int:
+            value = doc[key][field]
+            if type(value) is not int or not 0 < value <= MAX_ID:
+                raise bad(f"{key}.{field} must be a positive JSON-safe integer")
+            return value
+
+        def sha(key: str) -> str:
+            value = doc[key]["sha"]
+            if not isinstance(value, str) or not _SHA.match(value):
+                from ...git import GitCode
+
+                raise InputError(GitCode.NOT_FULL_SHA, f"{key}.sha must be a full lowercase 40- or 64-hex commit id", where)
+            return value
+
+        name = doc["repository"]["full_name"]
+        if not isinstance(name, str) or not _FULL_NAME.match(name):
+            raise bad("repository.full_name must be OWNER/NAME")
+        return cls(integer("repository", "id"), name, integer("pull_request", "id"), integer("pull_request", "number"),
+                   sha("base"), sha("head"))
+
+    def repository_json(self) -> dict[str, Any]:
+        return {"id": self.repository_id, "full_name": self.full_name}
+
+    def pull_request_json(self) -> dict[str, Any]:
+        return {"id": self.pull_request_id, "number": self.number}
+
+
+def load_identity(path: str | os.PathLike[str]) -> HostIdentity:
+    """Parse an identity file strictly (duplicate keys, non-integers, short SHAs, extra fields: errors)."""
+    from ..._json import loads_strict
+
+    where = os.fspath(path)
+    data = read_bounded(where, what="identity file", max_bytes=MAX_IDENTITY_BYTES)
+    try:
+        doc = loads_strict(data, what="identity file", max_bytes=MAX_IDENTITY_BYTES, max_depth=4)
+    except AttestError as e:
+        raise InputError(BootstrapCode.BAD_IDENTITY, f"the identity file is not strict JSON: {e.detail}", where) from e
+    return HostIdentity.from_json(doc, where)
+
+
+class HostAdapter(Protocol):
+    """Where the identities come from (offline file, or a hosting API)."""
+
+    def resolve(self) -> HostIdentity: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityFile:
+    """The offline host adapter (``--identity FILE``)."""
+
+    path: str
+
+    def resolve(self) -> HostIdentity:
+        return load_identity(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Step 2's result: the host's identities plus the base commit's tree from the object database."""
+
+    host: HostIdentity
+    base_tree: str
+    object_format: str
+
+    @property
+    def base_sha(self) -> str:
+        return self.host.base_sha
+
+
+def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
+    """Step 2: the host's identities; base and head full SHAs of the repository's format; the base tree from objects."""
+    from ...git import verify_full_sha
+
+    host = adapter.resolve()
+    fmt = repo.object_format
+    verify_full_sha(host.base_sha, fmt, what="base commit")
+    verify_full_sha(host.head_sha, fmt, what="head commit")
+    tree = repo.commit_tree(host.base_sha)
+    return Identity(host, tree, fmt)
+
+
+__all__ = ["HostAdapter", "HostIdentity", "Identity", "IdentityFile", "establish_identity", "load_identity"]

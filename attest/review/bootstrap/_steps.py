@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..._fs import read_bounded
+from ..._safefs import O_NEW
 from ...errors import Finding, VerificationError
 from ...freeze import Image
 from ._base import BaseSnapshot
@@ -453,7 +454,7 @@ def freeze_procedure(files: Sequence[ProcedureFile], reproduced: Sequence[Reprod
             rel = f.path.removeprefix(SKILL_DIR + "/")
             target = os.path.join(staging, rel)
             os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(target, O_NEW, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(f.data)
         # The freeze copies into its own staging, seals, and verifies the sealed bytes against ``expected``.

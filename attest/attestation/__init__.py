@@ -13,7 +13,18 @@ from __future__ import annotations
 
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
-from ._keys import KEY_KINDS, PemSigner, Signer, SslibSigner, generate_key, key_id, load_signer, public_key_path, verify_signature
+from ._keys import (
+    KEY_KINDS,
+    PemSigner,
+    Signer,
+    SslibSigner,
+    generate_key,
+    key_id,
+    load_signer,
+    public_key_path,
+    signer_key_file,
+    verify_signature,
+)
 from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec, load_policy
 from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, sign_statement, statement_payload
 from ._slsa import ResourceRef, slsa_provenance, verification_summary
@@ -78,6 +89,7 @@ __all__ = [
     "parse_statement",
     "public_key_path",
     "sign_statement",
+    "signer_key_file",
     "slsa_provenance",
     "statement",
     "statement_payload",

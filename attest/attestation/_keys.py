@@ -190,6 +190,22 @@ def _uri_scheme(key: str) -> str | None:
     return None
 
 
+def signer_key_file(key: str) -> str | None:
+    """The file :func:`load_signer` reads ``key``'s private key from; None for a key held elsewhere.
+
+    The same decision as ``load_signer`` makes, so a caller that must keep the key out of some
+    tree checks exactly the file that will be read, never the spelling of ``key``.
+    """
+    scheme = _uri_scheme(key)
+    if scheme is None or (os.path.exists(key) and scheme not in _sslib_schemes()):
+        return key
+    if scheme == "file2":
+        return key.split(":", 1)[1]
+    if scheme not in _sslib_schemes():
+        return key  # load_signer refuses it; judge it as the path it names
+    return None  # KMS, HSM, ...: no file of ours
+
+
 def load_signer(key: str, *, public_key: str | os.PathLike[str] | None = None) -> Signer:
     """A signer from a PEM private-key path or a securesystemslib private-key URI.
 

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from ._codes import GitCode
 from ._objects import TreeEntry, is_full_sha, object_id, parse_commit_tree, parse_tree, verify_full_sha
-from ._repo import GitRepo, git_env, merge_bases, resolve_full_sha, unique_merge_base, verify_export, verify_not_shallow
+from ._repo import (
+    GitRepo,
+    git_env,
+    merge_bases,
+    repository_locations,
+    resolve_full_sha,
+    unique_merge_base,
+    verify_export,
+    verify_not_shallow,
+)
 
 __all__ = [
     "GitCode",
@@ -26,6 +35,7 @@ __all__ = [
     "object_id",
     "parse_commit_tree",
     "parse_tree",
+    "repository_locations",
     "resolve_full_sha",
     "unique_merge_base",
     "verify_export",

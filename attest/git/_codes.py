@@ -22,4 +22,5 @@ class GitCode(ReasonCode):
     TREE_TOO_LARGE = "TREE_TOO_LARGE"        # entry count / depth / blob size caps
     NO_MERGE_BASE = "NO_MERGE_BASE"          # unrelated histories: no common ancestor
     MULTIPLE_MERGE_BASES = "MULTIPLE_MERGE_BASES"  # criss-cross history: several best common ancestors
+    PARTIAL_CLONE = "PARTIAL_CLONE"          # a promisor remote: reading a missing object would run its command
     SHALLOW_REPOSITORY = "SHALLOW_REPOSITORY"  # merge bases asked of a shallow clone (history cut locally)

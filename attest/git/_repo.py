@@ -59,6 +59,8 @@ def git_env() -> dict[str, str]:
         "GIT_PAGER": "cat",
         "GIT_OPTIONAL_LOCKS": "0",
         "GIT_ATTR_NOSYSTEM": "1",
+        # git >= 2.44: never fetch a missing object from a promisor remote (older git: refused below).
+        "GIT_NO_LAZY_FETCH": "1",
     }
 
 
@@ -85,6 +87,14 @@ class GitRepo:
         lines = out.decode("utf-8", "replace").splitlines()
         if len(lines) != 2 or lines[1] not in ("sha1", "sha256"):
             raise InputError(GitCode.NOT_A_REPOSITORY, f"unexpected answer from git rev-parse: {lines!r}", where)
+        # A partial clone fetches a missing object by running its promisor remote's configured
+        # command (remote.*.uploadpack, a transport helper, ...): code chosen by whoever can write
+        # the repository's config. Objects come from the object database only, so refuse one.
+        promisor = subprocess.run([*_GIT_ARGS, "-C", where, "config", "--get-regexp", r"^(extensions\.partialclone|remote\..*\.promisor)$"],
+                                  capture_output=True, env=git_env(), cwd="/", timeout=60)
+        if promisor.returncode == 0 and promisor.stdout.strip():
+            raise VerificationError(GitCode.PARTIAL_CLONE, "a partial clone (promisor remote) reads missing objects by running a "
+                                    "command its configuration names; use a full clone", where)
         return cls(lines[0], lines[1])  # type: ignore[arg-type]
 
     def __enter__(self) -> GitRepo:
@@ -313,6 +323,35 @@ def _run(args: list[str], where: str) -> bytes:
         msg = proc.stderr.decode("utf-8", "replace").strip()[:300]
         raise InputError(GitCode.NOT_A_REPOSITORY, f"git cannot open the repository: {msg}", where)
     return proc.stdout
+
+
+def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Every directory whose contents are the repository at ``path``, as git resolves it.
+
+    The path itself, git's own directory (found upwards or through a ``.git`` file), its common
+    directory, the working tree, and every object directory its alternates name: a file inside
+    any of these is the repository's data.
+    """
+    where = os.path.abspath(os.fspath(path))
+    out = [where]
+    answer = _run(["-C", where, "rev-parse", "--absolute-git-dir", "--git-common-dir", "--is-bare-repository"], where)
+    git_dir, common, bare = [*answer.decode("utf-8", "replace").splitlines(), "", "", ""][:3]
+    out.append(git_dir)
+    out.append(os.path.normpath(os.path.join(git_dir, common)) if not os.path.isabs(common) else common)
+    if bare.strip() == "false":
+        top = _run(["-C", where, "rev-parse", "--show-toplevel"], where).decode("utf-8", "replace").strip()
+        if top:
+            out.append(top)
+    objects = os.path.join(out[2], "objects")
+    try:
+        with open(os.path.join(objects, "info", "alternates"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    out.append(os.path.normpath(os.path.join(objects, line)))
+    except FileNotFoundError:
+        pass
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in out if p))
 
 
 def verify_not_shallow(repo: GitRepo) -> None:

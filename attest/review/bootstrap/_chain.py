@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import AttestError, CommonCode, InputError
+from ...errors import AttestError, CommonCode, EnvironmentFailure, InputError
 from ._base import BaseSnapshot
+from ._codes import BootstrapCode
 from ._deploy import DeploymentPins, verify_inputs_outside
 from ._errors import BootstrapError
 from ._identity import HostAdapter, Identity, establish_identity
@@ -129,10 +130,6 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
 
-def _is_path(key: str) -> bool:
-    return "://" not in key
-
-
 def bootstrap(
     *,
     pins: str | os.PathLike[str],
@@ -154,8 +151,8 @@ def bootstrap(
     ``runner`` runs step 6's managed check; the default is :class:`ImageCheckRunner`, which runs the
     runtime image's own ``bin/attest`` with ``attest exec``.
     """
-    from ...attestation import load_policy, load_signer
-    from ...git import GitRepo
+    from ...attestation import load_policy, load_signer, signer_key_file
+    from ...git import GitRepo, repository_locations
 
     state = os.path.abspath(os.fspath(state_dir))
     check_runner = runner if runner is not None else ImageCheckRunner(state)
@@ -166,10 +163,13 @@ def bootstrap(
         policy = load_policy(trust)
         inputs = {"PINS": deployment.path, "ATT": os.fspath(installation)}
         inputs.update({f"TRUST ({os.path.basename(s)})": s for s in policy.sources})
-        if _is_path(key):
-            inputs["KEY"] = key
-        verify_inputs_outside(inputs, {"GITDIR": os.fspath(repo), "the installed Skill": os.fspath(skill_dir),
-                                       "the image store": os.path.join(state, "store")})
+        key_file = signer_key_file(key)
+        if key_file is not None:
+            inputs["KEY"] = key_file
+        roots = {f"the repository ({where})": where for where in repository_locations(repo)}
+        roots.update({"the installed Skill": os.fspath(skill_dir), "the image store": os.path.join(state, "store")})
+        verify_inputs_outside(inputs, roots)
+        signer = load_signer(key)  # early: a bad key fails before any work, after its placement was judged
         # ... then the bootstrap image.
         skill = establish_skill(installation, policy, skill_dir, deployment, state, backend=backend)
         with GitRepo.open(repo) as git:
@@ -189,11 +189,13 @@ def bootstrap(
         bundle = freeze_procedure(files, reproduced, authority, state, backend=backend)
         step = 9
         done = Established(skill, identity, base, authority, runtime, reproduced, bundle)
-        path, digest = write_handoff(done, load_signer(key), out, clock())
+        path, digest = write_handoff(done, signer, out, clock())
     except BootstrapError:
         raise
     except AttestError as e:
         raise BootstrapError(step, e) from e
+    except OSError as e:  # never a traceback or an empty --json: a failure of this step
+        raise BootstrapError(step, EnvironmentFailure(BootstrapCode.BOOTSTRAP_IO, f"{type(e).__name__}: {e}")) from e
     return BootstrapResult(path, digest, done)
 
 

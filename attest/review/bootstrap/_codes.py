@@ -10,6 +10,7 @@ from ...errors import ReasonCode
 
 
 class BootstrapCode(ReasonCode):
+    BOOTSTRAP_IO = "BOOTSTRAP_IO"  # an I/O failure inside a step (the step fails closed with it)
     # Step 3: the trusted-base snapshot.
     BASE_SYMLINK = "BASE_SYMLINK"                # a symbolic link (mode 120000) anywhere in the base tree
     BASE_GITLINK = "BASE_GITLINK"                # a submodule (gitlink, mode 160000) anywhere in the base tree

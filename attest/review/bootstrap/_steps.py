@@ -62,9 +62,20 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
                     pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str) -> BootstrapImage:
     """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified."""
     from ...build import installed_root_of, verify_installation
-    from ...freeze import freeze_tree
+    from ...build._install import installed_inventory
+    from ...freeze import Store, freeze_tree
 
     verified = verify_installation(installation, policy, skill_dir, pins.skill)
+    # The installation must be the promoted skill image itself: a signature by any key of TRUST
+    # over another tree is not enough (attack review). The pinned image is verified (seal, every
+    # byte) and the tree below its root is what the installation must hold.
+    pinned = Store(state_dir).get(pins.skill.inventory).inventory
+    if pinned is None:
+        raise VerificationError(BootstrapCode.SKILL_IMAGE_MISMATCH, "the promoted skill image has no inventory", os.fspath(skill_dir))
+    promoted, _ = installed_inventory(pinned, pins.skill.root)
+    if promoted.identity != verified.inventory.identity:
+        raise VerificationError(BootstrapCode.SKILL_IMAGE_MISMATCH, f"the installation attests {verified.inventory.identity}, "
+                                f"not the promoted skill image's tree {promoted.identity}", os.fspath(skill_dir))
     # The writable installation is only a copy source: freeze_tree copies the attested entries
     # into private staging, seals them, and verifies the sealed bytes against the inventory.
     image = freeze_tree(installed_root_of(skill_dir), verified.inventory, state_dir, backend=backend)

@@ -16,7 +16,6 @@ from attest.errors import AttestError
 from attest.git import GitCode, GitRepo
 
 
-
 def test_a1_deployment_inputs_inside_the_repository_named_through_a_subdirectory(
         dep: Deployment, skill: tuple[Path, Path], tmp_path: Path) -> None:
     """--repo consumer/policy: git finds the repository upwards; PINS under consumer/deploy was accepted."""

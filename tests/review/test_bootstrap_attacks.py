@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.gitrepo import git
-from test_bootstrap import Deployment, codes, dep, fails, make_consumer, run, skill  # noqa: F401 - dep and skill are fixtures
+from test_bootstrap import Deployment, codes, dep, fails, make_consumer, run, skill  # noqa: F401 - fixtures
 
 from attest.attestation import Envelope, load_signer, sign_statement
 from attest.errors import AttestError

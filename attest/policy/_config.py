@@ -46,6 +46,12 @@ _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
 _REPOSITORY = re.compile(rf"https://{_HOST}(?::[0-9]{{1,5}})?(?:/[A-Za-z0-9._~-]+)+\Z")
 
 
+def is_repository_url(value: object) -> bool:
+    """Whether ``value`` is a toolchain repository URL: https, host, optional port, no '.' or '..' segment."""
+    return (isinstance(value, str) and _REPOSITORY.match(value) is not None
+            and not any(s in (".", "..") for s in value.split("/")[3:]))
+
+
 @dataclass(frozen=True, slots=True)
 class Toolchain:
     """The toolchain a repository's authority names: a repository URL and a full commit SHA."""
@@ -165,7 +171,7 @@ def _toolchain(p: _Problems, value: Any) -> Toolchain | None:
         return None
     repository, revision = t.get("repository"), t.get("revision")
     ok = True
-    if not isinstance(repository, str) or not _REPOSITORY.match(repository) or any(s in (".", "..") for s in repository.split("/")[3:]):
+    if not is_repository_url(repository):
         p.add(PolicyCode.CONFIG_BAD_VALUE, f"toolchain.repository must be an https:// repository URL, not {repository!r}")
         ok = False
     if not isinstance(revision, str) or not is_full_sha(revision):
@@ -272,7 +278,13 @@ def _conflicts(p: _Problems, outputs: list[OutputSpec], contexts: tuple[Context,
     """No two files on one path, under case folding too, and no file where another needs a directory."""
     owners: dict[str, str] = {}
     for module in sorted({m for c in contexts for m in c.modules}):
-        owners[collision_key(module)] = f"the module {module}"
+        key = collision_key(module)
+        if key in owners:
+            # On a case-folding or normalizing checkout they are one file: which text is the rule
+            # would depend on checkout order.
+            p.add(PolicyCode.PATH_CONFLICT, f"the module collides with {owners[key]} under case folding or normalization", module)
+            continue
+        owners[key] = f"the module {module}"
     for spec in outputs:
         key = collision_key(spec.path)
         if key in owners:

@@ -23,7 +23,7 @@ from ..errors import CommonCode, Finding, InputError
 from ..git import is_full_sha
 from ..inventory import sort_key
 from ._codes import PolicyCode
-from ._config import _CONTEXT_NAME, _REPOSITORY, OUTPUT_RENDERERS, PR_REVIEW_SKILL_V1, SCHEMA, PolicyConfig, Toolchain
+from ._config import _CONTEXT_NAME, OUTPUT_RENDERERS, PR_REVIEW_SKILL_V1, SCHEMA, PolicyConfig, Toolchain, is_repository_url
 from ._paths import CONFIG_PATH, LOCK_PATH, PathRole, check_authority_path
 
 MAX_LOCK_BYTES = 1024 * 1024
@@ -124,7 +124,7 @@ class PolicyLock:
         if config["path"] != CONFIG_PATH:
             raise _invalid(f"config.path must be {CONFIG_PATH!r}")
         tc = _object(top["toolchain"], "toolchain", {"repository", "revision"})
-        if not isinstance(tc["repository"], str) or not _REPOSITORY.match(tc["repository"]):
+        if not is_repository_url(tc["repository"]):
             raise _invalid("toolchain.repository must be an https:// repository URL")
         if not isinstance(tc["revision"], str) or not is_full_sha(tc["revision"]):
             raise InputError(PolicyCode.TOOLCHAIN_NOT_FULL_SHA, "toolchain.revision must be a full lowercase commit SHA", LOCK_PATH)

@@ -21,17 +21,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._safefs import Kind
-from ..errors import Finding, InputError, VerificationError
+from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import sort_key
 from ._codes import PolicyCode
 from ._config import MAX_CONFIG_BYTES, PR_REVIEW_SKILL_V1, PolicyConfig
 from ._lock import MAX_LOCK_BYTES, LockedInput, PolicyLock, check_agreement, make_lock
 from ._paths import CONFIG_PATH, LOCK_PATH, SKILL_DIR, PathRole
-from ._render import Rendered, planned_outputs, render_outputs
-from ._tree import RepositoryRoot
+from ._render import Rendered, carries_marker, planned_outputs, render_outputs, rendered_sizes
+from ._tree import FileDigest, ReadBudget, RepositoryRoot
 
 MAX_MODULE_BYTES = 1024 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+# All files one run reads together, and all it renders together: with the per-file bounds
+# alone, 256 modules of 1 MiB in 64 outputs would be 16 GiB rendered.
+MAX_TOTAL_READ_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_RENDER_BYTES = 64 * 1024 * 1024
 _MISSING = frozenset({PolicyCode.INPUT_MISSING, PolicyCode.OUTPUT_MISSING})
 
 
@@ -44,7 +48,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _missing(value: bytes | Finding) -> bool:
+def _missing(value: bytes | FileDigest | Finding) -> bool:
     return isinstance(value, Finding) and value.code in _MISSING
 
 
@@ -54,7 +58,8 @@ class Observed:
 
     config: PolicyConfig
     lock: PolicyLock | None                 # None: no lock file
-    files: Mapping[str, bytes | Finding]    # every module, output, locked or stale path: its bytes or why not
+    # Every module (its bytes), and every output, locked or stale path (its digest), or why not.
+    files: Mapping[str, bytes | FileDigest | Finding]
     roles: Mapping[str, PathRole]
     skill_tree: tuple[tuple[str, Kind], ...]
     tree_findings: tuple[Finding, ...]
@@ -69,8 +74,13 @@ class Observed:
 
 
 def observe(root: RepositoryRoot, *, lock_required: bool) -> Observed:
-    """Read everything the decisions need from ``root`` (through its descriptors only)."""
-    raw = root.read(CONFIG_PATH, PathRole.CONFIG, max_bytes=MAX_CONFIG_BYTES)
+    """Read everything the decisions need from ``root`` (through its descriptors only).
+
+    Modules are kept (they are rendered); every other file is hashed as a stream and only its
+    digest and first bytes kept. Everything read together is bounded by MAX_TOTAL_READ_BYTES.
+    """
+    budget = ReadBudget(MAX_TOTAL_READ_BYTES)
+    raw = root.read(CONFIG_PATH, PathRole.CONFIG, max_bytes=MAX_CONFIG_BYTES, budget=budget)
     if isinstance(raw, Finding):
         if raw.code == PolicyCode.CONFIG_MISSING:
             raise InputError(PolicyCode.CONFIG_MISSING, f"no {CONFIG_PATH} at the root {root.path}", CONFIG_PATH)
@@ -78,7 +88,7 @@ def observe(root: RepositoryRoot, *, lock_required: bool) -> Observed:
     config = PolicyConfig.from_bytes(raw)
     tree_findings: list[Finding] = []
     lock: PolicyLock | None = None
-    raw_lock = root.read(LOCK_PATH, PathRole.LOCK, max_bytes=MAX_LOCK_BYTES)
+    raw_lock = root.read(LOCK_PATH, PathRole.LOCK, max_bytes=MAX_LOCK_BYTES, budget=budget)
     if isinstance(raw_lock, bytes):
         lock = PolicyLock.from_bytes(raw_lock)
     elif raw_lock.code != PolicyCode.LOCK_MISSING or lock_required:
@@ -95,10 +105,17 @@ def observe(root: RepositoryRoot, *, lock_required: bool) -> Observed:
     for path, kind in entries:
         if kind is not Kind.DIR:
             roles.setdefault(path, PathRole.SKILL)
-    files: dict[str, bytes | Finding] = {}
+    # No entry on the way to an authority path may be another spelling of it (.AGENTS, docs/Review).
+    listings: dict[str, dict[str, list[str]]] = {}
+    for path in sorted({CONFIG_PATH, LOCK_PATH, f"{SKILL_DIR}/SKILL.md", *roles}, key=sort_key):
+        tree_findings += root.shadows(path, listings)
+    files: dict[str, bytes | FileDigest | Finding] = {}
     for path, role in roles.items():
-        files[path] = root.read(path, role, max_bytes=MAX_MODULE_BYTES if role is PathRole.MODULE else MAX_OUTPUT_BYTES)
-    return Observed(config, lock, files, roles, tuple(entries), tuple(tree_findings))
+        if role is PathRole.MODULE:
+            files[path] = root.read(path, role, max_bytes=MAX_MODULE_BYTES, budget=budget)
+        else:
+            files[path] = root.digest(path, role, max_bytes=MAX_OUTPUT_BYTES, budget=budget)
+    return Observed(config, lock, files, roles, tuple(entries), tuple(_unique(tree_findings)))
 
 
 def _modules(obs: Observed, found: list[Finding]) -> dict[str, bytes] | None:
@@ -106,8 +123,8 @@ def _modules(obs: Observed, found: list[Finding]) -> dict[str, bytes] | None:
     modules: dict[str, bytes] = {}
     for path in obs.config.inputs:
         value = obs.files[path]
-        if isinstance(value, Finding):
-            found.append(value)
+        if not isinstance(value, bytes):
+            found.append(value if isinstance(value, Finding) else Finding(PolicyCode.PATH_CONFLICT, path, "also an output"))
             continue
         try:
             value.decode("utf-8")
@@ -116,6 +133,20 @@ def _modules(obs: Observed, found: list[Finding]) -> dict[str, bytes] | None:
             continue
         modules[path] = value
     return modules if len(modules) == len(obs.config.inputs) else None
+
+
+def _render(config: PolicyConfig, modules: Mapping[str, bytes], found: list[Finding]) -> tuple[Rendered, ...]:
+    """Every output, rendered only once its exact size is known to be within the bounds."""
+    sizes = rendered_sizes(config, {p: (len(d), d.endswith(b"\n")) for p, d in modules.items()})
+    before = len(found)
+    for path, size in sizes:
+        if size > MAX_OUTPUT_BYTES:
+            found.append(Finding(CommonCode.TOO_LARGE, path, f"would be {size} bytes; the limit of an output is {MAX_OUTPUT_BYTES}"))
+    total = sum(size for _, size in sizes)
+    if total > MAX_TOTAL_RENDER_BYTES:
+        found.append(Finding(CommonCode.TOO_LARGE, CONFIG_PATH,
+                             f"the outputs would be {total} bytes together; the limit is {MAX_TOTAL_RENDER_BYTES}"))
+    return render_outputs(config, modules) if len(found) == before else ()
 
 
 def _skill_tree_findings(obs: Observed, wanted: set[str]) -> list[Finding]:
@@ -145,14 +176,14 @@ def decide_check(obs: Observed) -> tuple[list[Finding], tuple[Rendered, ...]]:
                 found.append(Finding(PolicyCode.INPUT_DIGEST_MISMATCH, path,
                                      f"the module's SHA-256 is {_sha(value)}; the lock records {locked.sha256}"))
     # (2) every output is byte for byte what the renderers make of the inputs now.
-    rendered = render_outputs(config, modules) if modules is not None else ()
+    rendered = _render(config, modules, found) if modules is not None else ()
     for r in rendered:
         value = obs.files[r.path]
         locked_out = lock.output(r.path) if lock is not None else None
-        if isinstance(value, Finding):
-            found.append(value)
-        elif value != r.data:
-            if locked_out is not None and _sha(value) == locked_out.sha256:
+        if not isinstance(value, FileDigest):
+            found.append(value if isinstance(value, Finding) else Finding(PolicyCode.PATH_CONFLICT, r.path, "also a module"))
+        elif value.sha256 != r.sha256:   # SHA-256: equal digests are equal bytes
+            if locked_out is not None and value.sha256 == locked_out.sha256:
                 found.append(Finding(PolicyCode.OUTPUT_STALE, r.path,
                                      "generated from other inputs or by another renderer version; run `attest policy generate`"))
             else:
@@ -163,7 +194,7 @@ def decide_check(obs: Observed) -> tuple[list[Finding], tuple[Rendered, ...]]:
     # (3) no generated file is left that nothing generates any more.
     for path in obs.removal_candidates():
         value = obs.files[path]
-        if isinstance(value, bytes):
+        if not isinstance(value, Finding):
             found.append(Finding(PolicyCode.OUTPUT_UNLISTED, path,
                                  "a generated file that is no longer configured and enabled; `attest policy generate` removes it"))
         elif not _missing(value):
@@ -194,47 +225,72 @@ class GenerationPlan:
     write_lock: bool
 
 
+def owned_by_generate(obs: Observed, path: str, value: FileDigest) -> bool:
+    """Whether ``generate`` may replace or remove the file at ``path``: one it wrote, by every sign it has.
+
+    The lock is repository data a pull request controls, so its digest alone proves nothing
+    (anyone knows the digest of README.md or of an empty file). All three must hold: (1) the
+    bytes are the lock's digest for ``path``; (2) they carry the generated-file marker of the
+    renderer the lock names; (3) ``path`` is generate's territory: the Skill tree, or an output
+    the configuration names (enabled or not) or the previous generation recorded in the lock.
+    """
+    if obs.lock is None:
+        return False
+    locked = obs.lock.output(path)
+    if locked is None or locked.sha256 != value.sha256:
+        return False
+    if not carries_marker(locked.renderer, value.head):
+        return False
+    if locked.renderer == PR_REVIEW_SKILL_V1:
+        return path.startswith(f"{SKILL_DIR}/")
+    return any(o.path == path for o in obs.config.outputs) or any(o.path == path for o in obs.lock.outputs)
+
+
+def _foreign_empty_dirs(obs: Observed, wanted: set[str]) -> list[Finding]:
+    """Empty directories of the Skill tree that no generated file needs: generate did not make them."""
+    needed = {"/".join(p.split("/")[:i]) for p in wanted for i in range(1, p.count("/") + 1)}
+    parents = {"/".join(p.split("/")[:i]) for p, _ in obs.skill_tree for i in range(1, p.count("/") + 1)}
+    return [Finding(PolicyCode.UNOWNED_FILE, path, "an empty directory generate did not create: not removed; remove it and rerun")
+            for path, kind in obs.skill_tree if kind is Kind.DIR and path not in needed and path not in parents]
+
+
 def plan_generation(obs: Observed) -> GenerationPlan:
     """Decide every write and removal of ``generate``, or raise with everything in the way. Pure.
 
-    A file is replaced or removed only when it is absent, already right, or still exactly
-    the bytes the lock recorded for it (pristine); anything else (edited, never generated,
-    a link, a special file) is reported and left alone.
+    A file is replaced or removed only when it is absent, already right, or one generate wrote
+    (:func:`owned_by_generate`); anything else (edited, never generated, a link, a special
+    file, an empty directory it did not create) is reported and left alone.
     """
     config, lock = obs.config, obs.lock
     found: list[Finding] = list(obs.tree_findings)
     modules = _modules(obs, found)
     if modules is None:
         raise VerificationError(findings=found)
-
-    def pristine(path: str, data: bytes) -> bool:
-        locked = lock.output(path) if lock is not None else None
-        return locked is not None and locked.sha256 == _sha(data)
-
-    rendered = render_outputs(config, modules)
+    rendered = _render(config, modules, found)
     writes, unchanged = [], []
     for r in rendered:
         value = obs.files[r.path]
-        if isinstance(value, bytes) and value == r.data:
+        if isinstance(value, FileDigest) and value.sha256 == r.sha256:
             unchanged.append(r.path)
-        elif _missing(value) or (isinstance(value, bytes) and pristine(r.path, value)):
+        elif _missing(value) or (isinstance(value, FileDigest) and owned_by_generate(obs, r.path, value)):
             writes.append(r)
-        elif isinstance(value, bytes):
+        elif isinstance(value, FileDigest):
             found.append(Finding(PolicyCode.UNOWNED_FILE, r.path,
                                  "not the file generate wrote (edited, or never generated): not replaced; move it away and rerun"))
-        else:
+        elif isinstance(value, Finding):
             found.append(value)
     removals = []
     for path in obs.removal_candidates():
         value = obs.files[path]
-        if isinstance(value, bytes):
-            if pristine(path, value):
-                removals.append((path, obs.roles[path], _sha(value)))
+        if isinstance(value, FileDigest):
+            if owned_by_generate(obs, path, value):
+                removals.append((path, obs.roles[path], value.sha256))
             else:
                 found.append(Finding(PolicyCode.UNOWNED_FILE, path,
                                      "no longer generated, but not the bytes generate wrote (edited, or never generated): not removed"))
-        elif not _missing(value):
+        elif isinstance(value, Finding) and not _missing(value):
             found.append(value)
+    found += _foreign_empty_dirs(obs, {p for p, _, _ in planned_outputs(config)})
     if found:
         raise VerificationError(findings=_unique(found))
     new_lock = make_lock(config, {p: _sha(modules[p]) for p in config.inputs}, [r.locked() for r in rendered])
@@ -312,8 +368,10 @@ def generate_policy(root: str | os.PathLike[str]) -> GenerateReport:
         plan = plan_generation(observe(tree, lock_required=False))
         for r in plan.writes:
             tree.write(r.path, r.data)
-        removed = [path for path, role, sha in plan.removals if tree.remove_if(path, role, sha)]
-        tree.remove_empty_skill_dirs()
+        removed = [path for path, role, sha in plan.removals if tree.remove_if(path, role, sha, max_bytes=MAX_OUTPUT_BYTES)]
+        # Only directories of the Skill tree that the removals emptied; never one generate did not empty.
+        tree.remove_emptied_dirs({"/".join(p.split("/")[:i]) for p in removed if p.startswith(f"{SKILL_DIR}/")
+                                  for i in range(SKILL_DIR.count("/") + 1, p.count("/") + 1)})
         if plan.write_lock:
             # Last: an interrupted run leaves the old lock, which `check` then refuses.
             tree.write(LOCK_PATH, plan.lock.to_bytes())
@@ -331,5 +389,6 @@ __all__ = [
     "decide_check",
     "generate_policy",
     "observe",
+    "owned_by_generate",
     "plan_generation",
 ]

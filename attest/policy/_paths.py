@@ -20,6 +20,7 @@ directory at every level but the last, and a plain regular file at the end.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 
 from .._safefs import Kind
@@ -35,12 +36,27 @@ MODULE_ROOTS = ("policy/core", "policy/review", "policy/security")
 
 _SKILL_PARTS = tuple(SKILL_DIR.split("/"))
 _MODULE_DIRS = frozenset(root.split("/")[1] for root in MODULE_ROOTS)
+OUTPUT_SUFFIXES = (".md", ".json")
+# Components no output may have at any depth: tool locations that execute or configure code
+# whether or not they start with a dot (a dot component is refused anyway).
+_TOOL_DIRS = frozenset({"venv", "node_modules", "__pycache__"})
+# An NTFS 8.3 short name (`GITHUB~1` is `.github`, `AGENTS~1` is `.agents`).
+_SHORT_NAME = re.compile(r"[^~]*~[0-9]")
+
+
+def namespace_key(name: str) -> str:
+    """The key under which ``name`` opens the same entry on some checkout.
+
+    Case folding and NFC (:func:`collision_key`), and what NTFS ignores or strips: trailing
+    dots and spaces (`core.` is `core`) and an alternate data stream (`core::$DATA`).
+    """
+    return collision_key(name.split(":", 1)[0].rstrip(". "))
 # Compared under case folding and NFC: on a case-insensitive checkout `.GitHub` is `.github`.
 _RESERVED_TOP = {
-    collision_key(".github"): "`.github/` is GitHub's runtime namespace, never a policy output",
-    collision_key(".agents"): "`.agents/` is written only by the Skill generator",
-    collision_key(CONFIG_PATH): "it is the authority file .agent-policy.yml",
-    collision_key(LOCK_PATH): "it is the authority file .agent-policy.lock",
+    namespace_key(".github"): "`.github/` is GitHub's runtime namespace, never a policy output",
+    namespace_key(".agents"): "`.agents/` is written only by the Skill generator",
+    namespace_key(CONFIG_PATH): "it is the authority file .agent-policy.yml",
+    namespace_key(LOCK_PATH): "it is the authority file .agent-policy.lock",
 }
 
 
@@ -113,7 +129,7 @@ def _lexical(path: str, role: PathRole) -> tuple[PolicyCode, str] | None:
         if tuple(parts[: len(_SKILL_PARTS)]) != _SKILL_PARTS or len(parts) <= len(_SKILL_PARTS):
             return PolicyCode.PATH_OUTSIDE_SKILL, f"a file of the pr-review Skill must lie below {SKILL_DIR}/"
         return None
-    top = collision_key(parts[0])
+    top = namespace_key(parts[0])
     if top in _RESERVED_TOP:
         return PolicyCode.PATH_RESERVED, _RESERVED_TOP[top]
     if role is PathRole.MODULE:
@@ -122,8 +138,22 @@ def _lexical(path: str, role: PathRole) -> tuple[PolicyCode, str] | None:
             return PolicyCode.MODULE_PATH, f"a policy module is a .md file under {', '.join(r + '/' for r in MODULE_ROOTS)}"
         return None
     # role is OUTPUT: a generated file never sits where semantic policy is written.
-    if top == collision_key("policy") and len(parts) > 2 and collision_key(parts[1]) in _MODULE_DIRS:
+    if top == namespace_key("policy") and len(parts) > 2 and namespace_key(parts[1]) in _MODULE_DIRS:
         return PolicyCode.PATH_RESERVED, "policy/core/, policy/review/ and policy/security/ hold the policy modules"
+    # (5) nowhere git, GitHub or a tool gives a file runtime meaning. One rule instead of a list
+    # of such names: no dot component at any depth (.gitattributes, .gitmodules, .mailmap,
+    # .github/, .vscode/, .venv/, .envrc, .direnv/ ...), no tool directory, no 8.3 alias of
+    # one, and a .md or .json file (never CODEOWNERS, a .pth, .py, .pyc, .so or .sh).
+    for part in parts:
+        if part.startswith("."):
+            return PolicyCode.PATH_RESERVED, f"the component {part!r} starts with a dot: git, GitHub and tools give such paths meaning"
+        if namespace_key(part) in _TOOL_DIRS:
+            return PolicyCode.PATH_RESERVED, f"the component {part!r} is a tool's directory (it may execute what it holds)"
+        if _SHORT_NAME.match(part):
+            return PolicyCode.PATH_RESERVED, f"the component {part!r} has the shape of an NTFS 8.3 alias"
+    name = parts[-1]
+    if not name.endswith(OUTPUT_SUFFIXES) or name in OUTPUT_SUFFIXES:
+        return PolicyCode.OUTPUT_PATH, "a generated output is a .md or .json file"
     return None
 
 
@@ -165,9 +195,11 @@ __all__ = [
     "CONFIG_PATH",
     "LOCK_PATH",
     "MODULE_ROOTS",
+    "OUTPUT_SUFFIXES",
     "SKILL_DIR",
     "PathRole",
     "check_authority_path",
     "kind_of_git_mode",
     "missing_code",
+    "namespace_key",
 ]

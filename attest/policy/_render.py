@@ -48,8 +48,29 @@ class Rendered:
         return LockedOutput(self.path, self.renderer, self.context, self.sha256)
 
 
-def render_policy_context_md(context: str, modules: Sequence[tuple[str, bytes]]) -> bytes:
-    """The semantic projection of ``context``: its ``(path, bytes)`` modules in order, verbatim."""
+# The generated-file marker of each renderer: fixed bytes at a fixed place, so ``generate``
+# can tell a file it wrote from any other file whose digest a (pull-request-controlled) lock
+# names. Markdown: the first line (after the front matter of a SKILL.md); JSON: the first field.
+_MD_MARKER = {r: f"<!-- {GENERATED.format(renderer=r)}".encode() for r in (POLICY_CONTEXT_MD, PR_REVIEW_SKILL_V1)}
+_JSON_MARKER = f'{{"adapter":"{GITHUB_REVIEW_JSON_ADAPTER_V1}","binding":'.encode()
+_JSON_GENERATED = f'"generated":"{GENERATED.format(renderer=GITHUB_REVIEW_JSON_ADAPTER_V1)}"'.encode()
+
+
+def carries_marker(renderer: str, head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes) starts as every file of ``renderer`` does."""
+    if renderer == GITHUB_REVIEW_JSON_ADAPTER_V1:
+        return head.startswith(_JSON_MARKER) and _JSON_GENERATED in head
+    marker = _MD_MARKER.get(renderer)
+    if marker is None:
+        return False
+    if renderer == PR_REVIEW_SKILL_V1 and head.startswith(b"---\n"):
+        end = head.find(b"\n---\n", 3)
+        return end >= 0 and head[end + 5 :].startswith(marker)
+    return head.startswith(marker)
+
+
+def _context_md_parts(context: str, modules: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The header of a context projection (``modules``: ``(path, sha256)``) and each module's heading."""
     lines = [
         f"<!-- {GENERATED.format(renderer=POLICY_CONTEXT_MD)} Edit the modules and .agent-policy.yml instead. -->",
         "",
@@ -62,14 +83,42 @@ def render_policy_context_md(context: str, modules: Sequence[tuple[str, bytes]])
         "| # | module | sha256 |",
         "|---|---|---|",
     ]
-    lines += [f"| {i} | `{path}` | `{hashlib.sha256(data).hexdigest()}` |" for i, (path, data) in enumerate(modules, 1)]
-    body = "\n".join(lines) + "\n"
-    for i, (path, data) in enumerate(modules, 1):
-        text = data.decode("utf-8")
-        body += f"\n<!-- module {i}: {path} -->\n\n{text}"
-        if not text.endswith("\n"):
-            body += "\n"
-    return body.encode("utf-8")
+    lines += [f"| {i} | `{path}` | `{sha}` |" for i, (path, sha) in enumerate(modules, 1)]
+    return "\n".join(lines) + "\n", [f"\n<!-- module {i}: {path} -->\n\n" for i, (path, _) in enumerate(modules, 1)]
+
+
+def render_policy_context_md(context: str, modules: Sequence[tuple[str, bytes]]) -> bytes:
+    """The semantic projection of ``context``: its ``(path, bytes)`` modules in order, verbatim."""
+    header, headings = _context_md_parts(context, [(path, hashlib.sha256(data).hexdigest()) for path, data in modules])
+    parts = [header.encode("utf-8")]
+    for heading, (_, data) in zip(headings, modules, strict=True):
+        parts += [heading.encode("utf-8"), data]
+        if not data.endswith(b"\n"):
+            parts.append(b"\n")
+    return b"".join(parts)
+
+
+def rendered_sizes(config: PolicyConfig, module_sizes: Mapping[str, tuple[int, bool]]) -> tuple[tuple[str, int], ...]:
+    """``(path, size)`` of every file :func:`render_outputs` makes, computed without rendering.
+
+    ``module_sizes`` maps every module to ``(its size, whether it ends in a newline)``; digests
+    have a fixed length, so the sizes are exact. The caller refuses before anything is built.
+    """
+    fake = "0" * 64
+    out: list[tuple[str, int]] = []
+    for spec in config.enabled_outputs:
+        if spec.renderer in SEMANTIC_RENDERERS:
+            ctx = config.context(spec.context)
+            header, headings = _context_md_parts(ctx.name, [(m, fake) for m in ctx.modules])
+            size = len(header.encode("utf-8")) + sum(len(h.encode("utf-8")) for h in headings)
+            size += sum(n + (0 if nl else 1) for n, nl in (module_sizes[m] for m in ctx.modules))
+        else:
+            bound = config.semantic_output(spec.context).path
+            size = len(render_github_review_json_adapter_v1(spec.context, bound, fake))
+        out.append((spec.path, size))
+    if config.pr_review:
+        out += [(f"{SKILL_DIR}/{rel}", len(data)) for rel, data in render_pr_review_skill_v1()]
+    return tuple(out)
 
 
 def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> dict[str, Any]:
@@ -162,8 +211,10 @@ def render_outputs(config: PolicyConfig, modules: Mapping[str, bytes]) -> tuple[
 __all__ = [
     "Rendered",
     "adapter_document",
+    "carries_marker",
     "planned_outputs",
     "render_github_review_json_adapter_v1",
     "render_outputs",
     "render_policy_context_md",
+    "rendered_sizes",
 ]

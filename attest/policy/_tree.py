@@ -15,22 +15,67 @@ nothing is opened for writing by a read; ``generate``'s writes are temp file + `
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 
 from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import open_root
+from ..inventory._codes import InventoryCode
 from ._codes import PolicyCode
-from ._paths import SKILL_DIR, PathRole, check_authority_path
+from ._paths import SKILL_DIR, PathRole, check_authority_path, namespace_key
 
 MAX_SKILL_TREE_ENTRIES = 1024
 MAX_SKILL_TREE_DEPTH = 16
+MAX_DIR_ENTRIES = 65536
+HEAD_BYTES = 4096   # what a marker check sees of a file that is only hashed
 _O_NEW = O_NEW
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigest:
+    """A file judged by its digest: SHA-256, size and its first :data:`HEAD_BYTES` bytes."""
+
+    sha256: str
+    size: int
+    head: bytes
+
+
+class ReadBudget:
+    """The bytes ``check`` and ``generate`` may read in one run, all files together."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.left = total
+
+    def take(self, path: str, n: int) -> None:
+        if n > self.left:
+            raise VerificationError(CommonCode.TOO_LARGE,
+                                    f"the files the policy check reads exceed {self.total} bytes together", _shown(path))
+        self.left -= n
+
+
+def _shown(path: str) -> str:
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def check_root_spelling(root: str) -> None:
+    """Refuse a root spelled with ``.`` or ``..`` components (only ``.`` alone, the current directory, is taken).
+
+    ``a/link/..`` is ``a`` after lexical normalization but the parent of the link's target to
+    the kernel; the root is refused rather than normalized, so no link in its path is skipped.
+    """
+    if root == ".":
+        return
+    parts = root.split("/")
+    if any(p in (".", "..") for p in parts):
+        raise InputError(InventoryCode.BAD_ROOT, "the root has a '.' or '..' component; pass it without one", _shown(root))
 
 
 def _relstat(parent_fd: int, name: str) -> Kind | None:
@@ -55,7 +100,10 @@ class RepositoryRoot:
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> RepositoryRoot:
-        return cls(os.path.abspath(os.fspath(root)), open_root(root))
+        spelled = os.fspath(root)
+        check_root_spelling(spelled)
+        path = os.path.abspath(spelled)   # only joins a relative root to the current directory now
+        return cls(path, open_root(path))
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -92,8 +140,8 @@ class RepositoryRoot:
             for nfd in opened:
                 os.close(nfd)
 
-    def read(self, path: str, role: PathRole, *, max_bytes: int) -> bytes | Finding:
-        """The bytes of the regular file ``path``, or the Finding that says why there are none."""
+    def _open_file(self, path: str, role: PathRole) -> tuple[int, os.stat_result] | Finding:
+        """A descriptor of the regular file ``path`` and its ``fstat`` (the caller closes it), or why not."""
         problem = check_authority_path(path, role)
         if problem is not None:
             return problem
@@ -112,7 +160,14 @@ class RepositoryRoot:
                 kinds.append(kind)
                 if depth == len(parts) - 1:
                     if kind is Kind.FILE:
-                        return self._read_file(fd, name, path, kinds, max_bytes)
+                        try:
+                            return open_regular_at(fd, name)
+                        except UnsafeEntry as e:
+                            return _unsafe_finding(path, e.kind or Kind.SYMLINK)
+                        except FileNotFoundError:
+                            return Finding(PolicyCode.PATH_NOT_REGULAR, path, "vanished while it was opened")
+                        except OSError as e:
+                            return Finding(CommonCode.UNREADABLE, path, f"cannot open the file: {e.strerror}")
                     break
                 if kind is not Kind.DIR:
                     break
@@ -133,31 +188,96 @@ class RepositoryRoot:
         verdict = check_authority_path(path, role, kinds)
         return verdict if verdict is not None else Finding(PolicyCode.PATH_NOT_REGULAR, path, "not a regular file")
 
-    def _read_file(self, dir_fd: int, name: str, path: str, kinds: list[Kind | None], max_bytes: int) -> bytes | Finding:
-        try:
-            fd, st = open_regular_at(dir_fd, name)
-        except UnsafeEntry as e:
-            kinds[-1] = e.kind or Kind.SYMLINK
-            return _unsafe_finding(path, kinds[-1])
-        except FileNotFoundError:
-            return Finding(PolicyCode.PATH_NOT_REGULAR, path, "vanished while it was opened")
-        except OSError as e:
-            return Finding(CommonCode.UNREADABLE, path, f"cannot open the file: {e.strerror}")
+    def _stream(self, path: str, role: PathRole, max_bytes: int, budget: ReadBudget | None, sink: Callable[[bytes], None]) -> int | Finding:
+        """Feed the bytes of ``path`` to ``sink`` in chunks; the number of bytes, or why not."""
+        opened = self._open_file(path, role)
+        if isinstance(opened, Finding):
+            return opened
+        fd, st = opened
         try:
             if st.st_size > max_bytes:
                 return Finding(CommonCode.TOO_LARGE, path, f"{st.st_size} bytes; the limit is {max_bytes}")
-            chunks: list[bytes] = []
+            if budget is not None:
+                budget.take(path, st.st_size)
             total = 0
             while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
-                chunks.append(chunk)
                 total += len(chunk)
+                grown = total - max(st.st_size, total - len(chunk))   # bytes beyond the size fstat gave
+                if budget is not None and grown > 0:
+                    budget.take(path, grown)
+                if total > max_bytes:
+                    break
+                sink(chunk)
             if total > max_bytes:
                 return Finding(CommonCode.TOO_LARGE, path, f"grew past {max_bytes} bytes while it was read")
-            return b"".join(chunks)
+            return total
         except OSError as e:
             return Finding(CommonCode.UNREADABLE, path, f"cannot read the file: {e.strerror}")
         finally:
             os.close(fd)
+
+    def read(self, path: str, role: PathRole, *, max_bytes: int, budget: ReadBudget | None = None) -> bytes | Finding:
+        """The bytes of the regular file ``path``, or the Finding that says why there are none."""
+        chunks: list[bytes] = []
+        got = self._stream(path, role, max_bytes, budget, chunks.append)
+        return got if isinstance(got, Finding) else b"".join(chunks)
+
+    def digest(self, path: str, role: PathRole, *, max_bytes: int, budget: ReadBudget | None = None) -> FileDigest | Finding:
+        """SHA-256, size and first bytes of the regular file ``path``, hashed as a stream (never held whole)."""
+        h = hashlib.sha256()
+        head = bytearray()
+
+        def sink(chunk: bytes) -> None:
+            h.update(chunk)
+            if len(head) < HEAD_BYTES:
+                head.extend(chunk[: HEAD_BYTES - len(head)])
+
+        got = self._stream(path, role, max_bytes, budget, sink)
+        return got if isinstance(got, Finding) else FileDigest(h.hexdigest(), got, bytes(head))
+
+    def shadows(self, path: str, cache: dict[str, dict[str, list[str]]]) -> list[Finding]:
+        """Sibling entries that are ``path``'s components on a case-folding or normalizing checkout.
+
+        At every level from the root down to ``path`` itself, an entry whose
+        :func:`namespace_key` equals the component's but whose name differs (``.AGENTS`` beside
+        ``.agents``, ``docs/Review`` beside ``docs/review``) is a finding: on macOS or Windows it
+        *is* that component, and which bytes win depends on checkout order. ``cache`` keeps each
+        directory's listing (relative path -> key -> names) across calls.
+        """
+        found: list[Finding] = []
+        parts = path.split("/")
+        opened: list[int] = []
+        fd = self.fd
+        try:
+            for depth, name in enumerate(parts):
+                here = "/".join(parts[:depth])
+                listing = cache.get(here)
+                if listing is None:
+                    listing = {}
+                    with os.scandir(fd) as it:
+                        for count, entry in enumerate(it):
+                            if count >= MAX_DIR_ENTRIES:
+                                return [Finding(CommonCode.TOO_LARGE, here or ".", f"more than {MAX_DIR_ENTRIES} entries in one directory")]
+                            listing.setdefault(namespace_key(entry.name), []).append(entry.name)
+                    cache[here] = listing
+                for other in sorted(listing.get(namespace_key(name), ())):
+                    if other != name:
+                        shown = (f"{here}/{other}" if here else other).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                        found.append(Finding(PolicyCode.PATH_SHADOWED, shown,
+                                             f"is {'/'.join(parts[: depth + 1])} on a case-insensitive or normalizing checkout"))
+                if depth == len(parts) - 1 or name not in listing.get(namespace_key(name), ()):
+                    break
+                try:
+                    fd = open_dir_at(fd, name)
+                except OSError:
+                    break  # not a plain directory: the read of the path itself reports it
+                opened.append(fd)
+        except OSError as e:
+            found.append(Finding(CommonCode.UNREADABLE, path, f"cannot list a directory on the way: {e.strerror}"))
+        finally:
+            for nfd in opened:
+                os.close(nfd)
+        return found
 
     def list_skill_tree(self) -> tuple[list[tuple[str, Kind]], list[Finding]]:
         """Every entry below ``.agents/skills/pr-review/`` (the generator's closed tree), never following a link."""
@@ -248,12 +368,10 @@ class RepositoryRoot:
                 raise VerificationError(findings=[_unsafe_finding(path, e.kind)]) from e
             raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot write the generated file: {e.strerror}", path) from e
 
-    def remove_if(self, path: str, role: PathRole, sha256: str) -> bool:
+    def remove_if(self, path: str, role: PathRole, sha256: str, *, max_bytes: int) -> bool:
         """Unlink ``path`` if it is still a regular file whose bytes hash to ``sha256``; True if removed."""
-        import hashlib
-
-        data = self.read(path, role, max_bytes=1 << 30)
-        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
+        now = self.digest(path, role, max_bytes=max_bytes)
+        if not isinstance(now, FileDigest) or now.sha256 != sha256:
             return False
         name = path.rsplit("/", 1)[-1]
         try:
@@ -266,12 +384,14 @@ class RepositoryRoot:
             raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot remove the generated file: {e.strerror}", path) from e
         return True
 
-    def remove_empty_skill_dirs(self) -> list[str]:
-        """Remove the empty directories of the Skill tree, deepest first (the tree's own root too)."""
-        entries, _ = self.list_skill_tree()
-        dirs = [p for p, k in entries if k is Kind.DIR] + [SKILL_DIR]
+    def remove_emptied_dirs(self, dirs: Iterable[str]) -> list[str]:
+        """Remove those of ``dirs`` that are empty now, deepest first; a directory still holding anything stays.
+
+        The caller passes only directories that held files it removed: an empty directory it
+        did not empty is never removed here (``plan_generation`` reports it).
+        """
         removed = []
-        for rel in sorted(dirs, key=lambda p: p.count("/"), reverse=True):
+        for rel in sorted(set(dirs), key=lambda p: (p.count("/"), p), reverse=True):
             name = rel.rsplit("/", 1)[-1]
             try:
                 with self._parent(rel) as dfd:
@@ -291,4 +411,4 @@ class RepositoryRoot:
         return removed
 
 
-__all__ = ["RepositoryRoot"]
+__all__ = ["HEAD_BYTES", "MAX_DIR_ENTRIES", "FileDigest", "ReadBudget", "RepositoryRoot", "check_root_spelling"]

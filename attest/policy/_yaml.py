@@ -29,6 +29,24 @@ MAX_YAML_DEPTH = 16
 MAX_YAML_NODES = 20_000
 
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+# YAML 1.1 reads U+0085, U+2028 and U+2029 as line breaks (ending a comment), YAML 1.2 as
+# ordinary characters: one file, two documents. Refused anywhere in the text.
+_BREAK_AMBIGUOUS = re.compile("[\x85\u2028\u2029]")
+# Number-shaped plain scalars. Readers disagree about numbers far beyond the YAML tables
+# (go-yaml strips '_' and takes 0X/0B/0O; the 1.2 core schema has '.1e1'), so the rule is
+# conservative: starting like a number and made only of characters some number syntax uses,
+# and either hex-prefixed or free of the letters no unprefixed number has (a c d f x). A
+# commit SHA with any of those letters stays a string; quoting fixes everything else.
+_NUMBER_SHAPED = re.compile(r"[-+]?[0-9.][0-9a-fA-FxXoObB._+\-:]*\Z")
+_HEX_PREFIXED = re.compile(r"[-+]?0[xX]")
+_HEX_ONLY_LETTERS = frozenset("acdfACDFxX")
+
+
+def _number_shaped(value: str) -> bool:
+    """Whether some YAML (or YAML-ish) reader may resolve the plain scalar ``value`` as a number."""
+    if not _NUMBER_SHAPED.match(value):
+        return False
+    return bool(_HEX_PREFIXED.match(value)) or not (_HEX_ONLY_LETTERS & set(value))
 _STR_TAG = "tag:yaml.org,2002:str"
 _resolvers: tuple[Any, Any] | None = None
 
@@ -61,6 +79,8 @@ def _plain_value(value: str, where: str, what: str) -> str | bool | int:
             raise InputError(PolicyCode.YAML_AMBIGUOUS_SCALAR, f"{what}: the integer {value[:30]} at {where} is out of range")
         return number
     others = _other_readings(value)
+    if not others and _number_shaped(value):
+        others = ["a number"]
     if others:
         shown = repr(value) if value else "an empty value"
         raise InputError(
@@ -103,6 +123,13 @@ def load_strict_yaml(
         raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
     if text.startswith("\ufeff"):
         raise InputError(PolicyCode.YAML_SYNTAX, f"{what} starts with a byte-order mark")
+    odd = _BREAK_AMBIGUOUS.search(text)
+    if odd is not None:
+        line = text.count("\n", 0, odd.start()) + 1
+        raise InputError(
+            PolicyCode.YAML_SYNTAX,
+            f"{what}: U+{ord(odd.group()):04X} on line {line} is a line break to YAML 1.1 readers and not to YAML 1.2 readers",
+        )
     from ruamel.yaml import YAML, events
     from ruamel.yaml.error import YAMLError
 
@@ -164,7 +191,8 @@ def load_strict_yaml(
                 if isinstance(event, events.ScalarEvent):
                     plain = event.style is None and event.implicit[0]
                     if plain and is_key_position():
-                        if _other_readings(event.value) or event.value in ("true", "false") or _DECIMAL.match(event.value):
+                        if (_other_readings(event.value) or event.value in ("true", "false") or _DECIMAL.match(event.value)
+                                or _number_shaped(event.value)):
                             raise InputError(
                                 PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key {event.value!r} at {_where(event)} is not a string"
                             )

@@ -13,7 +13,7 @@ LEXICAL = [
     # (path, role, code or None)
     ("docs/review/policy-context.md", OUT, None),
     ("review.json", OUT, None),
-    ("docs/.github/x.md", OUT, None),               # .github is reserved at the top only
+    ("docs/.github/x.md", OUT, "PATH_RESERVED"),    # no dot component at any depth
     ("policy/other/x.md", OUT, None),               # not a module namespace
     ("policy/core/evidence.md", M, None),
     ("policy/security/deep/secrets.md", M, None),
@@ -66,6 +66,32 @@ LEXICAL = [
     (".github/x.md", M, "PATH_RESERVED"),
     ("docs/x.md", PathRole.CONFIG, "PATH_RESERVED"),
     ("x.lock", PathRole.LOCK, "PATH_RESERVED"),
+    # no path git, GitHub or a tool gives runtime meaning (attack review 06/07), in any alias
+    (".gitattributes", OUT, "PATH_RESERVED"),
+    (".gitignore", OUT, "PATH_RESERVED"),
+    (".gitmodules", OUT, "PATH_RESERVED"),
+    (".mailmap", OUT, "PATH_RESERVED"),
+    ("docs/.GitAttributes.md", OUT, "PATH_RESERVED"),
+    (".vscode/settings.json", OUT, "PATH_RESERVED"),
+    (".envrc", OUT, "PATH_RESERVED"),
+    ("docs/.direnv/x.md", OUT, "PATH_RESERVED"),
+    ("__pycache__/x.md", OUT, "PATH_RESERVED"),
+    ("lib/Node_Modules/x.md", OUT, "PATH_RESERVED"),
+    ("venv/x.md", OUT, "PATH_RESERVED"),
+    ("GITHUB~1/x.md", OUT, "PATH_RESERVED"),
+    (".github./x.md", OUT, "PATH_RESERVED"),
+    ("policy/core./x.md", OUT, "PATH_RESERVED"),
+    ("Policy/Core /x.md", OUT, "PATH_RESERVED"),
+    ("policy/core::$DATA/x.md", OUT, "PATH_RESERVED"),
+    ("CODEOWNERS", OUT, "OUTPUT_PATH"),
+    ("docs/CODEOWNERS", OUT, "OUTPUT_PATH"),
+    ("docs/x.py", OUT, "OUTPUT_PATH"),
+    ("docs/x.pth", OUT, "OUTPUT_PATH"),
+    ("x.sh", OUT, "OUTPUT_PATH"),
+    ("x.so", OUT, "OUTPUT_PATH"),
+    ("x.pyc", OUT, "OUTPUT_PATH"),
+    ("docs/x.txt", OUT, "OUTPUT_PATH"),
+    ("docs/x.md.", OUT, "OUTPUT_PATH"),
     # module namespace
     ("policy/x.md", M, "MODULE_PATH"),
     ("policy/core/x.txt", M, "MODULE_PATH"),
@@ -135,9 +161,9 @@ def test_lexical_refusals_come_before_any_tree_verdict() -> None:
 
 def test_kinds_that_stop_early_at_a_directory_are_a_caller_bug() -> None:
     with pytest.raises(ValueError):
-        check_authority_path("a/b", PathRole.OUTPUT, [Kind.DIR])
+        check_authority_path("a/b.md", PathRole.OUTPUT, [Kind.DIR])
     with pytest.raises(ValueError):
-        check_authority_path("a", PathRole.OUTPUT, [Kind.DIR, Kind.FILE])
+        check_authority_path("a.md", PathRole.OUTPUT, [Kind.DIR, Kind.FILE])
 
 
 @pytest.mark.parametrize(("mode", "kind"), [("40000", D), ("040000", D), ("100644", F), ("100755", F), ("120000", L),

@@ -102,7 +102,7 @@ CASES = [
     ("output in a module namespace", "path: docs/security.md", "path: policy/security/generated.md", ["PATH_RESERVED"]),
     ("two outputs on one path", "path: docs/security.md", "path: docs/review/policy-context.md", ["PATH_CONFLICT"]),
     ("two outputs on one path by case", "path: docs/security.md", "path: docs/Review/Policy-Context.md", ["PATH_CONFLICT"]),
-    ("an output where another needs a directory", "path: docs/security.md", "path: docs/review", ["PATH_CONFLICT", "PATH_CONFLICT"]),
+    ("an output where another needs a directory", "path: docs/security.md", "path: docs/review/policy-context.md/x.md", ["PATH_CONFLICT"]),
     ("adapter without semantic projection", SEMANTIC, SEMANTIC.replace("enabled: true", "enabled: false"), ["ADAPTER_UNBOUND"]),
     ("adapter with two semantic projections", SEMANTIC, SEMANTIC + "\n  - " + SEMANTIC.replace("policy-context.md", "again.md"),
      ["ADAPTER_UNBOUND"]),

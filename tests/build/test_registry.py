@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
+from support.build import registry_reachable
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.build._rebuild import rebuild_check
@@ -14,16 +14,8 @@ from attest.build._rebuild import rebuild_check
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _registry_reachable() -> bool:
-    try:
-        with urllib.request.urlopen("https://files.pythonhosted.org/", timeout=5):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.registry
-@pytest.mark.skipif(not _registry_reachable(), reason="the package registry is unreachable")
+@pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable")
 def test_project_runtime_from_its_own_lock(tmp_path: Path) -> None:
     recipe = load_recipe(ROOT / "builders" / "runtime.toml")
     cache = tmp_path / "cache"

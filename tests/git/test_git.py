@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.gitrepo import GIT_ENV, git
+from support.gitrepo import make_repo as support_make_repo
 
 from attest.errors import InputError, VerificationError
 from attest.git import GitCode, GitRepo, object_id, parse_tree, verify_full_sha
@@ -17,16 +18,7 @@ ENV = GIT_ENV
 
 
 def make_repo(path: Path, files: dict[str, bytes], *, fmt: str = "sha1", execs: tuple[str, ...] = ()) -> str:
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", f"--object-format={fmt}")
-    for rel, data in files.items():
-        p = path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-        os.chmod(p, 0o755 if rel in execs else 0o644)
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "init")
-    return git(path, "rev-parse", "HEAD")
+    return support_make_repo(path, files, fmt=fmt, execs=execs, message='init')
 
 
 def test_object_id_matches_git(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.gitrepo import GIT_ENV, git
+from support.gitrepo import make_repo as support_make_repo
 from support.trees import chattr, is_immutable, make_tree
 
 from attest.errors import AttestError, InputError, VerificationError
@@ -46,17 +47,8 @@ FILES = {
 EXECS = ("bin/run",)
 
 
-def make_repo(path: Path, files: dict[str, bytes], *, fmt: str, execs: tuple[str, ...] = ()) -> str:
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", f"--object-format={fmt}")
-    for rel, data in files.items():
-        p = path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-        os.chmod(p, 0o755 if rel in execs else 0o644)
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "base")
-    return git(path, "rev-parse", "HEAD")
+def make_repo(path: Path, files: dict[str, bytes], *, fmt: str = "sha1", execs: tuple[str, ...] = ()) -> str:
+    return support_make_repo(path, files, fmt=fmt, execs=execs, message='base')
 
 
 @pytest.fixture(params=["sha1", "sha256"])

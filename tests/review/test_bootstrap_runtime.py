@@ -8,10 +8,10 @@ the same :class:`PolicyCheckRunner` interface (tests/review/test_bootstrap.py).
 from __future__ import annotations
 
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
+from support.build import registry_reachable
 from support.gitrepo import git
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
@@ -22,16 +22,8 @@ from attest.review.bootstrap import ImageCheckRunner, RuntimeImage, decide_check
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _registry_reachable() -> bool:
-    try:
-        with urllib.request.urlopen("https://files.pythonhosted.org/", timeout=5):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.registry
-@pytest.mark.skipif(not _registry_reachable(), reason="the package registry is unreachable")
+@pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable")
 def test_the_managed_check_runs_from_the_runtime_image(tmp_path: Path) -> None:
     from attest.git import GitRepo
 

@@ -213,3 +213,14 @@ def make_toolchain_repo(repo: Path, *, message: bytes = b"hi", noisy: bool = Fal
     return git(repo, "rev-parse", "HEAD")
 
 
+
+
+def registry_reachable() -> bool:
+    """Whether the package registry answers (tests marked ``registry`` skip otherwise)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen("https://files.pythonhosted.org/", timeout=5):
+            return True
+    except OSError:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,3 +16,18 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> str:
     """Run git in ``repo`` and return its stripped standard output; a failure raises."""
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=GIT_ENV,
                           input=input).stdout.decode().strip()
+
+
+def make_repo(path: Path, files: dict[str, bytes], *, fmt: str = "sha1", execs: tuple[str, ...] = (),
+              message: str = "init") -> str:
+    """A new repository at ``path`` (object format ``fmt``) with one commit of ``files``; its SHA."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", f"--object-format={fmt}")
+    for rel, data in files.items():
+        p = path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        os.chmod(p, 0o755 if rel in execs else 0o644)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", message)
+    return git(path, "rev-parse", "HEAD")

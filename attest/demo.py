@@ -194,13 +194,14 @@ def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
     say(f"   rebuilt in another staging context: same name {report.second_name}, same inventory {report.second_identity}")
 
 
-def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
+def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
+    """Build, rebuild-check and promote; return the promoted SHA, or None where the promotion did not run."""
     from .build import run_build_runtime, run_build_skill, run_fetch, run_promote
 
     repo = _repository()
     if repo is None:
         say("9. builds: skipped, because this attest does not run from its git repository (no builders/ beside it)")
-        return
+        return None
     sha = _head(repo)
     key = str(state / "keys" / "release.pem")
     say(f"9. build the skill from git objects of {repo} at {sha}, freeze and sign it")
@@ -209,7 +210,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
     _rebuild(repo / "builders" / "skill.toml", sha, state, say)
     if offline:
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
-        return
+        return None
     from .build import BuildCode, Sandbox
 
     try:
@@ -219,7 +220,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
             raise
         # Never build unconfined behind the user's back: say why and stop here.
         say(f"10. the runtime build, its rebuild check and the promotion: not run, the build sandbox cannot be established here: {e.detail}")
-        return
+        return None
     lock = repo / "lockfiles" / "pylock.toml"
     say(f"10. fetch the locked wheels of {lock.relative_to(repo)} (the only networked step) and build the runtime offline")
     fetched = run_fetch(str(lock), str(state / "cache"))
@@ -243,6 +244,175 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> None:
         say(f"   {name}: {old!r} -> {new!r}")
     if not result.changes:
         say("   the pins already name this promotion; nothing changed")
+    return sha
+
+
+# -- the trusted review chain (issue 12): install, a consumer repository, `attest bootstrap` ------------------------
+
+CONSUMER_MODULES = {
+    "policy/core/evidence.md": b"# Evidence\n\nEvery finding cites the changed line.\n",
+    "policy/review/findings.md": b"# Findings\n\nA blocking finding names its cause.\n",
+}
+_GIT_DATE = "2026-01-01T00:00:00Z"  # fixed authors and dates: the same commits (and base images) on every run
+
+
+def consumer_config(repository: str, revision: str, *, skills: str = "[pr-review]") -> str:
+    """The consumer's ``.agent-policy.yml``: the promoted toolchain, pr-review, one review context, two outputs."""
+    return (f"schema: 2\ntoolchain:\n  repository: {repository}\n  revision: {revision}\nskills:\n  enabled: {skills}\n"
+            "contexts:\n  review:\n    modules: [policy/core/evidence.md, policy/review/findings.md]\n"
+            "outputs:\n  - {path: docs/review/policy-context.md, renderer: policy-context-md, context: review, enabled: true}\n"
+            "  - {path: docs/review/github-review.json, renderer: github-review-json-adapter-v1, context: review, enabled: true}\n")
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(repo), "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "attest demo", "GIT_AUTHOR_EMAIL": "demo@attest.invalid",
+           "GIT_COMMITTER_NAME": "attest demo", "GIT_COMMITTER_EMAIL": "demo@attest.invalid",
+           "GIT_AUTHOR_DATE": _GIT_DATE, "GIT_COMMITTER_DATE": _GIT_DATE}
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"git {' '.join(args)} failed in {repo}: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def make_consumer(path: Path, repository: str, revision: str) -> tuple[str, str]:
+    """(Re)create the consumer repository: a generated base commit, then a pull request head; return (base, head)."""
+    from .policy import generate_policy
+
+    if path.exists():
+        _remove_tree(path)
+    path.mkdir(mode=0o700)
+    _git(path, "-c", "init.defaultBranch=main", "init", "-q", "--object-format=sha1")
+    for rel, data in CONSUMER_MODULES.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_bytes(data)
+    (path / ".agent-policy.yml").write_text(consumer_config(repository, revision))
+    (path / "src.txt").write_text("code\n")
+    generate_policy(path)
+    _git(path, "add", "-A")
+    _git(path, "commit", "-qm", "base: the trusted policy, generated")
+    base = _git(path, "rev-parse", "HEAD")
+    _git(path, "checkout", "-qb", "pr")
+    (path / ".agent-policy.yml").write_text(consumer_config(repository, "0" * 40, skills="[]"))
+    (path / "policy/review/findings.md").write_bytes(b"# Findings\n\nNothing is blocking.\n")
+    _git(path, "commit", "-qam", "pull request: rewrite the policy")
+    head = _git(path, "rev-parse", "HEAD")
+    _git(path, "checkout", "-q", "main")
+    return base, head
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a tree the demo made (an installed Skill has 0444 files and 0555 directories), through descriptors."""
+    from ._safefs import O_DIR, remove_tree
+
+    fd = os.open(path.parent, O_DIR)
+    try:
+        remove_tree(fd, path.name)
+    finally:
+        os.close(fd)
+
+
+def _identity(path: Path, base: str, head: str) -> Path:
+    import json
+
+    doc = {"repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
+           "base": {"sha": base}, "head": {"sha": head}}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def _expect_refusal_at(say: Say, what: str, step: int, action: Callable[[], object]) -> None:
+    """Run ``action``; the bootstrap must refuse it at ``step``. Print the step, the codes and the reasons."""
+    from .review.bootstrap import BootstrapError
+
+    try:
+        action()
+    except BootstrapError as e:
+        if e.step != step:
+            raise EnvironmentFailure(CommonCode.INTERNAL, f"{what} was refused at step {e.step}, not at step {step}; this is a "
+                                     f"bug: {'; '.join(str(f) for f in e.findings[:3])}") from e
+        say(f"   refused at step {e.step}, as it must be ({what}): {', '.join(dict.fromkeys(f.code for f in e.findings))}")
+        for f in e.findings[:5]:
+            say(f"     {str(f)[:240]}")
+        return
+    raise EnvironmentFailure(CommonCode.INTERNAL, f"{what} was NOT refused; this is a bug")
+
+
+def step_chain(state: Path, sha: str, say: Say) -> None:
+    """Install the promoted skill, make a consumer repository with a pull request, bootstrap it, then break its base."""
+    import tempfile
+
+    from .attestation import generate_key, load_signer
+    from .build import install_skill
+    from .freeze import FreezeCode
+    from .review.bootstrap import (
+        IMAGE_NAMES,
+        BootstrapError,
+        BootstrapResult,
+        DeploymentPins,
+        IdentityFile,
+        ImageCheckRunner,
+        bootstrap,
+    )
+
+    pins = state / "pins.toml"
+    deploy_key = state / "keys" / "deploy.pem"
+    if not deploy_key.exists():
+        generate_key("ed25519", deploy_key)
+    trust = state / "trust.toml"
+    trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n\n'
+                     '[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n')
+    # The installed Skill lies outside the state directory and outside every repository (the installer refuses both).
+    outside = Path(tempfile.mkdtemp(prefix="attest-demo-skill-"))
+    installation: Path | None = None
+    try:
+        skill_dir = outside / "agent-policy"
+        say(f"12. install the promoted skill into {skill_dir}, signed by the deployment key {deploy_key}")
+        installed = install_skill(pins, state, skill_dir, load_signer(str(deploy_key)))
+        installation = att = Path(installed.attestation)
+        say(f"   {installed.inventory.identity}, installation attestation {installed.attestation_digest}")
+        consumer = state / "consumer"
+        review = state / "review"
+        review.mkdir(mode=0o700, exist_ok=True)
+        repository = DeploymentPins.from_file(pins).toolchain_repository
+        base, head = make_consumer(consumer, repository, sha)
+        say(f"13. consumer repository {consumer}: toolchain {sha[:12]}, `attest policy generate`, base {base[:12]};")
+        say(f"   pull request head {head[:12]} rewrites .agent-policy.yml and policy/review/findings.md")
+
+        def run(ident: Path, backend: str) -> BootstrapResult:
+            return bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=skill_dir, installation=att,
+                             repo=consumer, host=IdentityFile(str(ident)), key=str(deploy_key), out=review / "handoff.json",
+                             backend=backend, runner=ImageCheckRunner(str(state)))
+
+        say(f"14. attest bootstrap (trust {trust.name}, offline identity file; the check runs the runtime image's own bin/attest)")
+        ident = _identity(review / "identity.json", base, head)
+        backend = "immutable"
+        try:
+            result = run(ident, backend)
+        except BootstrapError as e:
+            if not any(f.code == FreezeCode.BACKEND_UNAVAILABLE for f in e.findings):
+                raise
+            say("   the 'immutable' backend cannot be established here; the chain continues with 'readonly'")
+            backend = "readonly"
+            result = run(ident, backend)
+        doc = result.to_json()
+        for name in IMAGE_NAMES:
+            say(f"   {name:9} {doc['images'][name]['identity']} ({doc['images'][name]['backend']})")
+        say(f"   handoff written: {doc['handoff']} ({doc['handoff_digest']})")
+        say("15. the base changes one byte of policy/core/evidence.md, not regenerated; bootstrap the same pull request again")
+        module = consumer / "policy/core/evidence.md"
+        data = bytearray(module.read_bytes())
+        data[2] ^= 0x20  # "# Evidence" -> "# evidence"
+        module.write_bytes(bytes(data))
+        _git(consumer, "commit", "-qam", "base: one module byte changed, outputs not regenerated")
+        changed = _identity(review / "identity-changed.json", _git(consumer, "rev-parse", "HEAD"), head)
+        _expect_refusal_at(say, "a stale authority at the base", 6, lambda: run(changed, backend))
+    finally:
+        _remove_tree(outside)
+        if installation is not None and installation.exists():
+            installation.unlink()  # it names the temporary root just removed
 
 
 STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest, step_freeze]
@@ -254,5 +424,11 @@ def run_demo(state_dir: Path, say: Say, *, offline: bool = False) -> None:
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     for step in STEPS:
         step(state, say)
-    step_build(state, say, offline=offline)
+    promoted = step_build(state, say, offline=offline)
+    if promoted is None:
+        why = "--offline; " if offline else ""
+        say(f"11. the trusted review chain (install the skill, bootstrap a pull request, hand off): skipped ({why}it needs the "
+            "promoted runtime)")
+    else:
+        step_chain(state, promoted, say)
     say("demo complete: every check ended as it must.")

@@ -205,7 +205,16 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     sha = _head(repo)
     key = str(state / "keys" / "release.pem")
     say(f"9. build the skill from git objects of {repo} at {sha}, freeze and sign it")
-    skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key)
+    from .freeze import FreezeCode
+
+    try:
+        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key)
+    except EnvironmentFailure as e:
+        if e.code != FreezeCode.BACKEND_UNAVAILABLE:
+            raise
+        say(f"   {e.detail}")
+        say("   the skill is frozen with the 'readonly' backend instead, which holds only against processes of another user")
+        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend="readonly")
     say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
     _rebuild(repo / "builders" / "skill.toml", sha, state, say)
     if offline:

@@ -21,13 +21,40 @@ from support.trees import chattr
 
 from attest.errors import AttestError
 from attest.freeze import FreezeCode, Store, freeze_tree, run_from_images
-from attest.freeze._image import INVENTORY_NAME, RECORD_NAME, Sealed
+from attest.freeze._image import INVENTORY_NAME, RECORD_NAME, Image, Sealed
 from attest.inventory import Inventory
+
+
+def _load_record(image_dir: Path) -> Image:
+    fd = os.open(image_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        image = Store(image_dir.parent.parent)._load(fd, image_dir.name)
+    finally:
+        os.close(fd)
+    assert image is not None
+    return image
+
+
+def _rewrite_record(image_dir: Path) -> None:
+    """What whoever can break the seal does last: index the tree as it now is (added entries included)."""
+    tree = image_dir / "tree"
+    fresh = []
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, tree)
+        rel = "" if rel == "." else rel
+        st = os.lstat(dirpath)
+        fresh.append(Sealed(rel, True, st.st_ino, st.st_ctime_ns))
+        for fn in sorted(filenames):
+            st = os.lstat(os.path.join(dirpath, fn))
+            fresh.append(Sealed(f"{rel}/{fn}" if rel else fn, False, st.st_ino, st.st_ctime_ns))
+    record = dataclasses.replace(_load_record(image_dir), sealed=tuple(fresh)).record_bytes()
+    (image_dir / RECORD_NAME).write_bytes(record)
 
 
 def _reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
     """The attacker's whole procedure for one file of a stored image."""
-    tree, target = image_dir / "tree", image_dir / "tree" / rel
+    target = image_dir / "tree" / rel
     if backend == "immutable":
         chattr("-i", target, image_dir / RECORD_NAME)
     else:
@@ -38,19 +65,7 @@ def _reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
         chattr("+i", target)
     else:
         os.chmod(target, 0o444)
-    # Refresh the record: every entry's inode number and change time as they are now.
-    store = Store(image_dir.parent.parent)
-    fd = os.open(image_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        old = store._load(fd, image_dir.name)
-    finally:
-        os.close(fd)
-    assert old is not None
-    fresh = []
-    for s in old.sealed:
-        st = os.lstat(tree / s.path) if s.path else os.lstat(tree)
-        fresh.append(Sealed(s.path, s.is_dir, st.st_ino, st.st_ctime_ns))
-    (image_dir / RECORD_NAME).write_bytes(dataclasses.replace(old, sealed=tuple(fresh)).record_bytes())
+    _rewrite_record(image_dir)
     if backend == "immutable":
         chattr("+i", image_dir / RECORD_NAME)
     else:
@@ -66,8 +81,7 @@ def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expec
     # The seal itself holds again: only the content check can tell.
     from attest.freeze import check_image
 
-    reloaded = Store(state)._load(os.open(entry.parent, os.O_RDONLY | os.O_DIRECTORY), entry.name)
-    assert reloaded is not None and check_image(reloaded) == []
+    assert check_image(_load_record(entry)) == []
 
     # store ls --check
     [listed] = Store(state).ls(check=True)
@@ -124,24 +138,7 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
     (Path(image.path) / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"PWNED")
     chattr("+i", Path(image.path) / "__pycache__" / "mod.cpython-311.pyc", Path(image.path) / "__pycache__", Path(image.path))
     store = Store(state)
-    fd = os.open(entry.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        old = store._load(fd, entry.name)
-    finally:
-        os.close(fd)
-    assert old is not None
-    # The record is rewritten to index the tree as it now is, the added entries included.
-    fresh = []
-    for dirpath, dirnames, filenames in os.walk(image.path):
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, image.path)
-        rel = "" if rel == "." else rel
-        st = os.lstat(dirpath)
-        fresh.append(Sealed(rel, True, st.st_ino, st.st_ctime_ns))
-        for fn in sorted(filenames):
-            st = os.lstat(os.path.join(dirpath, fn))
-            fresh.append(Sealed(f"{rel}/{fn}" if rel else fn, False, st.st_ino, st.st_ctime_ns))
-    (entry / RECORD_NAME).write_bytes(dataclasses.replace(old, sealed=tuple(fresh)).record_bytes())
+    _rewrite_record(entry)
     chattr("+i", entry / RECORD_NAME)
     [listed] = store.ls(check=True)
     assert listed.problems, "an image with an added __pycache__ was reported as holding"

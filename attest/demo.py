@@ -353,7 +353,7 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
     """Install the promoted skill, make a consumer repository with a pull request, bootstrap it, then break its base."""
     import tempfile
 
-    from .attestation import generate_key, load_signer
+    from .attestation import generate_key, load_policy, load_signer
     from .build import install_skill
     from .freeze import FreezeCode
     from .review.bootstrap import (
@@ -365,6 +365,7 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
         ImageCheckRunner,
         bootstrap,
     )
+    from .review.handoff import STAND_IN_COMMAND, run_review_step
 
     pins = state / "pins.toml"
     deploy_key = state / "keys" / "deploy.pem"
@@ -410,7 +411,15 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
         for name in IMAGE_NAMES:
             say(f"   {name:9} {doc['images'][name]['identity']} ({doc['images'][name]['backend']})")
         say(f"   handoff written: {doc['handoff']} ({doc['handoff_digest']})")
-        say("15. the base changes one byte of policy/core/evidence.md, not regenerated; bootstrap the same pull request again")
+        say("15. attest review exec: the stand-in reviewer (the runtime image's own bin/attest) runs from the four frozen images;")
+        say("   it reads SKILL.md and its references from the procedure bundle only")
+        reviewed = run_review_step(result.handoff, load_policy(str(trust)), state, STAND_IN_COMMAND, out=review / "result.json")
+        verdict = "complete" if reviewed.result.complete else "not complete"
+        say(f"   result written: {reviewed.result_path} ({reviewed.result_digest}): {verdict}, "
+            f"{len(reviewed.result.findings)} finding(s)")
+        for limitation in reviewed.result.limitations:
+            say(f"   limitation: {limitation[:300]}")
+        say("16. the base changes one byte of policy/core/evidence.md, not regenerated; bootstrap the same pull request again")
         module = consumer / "policy/core/evidence.md"
         data = bytearray(module.read_bytes())
         data[2] ^= 0x20  # "# Evidence" -> "# evidence"

@@ -7,13 +7,22 @@ rest of the demo offline).
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from support.build import registry_reachable
 
+from attest.attestation import load_signer
+from attest.build import install_skill
 from attest.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sandbox_available() -> bool:
@@ -39,8 +48,30 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
         assert re.search(rf"^   {name} +sha256:[0-9a-f]{{64}} \((immutable|readonly)\)$", chain, re.M), chain
     handoff = re.search(r"^   handoff written: (\S+) \(sha256:[0-9a-f]{64}\)$", chain, re.M)
     assert handoff is not None and Path(handoff.group(1)) == state / "review" / "handoff.json" and Path(handoff.group(1)).is_file()
+    result = re.search(r"^   result written: (\S+) \(sha256:[0-9a-f]{64}\): not complete, 0 finding\(s\)$", chain, re.M)
+    assert result is not None and json.loads(Path(result.group(1)).read_bytes())["complete"] is False, chain
+    assert re.search(r"^   limitation: stand-in reviewer: no analysis was performed; it read the 'pr-review' Skill from the "
+                     r"procedure bundle only \(SKILL\.md sha256:[0-9a-f]{64}", chain, re.M), chain
     assert "refused at step 6, as it must be (a stale authority at the base): CHECK_FAILED" in chain
     assert "INPUT_DIGEST_MISMATCH: policy/core/evidence.md" in chain
     assert out.rstrip().endswith("demo complete: every check ended as it must.")
     # The installed Skill was temporary and outside the state; nothing of it is left.
     assert not list((state / "installations").iterdir())
+
+    # `just verify`, as a consumer's CI runs it, on the demo's deployment and pull request (the store is warm).
+    backend = re.search(r"^   base +sha256:[0-9a-f]{64} \((\w+)\)$", chain, re.M)
+    assert backend is not None
+    (tmp_path / "skills").mkdir()
+    installed = install_skill(state / "pins.toml", state, tmp_path / "skills" / "agent-policy", load_signer(str(state / "keys" / "deploy.pem")))
+    bindir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "ATTEST_STATE_DIR": str(state), "ATTEST_PINS": str(state / "pins.toml"),
+           "ATTEST_TRUST": str(state / "trust.toml"), "ATTEST_SKILL": installed.installed_root, "ATTEST_INSTALLATION": installed.attestation,
+           "ATTEST_KEY": str(state / "keys" / "deploy.pem"), "ATTEST_REVIEW_DIR": str(tmp_path / "verify"), "ATTEST_BACKEND": backend.group(1)}
+    just = shutil.which("just", path=env["PATH"])
+    assert just is not None
+    proc = subprocess.run([just, "-f", str(ROOT / "Justfile"), "verify", str(state / "consumer"), "--identity", str(state / "review" / "identity.json")],
+                          env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^BOOTSTRAPPED \S+ pull request \d+ at base [0-9a-f]{40}$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^REVIEWED \S+ pull request \d+ at base [0-9a-f]{40}: NOT complete, 0 finding\(s\), 0 blocking$", proc.stdout, re.M), proc.stdout
+    assert json.loads((tmp_path / "verify" / "result.json").read_bytes())["complete"] is False

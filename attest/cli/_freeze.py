@@ -51,17 +51,38 @@ def freeze(
         print(f"{how} {image.identity} ({image.backend}): {image.path}")
 
 
+def parse_env_options(env: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``--env`` items as (names passed through, names set): ``NAME`` passes, ``NAME=VALUE`` sets; twice is an error."""
+    from ..errors import InputError
+    from ..freeze import FreezeCode
+
+    passed: list[str] = []
+    setting: dict[str, str] = {}
+    for item in env:
+        var, sep, value = item.partition("=")
+        if var in setting or var in passed:
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "--env names this variable twice", var)
+        if sep:
+            setting[var] = value
+        else:
+            passed.append(var)
+    return passed, setting
+
+
+EnvOption = typer.Option(
+    [],
+    "--env",
+    help="NAME passes that variable through; NAME=VALUE sets it. Repeatable. Variables exec fixes (PATH, HOME, "
+    "TMPDIR, ...) and those that load code or configuration (LD_*, PYTHON*, GIT_*, JAVA_TOOL_OPTIONS, ...) are refused.",
+)
+
+
 def exec_(
     command: list[str] = typer.Argument(..., help="The command and its arguments (after --)."),
     image: list[str] = typer.Option(..., "--image", help="NAME=REF: an image path printed by freeze, or sha256:<hex>. Repeatable."),
     state_dir: Path = StateDirOption,
     cwd: Optional[str] = typer.Option(None, "--cwd", help="Run in the image with this NAME (default: a private run directory)."),
-    env: list[str] = typer.Option(
-        [],
-        "--env",
-        help="NAME passes that variable through; NAME=VALUE sets it. Repeatable. Variables exec fixes (PATH, HOME, "
-        "TMPDIR, ...) and those that load code or configuration (LD_*, PYTHON*, GIT_*, JAVA_TOOL_OPTIONS, ...) are refused.",
-    ),
+    env: list[str] = EnvOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Run CMD from frozen, still-sealed store images only, in a clean environment; its exit status is passed through."""
@@ -76,16 +97,7 @@ def exec_(
         if name in images:
             raise InputError(FreezeCode.BAD_IMAGE_REF, "the image name is given twice", name)
         images[name] = ref
-    passed: list[str] = []
-    setting: dict[str, str] = {}
-    for item in env:
-        var, sep, value = item.partition("=")
-        if var in setting or var in passed:
-            raise InputError(FreezeCode.BAD_EXEC_ENV, "--env names this variable twice", var)
-        if sep:
-            setting[var] = value
-        else:
-            passed.append(var)
+    passed, setting = parse_env_options(env)
     sys.stdout.flush()
     rc = run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
     raise typer.Exit(code=rc)

@@ -25,7 +25,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import Finding, InputError, VerificationError
 from ._backends import BACKENDS
@@ -255,11 +255,14 @@ def run_from_images(
     set_env: Mapping[str, str] | None = None,
     now: float | None = None,
     stdout: int | None = None,
+    before: Callable[[Mapping[str, Image]], None] | None = None,
 ) -> int:
     """Run ``argv`` with the named images (identity or store path each); return its exit status.
 
     ``stdout``: a file descriptor the command's standard output goes to (the caller's own
     standard output when None). It changes nothing else: the same images, environment, checks.
+    ``before``: called with the verified images (under the store's shared lock, after step 1,
+    before anything runs) so a caller can require more of them; whatever it raises stops the run.
     """
     if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
         raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")
@@ -284,6 +287,8 @@ def run_from_images(
         with state_lock(state_fd, exclusive=False):
             # (1) Only verified store entries whose seal holds.
             resolved: dict[str, Image] = {name: store.get(ref) for name, ref in images.items()}
+            if before is not None:
+                before(resolved)
             runs_fd = open_sub(state_fd, "runs", f"{store.state_dir}/runs")
             run_name = random_name("run")
             run_dir = f"{store.state_dir}/runs/{run_name}"

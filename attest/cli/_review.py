@@ -1,0 +1,69 @@
+"""`attest review exec` (the review step from the handoff's four images) and `attest review stand-in` (docs/review.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._app import JsonOption, print_json
+from ._freeze import EnvOption, StateDirOption, parse_env_options
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="review",
+        help="After `attest bootstrap`: run the review step from the handoff's frozen images only.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
+    sub.command("stand-in")(stand_in)
+    app.add_typer(sub, name="review")
+
+
+def exec_review(
+    command: list[str] = typer.Argument(..., help="The reviewer command and its arguments (after --). It finds the images in "
+                                        "$ATTEST_IMAGE_BOOTSTRAP, _RUNTIME, _BASE and _PROCEDURE and prints the result on stdout."),
+    handoff: Path = typer.Option(..., "--handoff", help="The signed handoff written by `attest bootstrap`."),
+    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST) the handoff must verify under."),
+    state_dir: Path = StateDirOption,
+    out: Path = typer.Option(..., "-o", "--output", help="Where to write the reviewer's result (only if it is a valid result)."),
+    env: list[str] = EnvOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Verify the handoff, run the reviewer from its four frozen images only, keep its provider-neutral result."""
+    import sys
+
+    from .._fs import check_directory_path
+    from ..attestation import load_policy
+    from ..review.handoff import run_review_step
+
+    check_directory_path(state_dir, what="--state-dir")
+    passed, setting = parse_env_options(env)
+    sys.stdout.flush()
+    run = run_review_step(handoff, load_policy(policy), state_dir, command, out=out, pass_env=passed, set_env=setting)
+    if json_mode:
+        print_json(run.to_json())
+        return
+    doc = run.to_json()
+    state = "complete" if run.result.complete else "NOT complete"
+    print(f"REVIEWED {run.handoff.full_name} pull request {run.handoff.number} at base {run.handoff.base_commit}: {state}, "
+          f"{doc['findings']} finding(s), {doc['blocking']} blocking")
+    for limitation in run.result.limitations:
+        print(f"  limitation: {limitation}")
+    print(f"  result: {run.result_path} ({run.result_digest})")
+
+
+def stand_in() -> None:
+    """The demo's stand-in reviewer: reads SKILL.md and its references from $ATTEST_IMAGE_PROCEDURE, reviews nothing, says so."""
+    import os
+
+    from ..review.handoff import stand_in_review
+
+    print_json(stand_in_review(os.environ).to_json())
+
+
+__all__ = ["register"]

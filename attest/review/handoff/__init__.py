@@ -1,0 +1,43 @@
+"""After the handoff: verify it, run the review step from its four frozen images (BOOTSTRAP.md).
+
+:func:`verify_handoff` checks the signed handoff of ``attest bootstrap`` under the deployment's
+trust policy and reads it as a :class:`Handoff`; :func:`run_review_step` runs the deployment's
+reviewer from the bootstrap, runtime, base and procedure images only and keeps its
+provider-neutral result (:func:`parse_result`) when it parses; :func:`stand_in_review` is the
+demo's reviewer, which reads the Skill from the procedure bundle and reviews nothing.
+
+    >>> from attest.attestation import load_policy
+    >>> from attest.review.handoff import run_review_step
+    >>> run = run_review_step("handoff.json", load_policy("trust.toml"), "/var/lib/attest",
+    ...                       ["/usr/local/bin/reviewer"], out="result.json")
+    >>> run.result.complete
+"""
+
+from __future__ import annotations
+
+from ._codes import HandoffCode
+from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, parse_handoff, verify_handoff
+from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
+from ._run import ReviewRun, decide_images, run_review_step
+from ._standin import STAND_IN_COMMAND, stand_in_review
+
+__all__ = [
+    "HANDOFF_PREDICATE",
+    "IMAGE_NAMES",
+    "MAX_RESULT_BYTES",
+    "SEVERITIES",
+    "SIDES",
+    "STAND_IN_COMMAND",
+    "Handoff",
+    "HandoffCode",
+    "HandoffImage",
+    "ResultFinding",
+    "ReviewResult",
+    "ReviewRun",
+    "decide_images",
+    "parse_handoff",
+    "parse_result",
+    "run_review_step",
+    "stand_in_review",
+    "verify_handoff",
+]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ._attested import freeze_attested
 from ._backends import BACKENDS, DEFAULT_BACKEND, Backend, ImmutableBackend, ReadonlyBackend, RoBindBackend, get_backend
 from ._codes import FreezeCode
-from ._exec import run_from_images
+from ._exec import expand_image_refs, run_from_images
 from ._image import Image, Sealed, check_image
 from ._retained import RetainedBytes, retain_file, seal_memfd, sealed_memfd
 from ._store import GcResult, Store, StoreEntry, freeze_tree, verify_image
@@ -34,6 +34,7 @@ __all__ = [
     "Store",
     "StoreEntry",
     "check_image",
+    "expand_image_refs",
     "freeze_attested",
     "freeze_tree",
     "get_backend",

@@ -12,6 +12,8 @@
    dropped silently: the whole call fails, naming every refused variable.
 3. Images sealed with ``ro-bind`` are exposed through read-only bind mounts in a private mount
    namespace for the command.
+   An argument ``$ATTEST_IMAGE_<NAME>[/...]`` names a path inside an image without a shell
+   (:func:`expand_image_refs`).
 4. After the command ends every image is checked again; an image that changed while the
    command ran fails closed (``IMAGE_CHANGED_DURING_EXEC``) whatever the command returned.
    Otherwise the command's exit status is passed through.
@@ -245,6 +247,30 @@ def caller_environment(
     return out
 
 
+_IMAGE_REF = re.compile(r"\$(?:\{ATTEST_IMAGE_(?P<braced>[A-Za-z0-9_]+)\}|ATTEST_IMAGE_(?P<bare>[A-Za-z0-9_]+))(?P<rest>/.*)?\Z", re.S)
+
+
+def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str]:
+    """``argv`` with a leading ``$ATTEST_IMAGE_<NAME>`` (or ``${ATTEST_IMAGE_<NAME>}``) replaced by that image's path (pure).
+
+    The way to name a program or file inside an image without a shell: an argument that is
+    exactly the reference, or the reference followed by ``/...``, becomes the image path (plus
+    the rest). ``paths`` maps upper-cased image names to paths. A reference to an image that was
+    not given is ``BAD_IMAGE_REF``: the literal text is never run. Anything else is unchanged.
+    """
+    out: list[str] = []
+    for arg in argv:
+        m = _IMAGE_REF.match(arg)
+        if m is None:
+            out.append(arg)
+            continue
+        name = m.group("braced") or m.group("bare")
+        if name not in paths:
+            raise InputError(FreezeCode.BAD_IMAGE_REF, f"no image is named {name} (given: {', '.join(sorted(paths)) or 'none'})", arg)
+        out.append(paths[name] + (m.group("rest") or ""))
+    return out
+
+
 def run_from_images(
     state_dir: str | os.PathLike[str],
     images: Mapping[str, str],
@@ -318,7 +344,7 @@ def run_from_images(
                     full[f"ATTEST_IMAGE_{name.upper()}"] = image.path
                 cwd = resolved[cwd_image].path if cwd_image is not None else f"{run_dir}/home"
                 # (3) Confine through the backend of any image that needs it (ro-bind).
-                command = list(argv)
+                command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})
                 for backend_name in sorted({i.backend for i in resolved.values()}):
                     backend = BACKENDS[backend_name]
                     wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)

@@ -13,7 +13,7 @@ from support.trees import all_paths, chattr
 from test_freeze_store import BACKEND_PARAMS
 
 from attest.errors import EnvironmentFailure, InputError, VerificationError
-from attest.freeze import freeze_tree, retain_file, run_from_images, seal_memfd, sealed_memfd
+from attest.freeze import expand_image_refs, freeze_tree, retain_file, run_from_images, seal_memfd, sealed_memfd
 from attest.inventory import Inventory, inventory_tree, verify_tree
 
 IMPORT_FROM_IMAGE = (
@@ -187,3 +187,34 @@ def test_sealing_a_memfd_that_forbids_seals_fails_closed() -> None:
         assert err.value.code == "SEAL_FAILED"
     finally:
         os.close(fd)
+
+
+# -- naming a program inside an image without a shell (issue 16, item 9) ---------------------------------
+
+PATHS = {"RT": "/s/store/aa/tree", "T": "/s/store/bb/tree"}
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["$ATTEST_IMAGE_RT/bin/python", "-I"], ["/s/store/aa/tree/bin/python", "-I"]),
+    (["${ATTEST_IMAGE_RT}/bin/python"], ["/s/store/aa/tree/bin/python"]),
+    (["ls", "$ATTEST_IMAGE_T"], ["ls", "/s/store/bb/tree"]),
+    (["echo", "x$ATTEST_IMAGE_T"], ["echo", "x$ATTEST_IMAGE_T"]),          # only a leading reference
+    (["echo", "$ATTEST_IMAGE_TX"], None),                                 # no such image: never run literally
+    (["$ATTEST_IMAGE_RT_bin"], None),
+    (["sh", "-c", 'echo "$ATTEST_IMAGE_T/x"'], ["sh", "-c", 'echo "$ATTEST_IMAGE_T/x"']),  # the shell's business
+    (["$ATTEST_IMAGE_RTbin/python"], None),
+    (["${ATTEST_IMAGE_RT"], ["${ATTEST_IMAGE_RT"]),
+])
+def test_expand_image_refs(argv: list[str], want: list[str] | None) -> None:
+    if want is None:
+        with pytest.raises(InputError) as err:
+            expand_image_refs(argv, PATHS)
+        assert err.value.code == "BAD_IMAGE_REF"
+    else:
+        assert expand_image_refs(argv, PATHS) == want
+
+
+def test_a_program_inside_an_image_runs_as_documented(src: Path, expected: Inventory, state: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    image = freeze_tree(src, expected, state, backend="immutable")
+    rc = run_from_images(state, {"rt": image.path}, ["/bin/cat", "$ATTEST_IMAGE_RT/README"])
+    assert rc == 0 and capfd.readouterr().out == (Path(image.path) / "README").read_text()

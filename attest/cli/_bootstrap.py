@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -21,7 +22,16 @@ def bootstrap(
     skill: Path = typer.Option(..., "--skill", help="The installed agent-policy Skill (a copy source only)."),
     installation: Path = typer.Option(..., "--installation", help="The Skill's installation attestation (ATT)."),
     repo: Path = typer.Option(..., "--repo", help="The repository under review (GITDIR): objects only, never a worktree."),
-    identity: Path = typer.Option(..., "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md."),
+    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+                                            "(exactly one of --identity or --github)."),
+    github: Optional[str] = typer.Option(None, "--github", help="GitHub host adapter: OWNER/NAME of the repository, read from the REST API "
+                                         "(needs --pr)."),
+    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="With --github: NAME of the environment variable holding the API "
+                                            "token, never printed (default: GITHUB_TOKEN if set, and only for the default --api-url; "
+                                            "a named variable that is unset is an error)."),
+    api_url: Optional[str] = typer.Option(None, "--api-url", help="With --github: REST API base URL (default https://api.github.com; "
+                                          "https, http only on loopback)."),
     key: str = typer.Option(..., "--key", help="Deployment signing key (PEM or signer URI) for the handoff."),
     out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed handoff (HANDOFF)."),
     backend: str = typer.Option("immutable", "--backend", help="Immutability backend of every image this run freezes "
@@ -29,14 +39,17 @@ def bootstrap(
     json_mode: bool = JsonOption,
 ) -> None:
     """Authenticate the bootstrap Skill, freeze and verify the base, runtime and procedure, and sign the handoff."""
+    import os
+
     from .._fs import check_directory_path
-    from ..review.bootstrap import BootstrapError, IdentityFile
+    from ..review.bootstrap import BootstrapError, host_adapter
     from ..review.bootstrap import bootstrap as run
 
+    host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     check_directory_path(state_dir, what="--state-dir")
     try:
         result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
-                     host=IdentityFile(str(identity)), key=key, out=out, backend=backend)
+                     host=host, key=key, out=out, backend=backend)
     except BootstrapError as err:
         if json_mode:
             print_json(err.to_json())

@@ -5,7 +5,8 @@ function each: :func:`establish_skill`, :func:`establish_identity`, :func:`estab
 (:func:`snapshot_base`), :func:`read_authority`, :func:`establish_runtime`,
 :func:`run_managed_check`, :func:`check_procedure_paths`, :func:`freeze_procedure`,
 :func:`write_handoff`); :func:`bootstrap` runs them in order and raises :class:`BootstrapError`
-with the failed ``step``.
+with the failed ``step``. Step 2's host adapters: :class:`IdentityFile` (offline) and
+:class:`GitHubIdentity` (the REST API); :func:`host_adapter` selects one from the command's options.
 
     >>> from attest.git import GitRepo
     >>> from attest.review.bootstrap import snapshot_base
@@ -31,6 +32,7 @@ from ._chain import HANDOFF_PREDICATE, IMAGE_NAMES, BootstrapResult, Established
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins, RuntimePins, check_inputs_outside, verify_inputs_outside
 from ._errors import BootstrapError
+from ._github import DEFAULT_TOKEN_ENV, GitHubIdentity, host_adapter
 from ._identity import HostAdapter, HostIdentity, Identity, IdentityFile, establish_identity, load_identity
 from ._steps import (
     Authority,
@@ -59,6 +61,7 @@ from ._steps import (
 )
 
 __all__ = [
+    "DEFAULT_TOKEN_ENV",
     "HANDOFF_PREDICATE",
     "IMAGE_NAMES",
     "Authority",
@@ -70,6 +73,7 @@ __all__ = [
     "CheckRun",
     "DeploymentPins",
     "Established",
+    "GitHubIdentity",
     "HostAdapter",
     "HostIdentity",
     "Identity",
@@ -100,6 +104,7 @@ __all__ = [
     "establish_skill",
     "freeze_procedure",
     "handoff_statement",
+    "host_adapter",
     "load_identity",
     "procedure_inventory",
     "read_authority",

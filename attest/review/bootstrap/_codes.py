@@ -22,8 +22,13 @@ class BootstrapCode(ReasonCode):
     BAD_RUNTIME_PINS = "BAD_RUNTIME_PINS"        # the pins' [toolchain] or [runtime] table is missing or malformed
     # Step 1: the bootstrap image.
     SKILL_IMAGE_MISMATCH = "SKILL_IMAGE_MISMATCH"  # the frozen bootstrap image is not the attested installed inventory
+    # Before step 1 (no step): the host options.
+    BAD_HOST_OPTIONS = "BAD_HOST_OPTIONS"        # not exactly one host adapter, --github without --pr, a malformed --github/--pr/--api-url, an unset --token-env variable
     # Step 2: identity.
-    BAD_IDENTITY = "BAD_IDENTITY"                # the identity file is not exactly the documented JSON object
+    BAD_IDENTITY = "BAD_IDENTITY"                # the identity file, or a hosting-API response, is not the documented shape
+    HOST_READ_FAILED = "HOST_READ_FAILED"        # a hosting-API read gave no complete JSON answer (transport, timeout, status, size, content)
+    HOST_MISMATCH = "HOST_MISMATCH"              # the API's answers disagree with the request or with each other (name, number, base repository, commit)
+    API_TREE_MISMATCH = "API_TREE_MISMATCH"      # the API's base tree is not the base commit's tree in GITDIR's objects
     # Step 4: config.
     PR_REVIEW_NOT_ENABLED = "PR_REVIEW_NOT_ENABLED"  # `pr-review` is not in the trusted base's skills.enabled
     # Step 5: runtime.

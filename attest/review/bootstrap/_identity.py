@@ -7,6 +7,8 @@ object of exactly these fields, read again by every later re-resolution (:func:`
      "base": {"sha": str}, "head": {"sha": str}}
 
 The base tree always comes from ``GITDIR``'s object database (re-hashed), never from a worktree.
+A hosting-API adapter (``--github``, :mod:`._github`) also reports the API's base tree
+(:attr:`HostIdentity.api_base_tree`); :func:`establish_identity` then requires both to agree.
 
     >>> host = load_identity("identity.json")
     >>> with GitRepo.open("repo.git") as repo:
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..._fs import read_bounded
-from ...errors import AttestError, InputError
+from ...errors import AttestError, InputError, VerificationError
 from ._codes import BootstrapCode
 
 MAX_IDENTITY_BYTES = 64 * 1024
@@ -33,7 +35,13 @@ _SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "
 
 @dataclass(frozen=True, slots=True)
 class HostIdentity:
-    """What the host says: stable repository and pull-request identities, base and head commits."""
+    """What the host says: stable repository and pull-request identities, base and head commits.
+
+    ``api_base_tree`` is the base commit's tree as a hosting API reports it (None for the offline
+    adapter, whose file has no such field): never used as the tree, only compared with the objects'
+    (:func:`establish_identity`). It takes no part in ``==``: two resolutions are the same identity
+    whichever adapter made them, and the base tree that counts is always the objects'.
+    """
 
     repository_id: int
     full_name: str
@@ -41,6 +49,7 @@ class HostIdentity:
     number: int
     base_sha: str
     head_sha: str
+    api_base_tree: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_json(cls, doc: Any, where: str) -> HostIdentity:
@@ -123,7 +132,10 @@ class Identity:
 
 
 def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
-    """Step 2: the host's identities; base and head full SHAs of the repository's format; the base tree from objects."""
+    """Step 2: the host's identities; base and head full SHAs of the repository's format; the base tree from objects.
+
+    When the adapter reports the API's base tree, it must be the objects' tree (``API_TREE_MISMATCH``).
+    """
     from ...git import verify_full_sha
 
     host = adapter.resolve()
@@ -131,6 +143,14 @@ def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
     verify_full_sha(host.base_sha, fmt, what="base commit")
     verify_full_sha(host.head_sha, fmt, what="head commit")
     tree = repo.commit_tree(host.base_sha)
+    if host.api_base_tree is not None:
+        # The objects decide what the base is; an API that names another tree for the same commit
+        # is a host (or a repository) that cannot be trusted to have named the right base either.
+        verify_full_sha(host.api_base_tree, fmt, what="API base tree")
+        if host.api_base_tree != tree:
+            raise VerificationError(BootstrapCode.API_TREE_MISMATCH,
+                                    f"the hosting API says the base commit {host.base_sha} has the tree {host.api_base_tree}; "
+                                    f"GITDIR's objects say {tree}")
     return Identity(host, tree, fmt)
 
 

@@ -28,7 +28,16 @@ from ._base import (
     verify_base_snapshot,
     verify_tree_ids,
 )
-from ._chain import HANDOFF_PREDICATE, IMAGE_NAMES, BootstrapResult, Established, bootstrap, handoff_statement, write_handoff
+from ._chain import (
+    HANDOFF_PREDICATE,
+    IMAGE_NAMES,
+    STEP_NAMES,
+    BootstrapResult,
+    Established,
+    bootstrap,
+    handoff_statement,
+    write_handoff,
+)
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins, RuntimePins, check_inputs_outside, verify_inputs_outside
 from ._errors import BootstrapError
@@ -64,6 +73,7 @@ __all__ = [
     "DEFAULT_TOKEN_ENV",
     "HANDOFF_PREDICATE",
     "IMAGE_NAMES",
+    "STEP_NAMES",
     "Authority",
     "BaseSnapshot",
     "BootstrapCode",

@@ -7,6 +7,7 @@ A failure at step N raises :class:`BootstrapError` with ``step = N``; nothing af
     ...                    host=IdentityFile("identity.json"), key="/etc/attest/deploy.pem", out="handoff.json",
     ...                    backend="immutable")
     >>> result.to_json()["handoff_digest"]
+    >>> [(n, name, round(s, 3)) for n, name, s in result.timings]   # each step's wall time (time.monotonic)
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
+import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import AttestError, CommonCode, EnvironmentFailure, InputError
+from ..handoff import HANDOFF_PREDICATE, IMAGE_NAMES  # one definition: the reader's (review exec) and the writer's
 from ._base import BaseSnapshot
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins, verify_inputs_outside
@@ -41,8 +44,7 @@ from ._steps import (
     run_managed_check,
 )
 
-HANDOFF_PREDICATE = "https://attest.dev/review-handoff/v1"
-IMAGE_NAMES = ("bootstrap", "runtime", "base", "procedure")
+STEP_NAMES = ("skill", "identity", "base", "config", "runtime", "check", "paths", "bundle", "evidence")  # BOOTSTRAP.md, steps 1-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +102,13 @@ class BootstrapResult:
     handoff: str
     handoff_digest: str
     established: Established
+    timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, timings: bool = False) -> dict[str, Any]:
+        """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
         done = self.established
         images = done.images()
-        return {
+        doc = {
             "ok": True,
             "handoff": self.handoff,
             "handoff_digest": self.handoff_digest,
@@ -113,6 +117,9 @@ class BootstrapResult:
             "pull_request": done.identity.host.pull_request_json(),
             "base": {"commit": done.base.commit, "tree": done.base.tree},
         }
+        if timings:
+            doc["timings"] = [{"step": n, "name": name, "seconds": seconds} for n, name, seconds in self.timings]
+        return doc
 
 
 def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], time: _dt.datetime, *, fmt: str = "dsse") -> tuple[str, str]:
@@ -128,6 +135,25 @@ def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], t
 
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
+
+
+class _StepClock:
+    """The current step and each finished step's wall time (``time.monotonic``)."""
+
+    def __init__(self) -> None:
+        self.step = 1
+        self.timings: list[tuple[int, str, float]] = []
+        self._start = _time.monotonic()
+
+    def next(self, step: int) -> None:
+        """The current step has ended; ``step`` begins."""
+        now = _time.monotonic()
+        self.timings.append((self.step, STEP_NAMES[self.step - 1], now - self._start))
+        self.step, self._start = step, now
+
+    def end(self) -> tuple[tuple[int, str, float], ...]:
+        now = _time.monotonic()
+        return (*self.timings, (self.step, STEP_NAMES[self.step - 1], now - self._start))
 
 
 def bootstrap(
@@ -149,14 +175,15 @@ def bootstrap(
     """Run steps 1-9 of BOOTSTRAP.md in order; raise :class:`BootstrapError` (with ``step``) at the first failure.
 
     ``runner`` runs step 6's managed check; the default is :class:`ImageCheckRunner`, which runs the
-    runtime image's own ``bin/attest`` with ``attest exec``.
+    runtime image's own ``bin/attest`` with ``attest exec``. The result's ``timings`` hold each
+    step's wall time.
     """
     from ...attestation import load_policy, load_signer, signer_key_file
     from ...git import GitRepo, repository_locations
 
     state = os.path.abspath(os.fspath(state_dir))
     check_runner = runner if runner is not None else ImageCheckRunner(state)
-    step = 1
+    steps = _StepClock()
     try:
         # Step 1: the deployment's inputs lie outside the repository, every image and the installed Skill ...
         deployment = DeploymentPins.from_file(pins)
@@ -173,30 +200,31 @@ def bootstrap(
         # ... then the bootstrap image.
         skill = establish_skill(installation, policy, skill_dir, deployment, state, backend=backend)
         with GitRepo.open(repo) as git:
-            step = 2
+            steps.next(2)
             identity = establish_identity(host, git)
-            step = 3
+            steps.next(3)
             base = establish_base(git, identity, state, backend=backend)
-        step = 4
+        steps.next(4)
         authority = read_authority(base)
-        step = 5
+        steps.next(5)
         runtime = establish_runtime(authority, deployment, policy, state, attestation=runtime_attestation)
-        step = 6
+        steps.next(6)
         reproduced = run_managed_check(runtime, base, authority, check_runner)
-        step = 7
+        steps.next(7)
         files = check_procedure_paths(base, reproduced)
-        step = 8
+        steps.next(8)
         bundle = freeze_procedure(files, reproduced, authority, state, backend=backend)
-        step = 9
+        steps.next(9)
         done = Established(skill, identity, base, authority, runtime, reproduced, bundle)
         path, digest = write_handoff(done, signer, out, clock())
+        timings = steps.end()
     except BootstrapError:
         raise
     except AttestError as e:
-        raise BootstrapError(step, e) from e
+        raise BootstrapError(steps.step, e) from e
     except OSError as e:  # never a traceback or an empty --json: a failure of this step
-        raise BootstrapError(step, EnvironmentFailure(BootstrapCode.BOOTSTRAP_IO, f"{type(e).__name__}: {e}")) from e
-    return BootstrapResult(path, digest, done)
+        raise BootstrapError(steps.step, EnvironmentFailure(BootstrapCode.BOOTSTRAP_IO, f"{type(e).__name__}: {e}")) from e
+    return BootstrapResult(path, digest, done, timings)
 
 
-__all__ = ["HANDOFF_PREDICATE", "IMAGE_NAMES", "BootstrapResult", "Established", "bootstrap", "handoff_statement", "write_handoff"]
+__all__ = ["HANDOFF_PREDICATE", "IMAGE_NAMES", "STEP_NAMES", "BootstrapResult", "Established", "bootstrap", "handoff_statement", "write_handoff"]

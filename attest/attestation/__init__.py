@@ -25,7 +25,16 @@ from ._keys import (
     signer_key_file,
     verify_signature,
 )
-from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec, load_policy
+from ._policy import (
+    KeySignerRef,
+    KeySignerSpec,
+    ParsedPolicy,
+    Policy,
+    SigstoreSignerRef,
+    SigstoreSignerSpec,
+    load_policy,
+    parse_policy,
+)
 from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, sign_statement, statement_payload
 from ._slsa import ResourceRef, slsa_provenance, verification_summary
 from ._statement import (
@@ -68,12 +77,15 @@ __all__ = [
     "AttestationCode",
     "Envelope",
     "EnvelopeSignature",
+    "KeySignerRef",
     "KeySignerSpec",
     "KeylessSigner",
+    "ParsedPolicy",
     "PemSigner",
     "Policy",
     "ResourceRef",
     "Signer",
+    "SigstoreSignerRef",
     "SigstoreSignerSpec",
     "SslibSigner",
     "TreeVerification",
@@ -86,6 +98,7 @@ __all__ = [
     "load_policy",
     "load_signer",
     "pae",
+    "parse_policy",
     "parse_statement",
     "public_key_path",
     "sign_statement",

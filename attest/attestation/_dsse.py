@@ -23,7 +23,11 @@ MAX_KEYID_CHARS = 256
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE v1 pre-authentication encoding (lengths are byte counts, ASCII decimal)."""
+    """DSSE v1 pre-authentication encoding (lengths are byte counts, ASCII decimal).
+
+    Raises:
+        Nothing: a pure encoding of its arguments.
+    """
     t = payload_type.encode("utf-8")
     return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
 
@@ -69,6 +73,11 @@ class Envelope:
         return pae(self.payload_type, self.payload)
 
     def to_json(self, *, with_keyid: bool = True) -> dict[str, Any]:
+        """The envelope object (standard padded base64); ``with_keyid=False`` leaves key ids out.
+
+        Raises:
+            Nothing: the fields were validated when the envelope was built.
+        """
         sigs = []
         for s in self.signatures:
             item = {"sig": b64encode(s.sig)}
@@ -79,7 +88,13 @@ class Envelope:
 
     @classmethod
     def from_json(cls, doc: Any, *, what: str = "DSSE envelope") -> Envelope:
-        """Validate the envelope object: exact fields, in-toto payload type, canonical base64."""
+        """Validate the envelope object: exact fields, in-toto payload type, canonical base64.
+
+        Raises:
+            VerificationError: ``BAD_ENVELOPE`` (not an object, other fields, a malformed
+                signature entry), ``BAD_PAYLOAD_TYPE``, ``BAD_BASE64`` (not canonical
+                base64), ``NO_SIGNATURES``, ``TOO_MANY_SIGNATURES`` (over 32).
+        """
         if not isinstance(doc, dict):
             raise VerificationError(AttestationCode.BAD_ENVELOPE, f"the {what} is not a JSON object")
         required = {"payload", "payloadType", "signatures"}

@@ -40,7 +40,11 @@ def public_key_pem(key: PublicKey) -> bytes:
 
 
 def key_id(key: PublicKey) -> str:
-    """Hex SHA-256 of the DER SubjectPublicKeyInfo: one key, one id, whatever its PEM spelling."""
+    """Hex SHA-256 of the DER SubjectPublicKeyInfo: one key, one id, whatever its PEM spelling.
+
+    Raises:
+        Nothing: ``key`` is an already-loaded public key.
+    """
     return hashlib.sha256(public_key_der(key)).hexdigest()
 
 
@@ -61,7 +65,13 @@ def load_public_key_pem(data: bytes, where: str) -> PublicKey:
 
 
 def verify_signature(key: PublicKey, signature: bytes, data: bytes) -> bool:
-    """True only if ``signature`` is valid over ``data`` under ``key``."""
+    """True only if ``signature`` is valid over ``data`` under ``key``.
+
+    Returns a verdict despite its name (a ``check_*`` in the naming rule; see issue 15).
+
+    Raises:
+        Nothing: an invalid or malformed signature is ``False``.
+    """
     try:
         if isinstance(key, ed25519.Ed25519PublicKey):
             key.verify(signature, data)
@@ -82,7 +92,14 @@ class Signer(Protocol):
     @property
     def public_key(self) -> PublicKey: ...
 
-    def sign(self, data: bytes) -> bytes: ...
+    def sign(self, data: bytes) -> bytes:
+        """The raw signature over ``data`` (for DSSE, ``data`` is the PAE).
+
+        Raises:
+            InputError: ``SIGNING_FAILED`` when the key backend cannot sign, or signs with
+                another key than ``public_key`` (implementations must check).
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -100,6 +117,11 @@ class PemSigner:
         return key_id(self.public_key)
 
     def sign(self, data: bytes) -> bytes:
+        """The raw signature over ``data`` (ed25519, or ECDSA P-256 with SHA-256, DER).
+
+        Raises:
+            Nothing: an in-memory key signs or the process has bigger problems.
+        """
         if isinstance(self.private_key, ed25519.Ed25519PrivateKey):
             return self.private_key.sign(data)
         return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
@@ -121,6 +143,12 @@ class SslibSigner:
         return key_id(self.public)
 
     def sign(self, data: bytes) -> bytes:
+        """The backend's raw signature over ``data``, checked against ``public`` before it is returned.
+
+        Raises:
+            InputError: ``SIGNING_FAILED`` when the backend fails, or returns a signature that
+                does not verify under its public key (a wrong key behind the URI).
+        """
         try:
             signature = self.inner.sign(data)
             raw = bytes.fromhex(signature.signature)
@@ -133,13 +161,22 @@ class SslibSigner:
 
 
 def public_key_path(private: str | os.PathLike[str]) -> Path:
-    """``KEY.pem`` -> ``KEY.pub.pem`` (any other name gets ``.pub.pem`` appended)."""
+    """``KEY.pem`` -> ``KEY.pub.pem`` (any other name gets ``.pub.pem`` appended).
+
+    Raises:
+        Nothing: a pure function of the name; nothing is read.
+    """
     name = os.fspath(private)
     return Path(name[: -len(".pem")] + ".pub.pem" if name.endswith(".pem") else name + ".pub.pem")
 
 
 def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
-    """Write an unencrypted PKCS#8 private key (mode 0600) to ``KEY.pem`` and ``KEY.pub.pem`` beside it."""
+    """Write an unencrypted PKCS#8 private key (mode 0600) to ``KEY.pem`` and ``KEY.pub.pem`` beside it.
+
+    Raises:
+        InputError: ``USAGE`` for a ``kind`` not in ``KEY_KINDS``; ``KEY_EXISTS`` when either
+            file (or a symlink there) exists; ``UNREADABLE`` when a file cannot be created.
+    """
     if kind == "ed25519":
         private: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey = ed25519.Ed25519PrivateKey.generate()
     elif kind == "ecdsa-p256":
@@ -195,6 +232,9 @@ def signer_key_file(key: str) -> str | None:
 
     The same decision as ``load_signer`` makes, so a caller that must keep the key out of some
     tree checks exactly the file that will be read, never the spelling of ``key``.
+
+    Raises:
+        Nothing: nothing is opened (it only asks whether ``key`` exists as a path).
     """
     scheme = _uri_scheme(key)
     if scheme is None or (os.path.exists(key) and scheme not in _sslib_schemes()):
@@ -212,6 +252,12 @@ def load_signer(key: str, *, public_key: str | os.PathLike[str] | None = None) -
     URIs (``file2:``, ``gcpkms:``, ``awskms:``, ``azurekms:``, ``hsm:``, ...) need the public
     key as a PEM file, because securesystemslib binds a signer to its public key; for
     ``file2:`` it is derived from the private key when not given.
+
+    Raises:
+        InputError: ``UNREADABLE`` / ``TOO_LARGE`` for a key file that cannot be read;
+            ``BAD_KEY`` for a key that is not an unencrypted ed25519 or P-256 PEM key, an
+            unknown URI scheme or a URI securesystemslib cannot open; ``USAGE`` for a KMS/HSM
+            URI given without its public key.
     """
     scheme = _uri_scheme(key)
     if scheme is None or (os.path.exists(key) and scheme not in _sslib_schemes()):

@@ -16,6 +16,11 @@ error. Paths inside the policy are relative to the policy file.
     trusted_root = "trusted_root.json"
 
     >>> policy = load_policy("/etc/attest/policy.toml")
+    >>> parse_policy(b'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "k.pem"\n', "p.toml").signers
+    (KeySignerRef(public_key='k.pem'),)
+
+:func:`parse_policy` is the pure part (the document's rules, no file read);
+:func:`load_policy` reads the file and every key and root it names around it.
 """
 
 from __future__ import annotations
@@ -101,62 +106,126 @@ def _resolve(base: Path, value: str) -> Path:
     return (base / value) if not os.path.isabs(value) else Path(value)
 
 
-def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """Read and validate a policy file; every referenced key and root is read now, once."""
-    name = os.fspath(path)
-    data = read_bounded(name, what="policy", max_bytes=MAX_POLICY_BYTES)
+@dataclass(frozen=True, slots=True)
+class KeySignerRef:
+    """A ``kind = "key"`` entry as written: the public key's path, not yet read."""
+
+    public_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SigstoreSignerRef:
+    """A ``kind = "sigstore"`` entry as written: the trusted root's path, not yet read."""
+
+    identity: str
+    issuer: str
+    trusted_root: str
+
+
+SignerRef = KeySignerRef | SigstoreSignerRef
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedPolicy:
+    """A policy document that is well-formed: the result of :func:`parse_policy`.
+
+    The files it names are not read yet (paths are as written, relative to the policy file);
+    :func:`load_policy` reads them and checks that no signer is listed twice.
+    """
+
+    threshold: int
+    signers: tuple[SignerRef, ...]
+
+
+def parse_policy(data: bytes, where: str) -> ParsedPolicy:
+    """Validate the bytes of a policy file; pure (no file is read, ``where`` only names it in errors).
+
+    Raises:
+        InputError: ``DUPLICATE_KEY`` for a key or table given twice; ``POLICY_UNKNOWN_KEY``
+            for a key the format does not define (top level or in a signer);
+            ``POLICY_EMPTY`` when no signer is listed; ``POLICY_THRESHOLD`` for a missing,
+            non-integer or non-positive threshold or one above the number of signers;
+            ``BAD_POLICY`` for anything else malformed (not UTF-8 or TOML, ``signers`` not
+            an array of tables, too many signers, an unknown ``kind``, a missing field, a
+            field that is not a non-empty string without surrounding spaces).
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise _bad(AttestationCode.BAD_POLICY, f"the policy is not UTF-8: {e.reason}", name) from e
+        raise _bad(AttestationCode.BAD_POLICY, f"the policy is not UTF-8: {e.reason}", where) from e
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         dup = "overwrite" in msg or "twice" in msg or "mutate" in msg
-        raise _bad(CommonCode.DUPLICATE_KEY if dup else AttestationCode.BAD_POLICY, f"the policy is not valid TOML: {msg}", name) from e
-    base = Path(os.path.abspath(name)).parent
+        raise _bad(CommonCode.DUPLICATE_KEY if dup else AttestationCode.BAD_POLICY, f"the policy is not valid TOML: {msg}", where) from e
     unknown = set(doc) - _TOP_KEYS
     if unknown:
-        raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"unknown top-level keys {sorted(unknown)}", name)
+        raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"unknown top-level keys {sorted(unknown)}", where)
     raw_signers = doc.get("signers", [])
     if not isinstance(raw_signers, list) or not all(isinstance(s, dict) for s in raw_signers):
-        raise _bad(AttestationCode.BAD_POLICY, "signers must be an array of tables ([[signers]])", name)
+        raise _bad(AttestationCode.BAD_POLICY, "signers must be an array of tables ([[signers]])", where)
     if not raw_signers:
-        raise _bad(AttestationCode.POLICY_EMPTY, "the policy trusts no signer", name)
+        raise _bad(AttestationCode.POLICY_EMPTY, "the policy trusts no signer", where)
     if len(raw_signers) > MAX_SIGNERS:
-        raise _bad(AttestationCode.BAD_POLICY, f"{len(raw_signers)} signers; the limit is {MAX_SIGNERS}", name)
+        raise _bad(AttestationCode.BAD_POLICY, f"{len(raw_signers)} signers; the limit is {MAX_SIGNERS}", where)
     if "threshold" not in doc:
-        raise _bad(AttestationCode.POLICY_THRESHOLD, "threshold is required (the number of distinct signers that must agree)", name)
+        raise _bad(AttestationCode.POLICY_THRESHOLD, "threshold is required (the number of distinct signers that must agree)", where)
     threshold = doc["threshold"]
     if type(threshold) is not int or threshold < 1:
-        raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold!r} is not a positive integer", name)
-    sources = [os.path.realpath(name)]
-    signers: list[SignerSpec] = []
+        raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold!r} is not a positive integer", where)
+    signers: list[SignerRef] = []
     for i, raw in enumerate(raw_signers):
-        where = f"signers[{i}]"
+        at = f"signers[{i}]"
         kind = raw.get("kind")
         allowed = _KEY_FIELDS if kind == "key" else _SIGSTORE_FIELDS if kind == "sigstore" else None
         if allowed is None:
-            raise _bad(AttestationCode.BAD_POLICY, f"{where}.kind {kind!r} is not 'key' or 'sigstore'", name)
+            raise _bad(AttestationCode.BAD_POLICY, f"{at}.kind {kind!r} is not 'key' or 'sigstore'", where)
         unknown = set(raw) - allowed
         if unknown:
-            raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"{where} has unknown keys {sorted(unknown)}", name)
+            raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"{at} has unknown keys {sorted(unknown)}", where)
         missing = allowed - set(raw)
         if missing:
-            raise _bad(AttestationCode.BAD_POLICY, f"{where} is missing {sorted(missing)}", name)
+            raise _bad(AttestationCode.BAD_POLICY, f"{at} is missing {sorted(missing)}", where)
         if kind == "key":
-            key_path = _resolve(base, _string(raw, "public_key", where, name))
+            signers.append(KeySignerRef(_string(raw, "public_key", at, where)))
+        else:
+            signers.append(SigstoreSignerRef(_string(raw, "identity", at, where), _string(raw, "issuer", at, where),
+                                              _string(raw, "trusted_root", at, where)))
+    # Duplicates count once (load_policy refuses them once the keys are read), so this bound is exact.
+    if threshold > len(signers):
+        raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold} exceeds the {len(signers)} distinct signers", where)
+    return ParsedPolicy(threshold, tuple(signers))
+
+
+def load_policy(path: str | os.PathLike[str]) -> Policy:
+    """Read and validate a policy file; every referenced key and root is read now, once.
+
+    Raises:
+        InputError: every code of :func:`parse_policy`; ``UNREADABLE`` / ``TOO_LARGE`` for the
+            policy, a key or a trusted root that cannot be read as a bounded regular file;
+            ``BAD_KEY`` for a public key that is not an ed25519 or P-256 PEM key;
+            ``BAD_POLICY`` for a trusted root that is not strict JSON with a Sigstore
+            trusted-root ``mediaType``; ``POLICY_DUPLICATE_SIGNER`` when two entries are the
+            same signer (the same key under two paths or spellings counts once).
+    """
+    name = os.fspath(path)
+    data = read_bounded(name, what="policy", max_bytes=MAX_POLICY_BYTES)
+    parsed = parse_policy(data, name)
+    base = Path(os.path.abspath(name)).parent
+    sources = [os.path.realpath(name)]
+    signers: list[SignerSpec] = []
+    for ref in parsed.signers:
+        if isinstance(ref, KeySignerRef):
+            key_path = _resolve(base, ref.public_key)
             pem = read_bounded(key_path, what="public key", max_bytes=MAX_KEY_BYTES)
             signers.append(KeySignerSpec(load_public_key_pem(pem, str(key_path)), str(key_path)))
             sources.append(os.path.realpath(key_path))
         else:
-            identity = _string(raw, "identity", where, name)
-            issuer = _string(raw, "issuer", where, name)
-            root_path = _resolve(base, _string(raw, "trusted_root", where, name))
+            root_path = _resolve(base, ref.trusted_root)
             root = read_bounded(root_path, what="trusted root", max_bytes=MAX_TRUSTED_ROOT_BYTES)
             _check_trusted_root(root, str(root_path))
-            signers.append(SigstoreSignerSpec(identity, issuer, root, str(root_path)))
+            signers.append(SigstoreSignerSpec(ref.identity, ref.issuer, root, str(root_path)))
             sources.append(os.path.realpath(root_path))
     seen: dict[str, int] = {}
     for i, s in enumerate(signers):
@@ -167,9 +236,7 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
                 name,
             )
         seen[s.id] = i
-    if threshold > len(signers):
-        raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold} exceeds the {len(signers)} distinct signers", name)
-    return Policy(threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest())
+    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest())
 
 
 def _check_trusted_root(data: bytes, where: str) -> None:

@@ -18,7 +18,7 @@ from ..errors import InputError, VerificationError
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
 from ._keys import Signer, verify_signature
-from ._statement import check_statement
+from ._statement import verify_statement
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 FORMATS = ("dsse", "bundle")
@@ -33,9 +33,13 @@ class KeylessSigner:
 
 
 def statement_payload(statement: Mapping[str, Any]) -> bytes:
-    """The exact bytes that get signed: RFC 8785 of a validated statement."""
+    """The exact bytes that get signed: RFC 8785 of a validated statement.
+
+    Raises:
+        InputError: the statement checks' codes (``BAD_STATEMENT``, ``BAD_DIGEST``, ...).
+    """
     try:
-        check_statement(dict(statement))
+        verify_statement(dict(statement))
     except VerificationError as e:
         raise InputError(findings=e.findings) from e
     return canonical_bytes(dict(statement))
@@ -62,6 +66,13 @@ def sign_statement(
 
     ``fmt="dsse"`` accepts several signers (one envelope, one signature each);
     ``fmt="bundle"`` takes exactly one signer, as a Sigstore bundle holds one signature.
+
+    Raises:
+        InputError: ``USAGE`` (unknown format, no signer, the same key twice, several signers
+            for a bundle, keyless without a bundle or an identity token); ``SIGNING_FAILED``
+            (a signature that does not verify, a failed OIDC detection); the statement
+            checks' codes for a malformed ``statement``.
+        EnvironmentFailure: ``SIGNING_FAILED`` when keyless signing (Fulcio, Rekor) fails.
     """
     if fmt not in FORMATS:
         raise InputError(AttestationCode.USAGE, f"format {fmt!r} is not one of {', '.join(FORMATS)}")

@@ -43,8 +43,15 @@ def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple
     return verifier, bundle, identity
 
 
-def verify_dsse_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[str, bytes] | str:
-    """(payload type, payload) when the certificate bundle verifies for ``spec``; else the reason."""
+def check_dsse_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[str, bytes] | str:
+    """(payload type, payload) when the certificate bundle verifies for ``spec``; else the reason.
+
+    Raises:
+        VerificationError: ``BAD_BUNDLE`` when sigstore cannot parse the bundle at all (a
+            bundle that parses but does not verify for ``spec`` is the returned reason).
+        InputError: ``BAD_POLICY`` when the policy's trusted root is not usable.
+        EnvironmentFailure: ``UNSUPPORTED_BUNDLE`` when sigstore-python cannot be imported.
+    """
     sigstore = _sigstore()
     verifier, bundle, identity = _verifier_and_bundle(spec, bundle_bytes)
     try:
@@ -54,8 +61,14 @@ def verify_dsse_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[s
     return payload_type, payload
 
 
-def verify_artifact_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes, artifact: bytes) -> str | None:
-    """None when a message-signature bundle verifies ``artifact`` for ``spec``; else the reason."""
+def check_artifact_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes, artifact: bytes) -> str | None:
+    """None when a message-signature bundle verifies ``artifact`` for ``spec``; else the reason.
+
+    Raises:
+        VerificationError: ``BAD_BUNDLE`` when sigstore cannot parse the bundle at all.
+        InputError: ``BAD_POLICY`` when the policy's trusted root is not usable.
+        EnvironmentFailure: ``UNSUPPORTED_BUNDLE`` when sigstore-python cannot be imported.
+    """
     sigstore = _sigstore()
     verifier, bundle, identity = _verifier_and_bundle(spec, bundle_bytes)
     try:

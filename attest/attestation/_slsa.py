@@ -38,6 +38,12 @@ class ResourceRef:
     name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The ResourceDescriptor object, with only the fields that are set.
+
+        Raises:
+            InputError: ``BAD_DIGEST`` for a digest set that is not lowercase hex with a
+                sha256; ``BAD_PREDICATE`` when none of uri, digest and name is set.
+        """
         out: dict[str, Any] = {}
         if self.name is not None:
             out["name"] = self.name
@@ -67,7 +73,12 @@ def slsa_provenance(
     builder_version: Mapping[str, str] | None = None,
     byproducts: Iterable[ResourceRef] = (),
 ) -> dict[str, Any]:
-    """An SLSA Provenance v1 predicate (https://slsa.dev/provenance/v1)."""
+    """An SLSA Provenance v1 predicate (https://slsa.dev/provenance/v1).
+
+    Raises:
+        InputError: ``BAD_PREDICATE`` for an empty build type or builder id, or a naive
+            (timezone-less) timestamp; the codes of :meth:`ResourceRef.to_json`.
+    """
     if not build_type or not builder_id:
         raise InputError(AttestationCode.BAD_PREDICATE, "buildType and builder.id are required")
     definition: dict[str, Any] = {"buildType": build_type, "externalParameters": dict(external_parameters)}
@@ -110,6 +121,10 @@ def verification_summary(
     """An SLSA VSA v1 predicate (https://slsa.dev/verification_summary/v1).
 
     A FAILED summary lists no verified levels, whatever the caller passes.
+
+    Raises:
+        InputError: ``BAD_PREDICATE`` for an empty verifier id or resource URI, or a naive
+            ``time_verified``; the codes of :meth:`ResourceRef.to_json`.
     """
     if not verifier_id or not resource_uri:
         raise InputError(AttestationCode.BAD_PREDICATE, "verifier.id and resourceUri are required")

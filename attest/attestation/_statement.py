@@ -58,7 +58,12 @@ def check_digest_set(digest: Any, where: str) -> dict[str, str]:
 
 
 def subject(name: str, sha256_hex: str) -> dict[str, Any]:
-    """One ResourceDescriptor naming an artifact by SHA-256."""
+    """One ResourceDescriptor naming an artifact by SHA-256.
+
+    Raises:
+        InputError: ``BAD_STATEMENT`` for an empty name; ``BAD_DIGEST`` unless ``sha256_hex``
+            is 64 lowercase hex digits.
+    """
     if not isinstance(name, str) or not name:
         raise InputError(AttestationCode.BAD_STATEMENT, "a subject needs a non-empty name")
     if not _HEX64.match(sha256_hex):
@@ -67,7 +72,13 @@ def subject(name: str, sha256_hex: str) -> dict[str, Any]:
 
 
 def statement(subjects: Iterable[Mapping[str, Any]], predicate_type: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
-    """A generic in-toto Statement v1 (a plain dict), checked like a parsed one."""
+    """A generic in-toto Statement v1 (a plain dict), checked like a parsed one.
+
+    Raises:
+        InputError: the statement checks' codes (``BAD_STATEMENT``, ``BAD_PREDICATE_TYPE``,
+            ``BAD_PREDICATE``, ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``): building a
+            bad statement is the caller's input error.
+    """
     doc = {
         "_type": STATEMENT_TYPE,
         "subject": [dict(s) for s in subjects],
@@ -75,7 +86,7 @@ def statement(subjects: Iterable[Mapping[str, Any]], predicate_type: str, predic
         "predicate": dict(predicate),
     }
     try:
-        check_statement(doc)
+        verify_statement(doc)
     except VerificationError as e:  # building a bad statement is the caller's input error
         raise InputError(findings=e.findings) from e
     return doc
@@ -86,11 +97,15 @@ def closed_tree_predicate(inventory: Inventory) -> dict[str, Any]:
 
 
 def closed_tree_statement(name: str, inventory: Inventory) -> dict[str, Any]:
-    """The statement `attest attest` signs: one subject (the tree), its full closed inventory."""
+    """The statement `attest attest` signs: one subject (the tree), its full closed inventory.
+
+    Raises:
+        InputError: ``BAD_STATEMENT`` for an empty ``name``.
+    """
     return statement([subject(name, inventory.digest_hex)], CLOSED_TREE_PREDICATE, closed_tree_predicate(inventory))
 
 
-def check_statement(doc: Any) -> dict[str, Any]:
+def verify_statement(doc: Any) -> dict[str, Any]:
     """Validate a parsed statement object (exact fields, type, subjects, digests)."""
     if not isinstance(doc, dict):
         raise _fail(AttestationCode.BAD_STATEMENT, "the statement is not a JSON object")
@@ -126,12 +141,19 @@ def check_statement(doc: Any) -> dict[str, Any]:
 
 
 def parse_statement(payload: bytes) -> dict[str, Any]:
-    """Parse a statement from the exact signed payload bytes (strict JSON, capped)."""
+    """Parse a statement from the exact signed payload bytes (strict JSON, capped).
+
+    Raises:
+        VerificationError: the strict-JSON codes (``BAD_JSON``, ``DUPLICATE_KEY``,
+            ``TOO_LARGE``, ``TOO_DEEP``) and the statement checks' codes (``BAD_STATEMENT``,
+            ``BAD_STATEMENT_TYPE``, ``BAD_PREDICATE_TYPE``, ``BAD_PREDICATE``, ``NO_SUBJECT``,
+            ``EXTRA_SUBJECT``, ``BAD_DIGEST``): a signed but malformed payload does not verify.
+    """
     try:
         doc = loads_strict(payload, what="statement payload", max_bytes=MAX_PAYLOAD_BYTES, max_depth=MAX_PAYLOAD_DEPTH)
     except InputError as e:  # a signed but malformed payload is a verification failure
         raise VerificationError(findings=e.findings) from e
-    return check_statement(doc)
+    return verify_statement(doc)
 
 
 def tree_inventory(doc: Mapping[str, Any], predicate_type: str = CLOSED_TREE_PREDICATE) -> Inventory:
@@ -140,6 +162,11 @@ def tree_inventory(doc: Mapping[str, Any], predicate_type: str = CLOSED_TREE_PRE
     Requires ``predicate_type``, exactly one subject whose digest is exactly
     ``{"sha256": ...}``, a predicate holding ``inventory`` (for the closed-tree predicate,
     nothing else), and the inventory's identity equal to the subject digest.
+
+    Raises:
+        VerificationError: ``BAD_PREDICATE_TYPE``, ``NO_SUBJECT`` / ``EXTRA_SUBJECT`` (not
+            exactly one), ``BAD_DIGEST``, ``BAD_PREDICATE`` (no or a malformed inventory, with
+            the inventory's findings), ``SUBJECT_MISMATCH`` (the digest is not its identity).
     """
     if doc.get("predicateType") != predicate_type:
         raise _fail(AttestationCode.BAD_PREDICATE_TYPE, f"predicateType {str(doc.get('predicateType'))[:100]!r} is not {predicate_type!r}")

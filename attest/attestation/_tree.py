@@ -160,6 +160,13 @@ def check_policy_outside(policy: Policy, root: str | os.PathLike[str]) -> None:
     Inside means any of :func:`policy_source_inside`'s tests: by resolved path, by the
     (st_dev, st_ino) of every ancestor directory against the root's, and by location in the
     filesystem through the mount table; a bind mount of the tree or of part of it is no way out.
+
+    Raises despite its name (a ``verify_*`` in the naming rule; see issue 15).
+
+    Raises:
+        VerificationError: ``POLICY_IN_TREE``.
+        InputError: ``UNREADABLE`` when a policy input cannot be examined, or the mount
+            table cannot be read or parsed.
     """
     real_root = os.path.realpath(root)
     mounts = _read_mounts()
@@ -196,7 +203,17 @@ def verify_tree_attestation(
     clock: Callable[[], _dt.datetime] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TreeVerification:
-    """Verify the tree at ``root`` against a signed closed-tree attestation; raise on any failure."""
+    """Verify the tree at ``root`` against a signed closed-tree attestation; raise on any failure.
+
+    Raises:
+        InputError: ``USAGE`` (a summary path without a signer, or the reverse); the
+            attestation's ``UNREADABLE`` / ``TOO_LARGE``; the mount table's ``UNREADABLE``.
+        VerificationError: (1) ``POLICY_IN_TREE``; (2) ``ATTESTATION_DIGEST_MISMATCH``;
+            (3) every code of :func:`verify_attestation_bytes`; (4) the codes of
+            :func:`closed_tree_inventory`; (5) every code of ``attest check`` (``MISSING``,
+            ``EXTRA``, ``DIGEST_MISMATCH``, ``SYMLINK``, ...). With a summary requested, a
+            FAILED summary that cannot be written adds a ``SIGNING_FAILED`` finding.
+    """
     if (summary_out is None) != (summary_signer is None):
         raise InputError(AttestationCode.USAGE, "a verification summary needs both an output path and a signing key")
     data = read_attestation(attestation)

@@ -58,6 +58,11 @@ class VerifiedStatement:
     format: str
 
     def to_json(self) -> dict[str, Any]:
+        """What was verified, for ``--json`` output: type, signers, digest, format, subjects.
+
+        Raises:
+            Nothing: the statement was validated before this object was built.
+        """
         return {
             "predicate_type": self.predicate_type,
             "signers": list(self.signers),
@@ -135,14 +140,14 @@ def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[En
             # We would not check them; accepting unchecked evidence silently is worse than refusing.
             raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "key-based bundles with log entries or timestamps are not supported")
         return envelope, _key_signers(envelope, policy), []
-    from ._sigstore import verify_dsse_bundle
+    from ._sigstore import check_dsse_bundle
 
     found: list[str] = []
     tried: list[str] = []
     for spec in policy.signers:
         if not isinstance(spec, SigstoreSignerSpec):
             continue
-        result = verify_dsse_bundle(spec, data)
+        result = check_dsse_bundle(spec, data)
         if isinstance(result, str):
             tried.append(result)
             continue
@@ -155,7 +160,18 @@ def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[En
 
 
 def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
-    """Verify a DSSE envelope or Sigstore bundle (bytes of the file) under ``policy``."""
+    """Verify a DSSE envelope or Sigstore bundle (bytes of the file) under ``policy``.
+
+    Raises:
+        VerificationError: step (2) the strict-JSON codes (``BAD_JSON``, ``DUPLICATE_KEY``,
+            ``TOO_LARGE``, ``TOO_DEEP``) and ``UNKNOWN_FORMAT``; (3) the envelope's and
+            bundle's codes (``BAD_ENVELOPE``, ``BAD_BASE64``, ``BAD_PAYLOAD_TYPE``,
+            ``NO_SIGNATURES``, ``TOO_MANY_SIGNATURES``, ``BAD_BUNDLE``, ``BAD_MEDIA_TYPE``,
+            ``UNSUPPORTED_BUNDLE``); (5) ``NO_TRUSTED_SIGNATURE``, ``THRESHOLD_NOT_MET``;
+            (6) the statement's codes (see :func:`parse_statement`).
+        InputError: ``BAD_POLICY`` when a certificate bundle meets a pinned trusted root
+            sigstore cannot use.
+    """
     digest = "sha256:" + hashlib.sha256(data).hexdigest()  # (1)
     doc = _strict_json(data, "attestation")  # (2)
     if isinstance(doc, dict) and "mediaType" in doc:
@@ -177,16 +193,36 @@ def read_attestation(path: str | os.PathLike[str]) -> bytes:
 
 
 def verify_attestation_file(path: str | os.PathLike[str], policy: Policy) -> VerifiedStatement:
+    """Read the attestation at ``path`` once (bounded) and verify those bytes under ``policy``.
+
+    Raises:
+        InputError: ``UNREADABLE`` (absent, not a regular file), ``TOO_LARGE``.
+        VerificationError: every code of :func:`verify_attestation_bytes`.
+    """
     return verify_attestation_bytes(read_attestation(path), policy)
 
 
 def closed_tree_inventory(verified: VerifiedStatement, *, predicate_type: str = CLOSED_TREE_PREDICATE) -> Inventory:
-    """The inventory of a verified tree statement (one subject, digest == inventory identity)."""
+    """The inventory of a verified tree statement (one subject, digest == inventory identity).
+
+    Raises:
+        VerificationError: the codes of :func:`tree_inventory` (``BAD_PREDICATE_TYPE``,
+            ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``, ``BAD_PREDICATE``,
+            ``SUBJECT_MISMATCH``).
+    """
     return tree_inventory(verified.statement, predicate_type)
 
 
 def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tuple[str, ...]:
-    """Verify a Sigstore message-signature bundle over ``artifact``; return the trusted signers."""
+    """Verify a Sigstore message-signature bundle over ``artifact``; return the trusted signers.
+
+    Raises:
+        VerificationError: the strict-JSON codes, ``UNKNOWN_FORMAT`` (no ``mediaType``),
+            ``BAD_MEDIA_TYPE``, ``UNSUPPORTED_BUNDLE`` (a DSSE bundle), and
+            ``NO_TRUSTED_SIGNATURE`` / ``THRESHOLD_NOT_MET`` from the threshold decision, and
+            ``BAD_BUNDLE`` when sigstore cannot parse it.
+        InputError: ``BAD_POLICY`` when a pinned trusted root is not usable.
+    """
     doc = _strict_json(bundle, "bundle")
     if not isinstance(doc, dict) or "mediaType" not in doc:
         raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "not a Sigstore bundle (no mediaType)")
@@ -194,7 +230,7 @@ def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tu
         raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(doc['mediaType'])[:100]!r} is not a Sigstore bundle")
     if "messageSignature" not in doc or "dsseEnvelope" in doc:
         raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "not a message-signature bundle (a DSSE bundle is verified as an attestation)")
-    from ._sigstore import verify_artifact_bundle as _verify
+    from ._sigstore import check_artifact_bundle as _verify
 
     found: list[str] = []
     tried: list[str] = []

@@ -26,6 +26,8 @@ from ._install import (
     verify_installation,
 )
 from ._lock import Lock, LockedPackage, LockedWheel, load_lock, parse_pylock, parse_requirements
+from ._promote import PromotionFacts, PromotionPlan, PromotionResult, dump_pins, parse_pins, plan_promotion
+from ._rebuild import RebuildReport
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
 from ._sandbox import Sandbox, clean_env
@@ -43,6 +45,10 @@ __all__ = [
     "Lock",
     "LockedPackage",
     "LockedWheel",
+    "PromotionFacts",
+    "PromotionPlan",
+    "PromotionResult",
+    "RebuildReport",
     "RuntimeRecipe",
     "Sandbox",
     "SkillPins",
@@ -53,14 +59,17 @@ __all__ = [
     "clean_env",
     "default_cache",
     "default_state",
+    "dump_pins",
     "fetch",
     "install_skill",
     "installed_root_of",
     "interpreter_identity",
     "load_lock",
     "load_recipe",
+    "parse_pins",
     "parse_pylock",
     "parse_requirements",
+    "plan_promotion",
     "run_build_runtime",
     "run_build_skill",
     "run_fetch",

@@ -24,14 +24,33 @@ from ._store import BuildResult
 
 
 def default_state() -> str:
+    """The state directory when ``--store`` is not given: ``$ATTEST_STATE_DIR`` or ``.attest-state``.
+
+    Raises:
+        Nothing: nothing is created or checked here.
+    """
     return os.environ.get("ATTEST_STATE_DIR") or ".attest-state"
 
 
 def default_cache(state: str) -> str:
+    """The fetched-input cache of ``state``: ``STATE/cache``.
+
+    Raises:
+        Nothing: a path join.
+    """
     return os.path.join(state, "cache")
 
 
 def run_fetch(lock_path: str, cache: str, *, python: str | None = None) -> FetchResult:
+    """`attest fetch`: load the lock at ``lock_path`` and :func:`fetch` it into ``cache``.
+
+    Raises:
+        InputError: the lock's ``UNREADABLE`` / ``TOO_LARGE`` and parse codes (``BAD_LOCK``,
+            ``LOCK_NOT_WHEEL``, ``LOCK_UNHASHED``, ``LOCK_NOT_PINNED``, ``LOCK_DUPLICATE``);
+            ``FETCH_FAILED`` for a local wheel that cannot be read.
+        VerificationError: ``HASH_MISMATCH``.
+        EnvironmentFailure: ``FETCH_FAILED`` when the registry cannot be reached.
+    """
     return fetch(load_lock(lock_path), cache, lock_path=lock_path, python=python)
 
 
@@ -53,6 +72,15 @@ def _signer(key: str | None) -> Any:
 def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | None = None, key: str | None = None,
                       allow_unisolated_network: bool = False, python: str | None = None, fmt: str = "dsse",
                       freeze_backend: str = "immutable") -> BuildResult:
+    """`attest build runtime`: load the recipe, open the key, build (or reuse) and, with ``key``, sign.
+
+    Raises:
+        InputError: ``BAD_RECIPE`` (also for a skill recipe), ``NOT_FULL_SHA``, the key's
+            ``BAD_KEY`` / ``UNREADABLE``, and every input code of :func:`build_runtime`.
+        VerificationError: the codes of :func:`build_runtime`.
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` without ``allow_unisolated_network``,
+            and the codes of :func:`build_runtime`.
+    """
     from ._attest import attest_build
 
     recipe: RuntimeRecipe = _recipe(recipe_path, "runtime")
@@ -64,6 +92,14 @@ def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | No
 
 def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: str | None = None, key: str | None = None,
                     fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
+    """`attest build skill`: load the recipe, open the key, build (or reuse) and, with ``key``, sign.
+
+    Raises:
+        InputError: ``BAD_RECIPE`` (also for a runtime recipe), the key's ``BAD_KEY`` /
+            ``UNREADABLE``, and every input code of :func:`build_skill`.
+        VerificationError: the codes of :func:`build_skill`.
+        EnvironmentFailure: the codes of :func:`build_skill`.
+    """
     from ._attest import attest_build
 
     recipe: SkillRecipe = _recipe(recipe_path, "skill")
@@ -75,6 +111,17 @@ def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: st
 def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = None, allow_unisolated_network: bool = False,
                 python: str | None = None, installer_rev: str | None = None, key: str | None = None,
                 vsa_out: str | None = None, fmt: str = "dsse") -> tuple[RebuildReport, str | None]:
+    """`attest rebuild --check`: the rebuild report, and the path of the signed VSA when ``vsa_out`` is given.
+
+    A difference is not raised: it is in the report's ``findings`` (``NOT_REPRODUCIBLE`` and
+    the inventory diff's codes), so the caller can still sign a FAILED verdict.
+
+    Raises:
+        InputError: ``BAD_RECIPE`` (a bad recipe, or ``vsa_out`` without ``key``), and the
+            input codes of the builds (``NOT_FULL_SHA``, ``NOT_IN_CACHE``, ...).
+        VerificationError: a build that fails on its own (see :func:`build_runtime`).
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` and the builds' environment codes.
+    """
     recipe = load_recipe(recipe_path)
     if vsa_out is not None and key is None:
         raise InputError(BuildCode.BAD_RECIPE, "--vsa needs --key to sign it")
@@ -90,6 +137,15 @@ def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = N
 def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime_recipe: str, skill_recipe: str, state: str,
                 cache: str | None = None, allow_unisolated_network: bool = False, python: str | None = None,
                 installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse") -> PromotionResult:
+    """`attest promote`: :func:`promote` from paths; the revision is checked before anything is read.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA``, ``BAD_RECIPE``, the key's ``BAD_KEY`` / ``UNREADABLE``,
+            and every input code of :func:`promote` (``BAD_PINS``, the policy's codes, ...).
+        VerificationError: every code of :func:`promote` (``PROMOTION_REFUSED``, ...).
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` without ``allow_unisolated_network``
+            (with it, promotion refuses the unisolated sandbox: ``PROMOTION_REFUSED``).
+    """
     from ..git import verify_full_sha
 
     verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read

@@ -140,7 +140,15 @@ def _make_private_dirs(path: Path) -> None:
 
 def fetch(lock: Lock, cache: str | os.PathLike[str], *, lock_path: str | None = None,
           python: str | None = None) -> FetchResult:
-    """Make the cache hold every locked file, each checked against its hash."""
+    """Make the cache hold every locked file, each checked against its hash.
+
+    Raises:
+        InputError: ``FETCH_FAILED`` for a local wheel that cannot be read, an entry with
+            neither url nor path, or a requirements lock given without its path.
+        VerificationError: ``HASH_MISMATCH`` for downloaded, copied or cached bytes that are
+            not the locked ones (or larger than the cap); nothing unverified is kept.
+        EnvironmentFailure: ``FETCH_FAILED`` when a download (or ``pip download``) fails.
+    """
     cdir = Path(cache)
     _make_private_dirs(cdir)
     lock_dir = Path(lock_path).resolve().parent if lock_path else Path.cwd()

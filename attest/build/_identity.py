@@ -87,6 +87,11 @@ class InterpreterIdentity:
     stdlib_identity: tuple[tuple[str, str], ...] = ()   # see stdlib_identity(): (key, value) pairs
 
     def to_json(self) -> dict[str, Any]:
+        """The identity as recorded in inputs and build records (compared by :func:`verify_same_interpreter`).
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         volatile = set(_VOLATILE_MARKERS)
         return {
             "executable": self.executable,
@@ -238,7 +243,12 @@ def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[s
 
 
 def interpreter_identity(python: str | None = None, *, memo_dir: str | None = None) -> InterpreterIdentity:
-    """Probe ``python`` (default: the running interpreter's real binary) and hash it."""
+    """Probe ``python`` (default: the running interpreter's real binary) and hash it.
+
+    Raises:
+        EnvironmentFailure: ``INTERPRETER_UNUSABLE`` when the interpreter cannot be run or
+            probed, answers oddly, or its binary or libpython cannot be hashed.
+    """
     target = python or os.path.realpath(sys.executable)
     doc = _probe(target)
     exe = doc["executable"]
@@ -268,7 +278,11 @@ def marker_environment(python: str | None = None) -> dict[str, str]:
 
 
 def verify_same_interpreter(recorded: dict[str, Any], current: InterpreterIdentity) -> None:
-    """Raise ``INTERPRETER_MISMATCH`` unless ``current`` is the interpreter a runtime recorded."""
+    """Raise ``INTERPRETER_MISMATCH`` unless ``current`` is the interpreter a runtime recorded.
+
+    Raises:
+        VerificationError: ``INTERPRETER_MISMATCH``, naming up to four differing fields.
+    """
     now = current.to_json()
     differing = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     if differing:

@@ -105,7 +105,12 @@ class SkillPins:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], where: str, *, path: str | None = None) -> SkillPins:
-        """Validate the parsed pins document; every problem is ``BAD_PINS`` (exit 2)."""
+        """Validate the parsed pins document; every problem is ``BAD_PINS`` (exit 2).
+
+        Raises:
+            InputError: ``BAD_PINS`` (no ``[skill]`` table, missing or unknown fields, a value
+                that is not a non-empty string, a bad build name, identity, SHA or root name).
+        """
         from ..git import is_full_sha
 
         def bad(detail: str) -> InputError:
@@ -139,6 +144,11 @@ class SkillPins:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> SkillPins:
+        """Read and validate the pins file at ``path`` (its resolved path is kept in ``path``).
+
+        Raises:
+            InputError: ``UNREADABLE`` / ``TOO_LARGE``; ``BAD_PINS`` (see :meth:`from_doc`).
+        """
         from ._promote import parse_pins
 
         name = os.fspath(path)
@@ -177,6 +187,11 @@ class InstallationClaim:
 
         The statement must have the installation predicate type and one subject whose digest is
         the identity of the inventory it carries (:func:`attest.attestation.tree_inventory`).
+
+        Raises:
+            VerificationError: ``BAD_PREDICATE`` for every field problem, and the codes of
+                :func:`attest.attestation.tree_inventory` (``BAD_PREDICATE_TYPE``,
+                ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``, ``SUBJECT_MISMATCH``).
         """
         from ..attestation import INSTALLATION_PREDICATE, AttestationCode, tree_inventory
         from ..git import is_full_sha
@@ -216,6 +231,11 @@ class InstallationClaim:
                    installed_root, inventory)
 
     def to_predicate(self) -> dict[str, Any]:
+        """The installation predicate this claim parses from (``installed_root`` only when set).
+
+        Raises:
+            Nothing: it only reads fields validated when the claim was built.
+        """
         out: dict[str, Any] = {
             "name": self.name,
             "inputs_digest": self.inputs_digest,
@@ -330,6 +350,9 @@ def installed_root_of(dest: str | os.PathLike[str]) -> str:
 
     The last component is never resolved (a symlink there is refused, not followed), so the root
     recorded is a real directory path whatever spelling of it the user gave.
+
+    Raises:
+        InputError: ``BAD_OUTPUT_PATH`` when the last component is not a safe name.
     """
     given = os.path.abspath(os.fspath(dest))
     name = os.path.basename(given)
@@ -423,6 +446,11 @@ class InstallResult:
         return self.claim.inventory
 
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest install skill``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         c = self.claim
         return {
             "ok": True,
@@ -469,7 +497,19 @@ def _copy_into(parent_fd: int, tmp: str, source: str, installed: Inventory, root
 
 def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLike[str], dest: str | os.PathLike[str],
                   signer: Signer, *, fmt: str = "dsse") -> InstallResult:
-    """Install the pinned, promoted skill at ``dest`` and sign its installation attestation; see the module docstring."""
+    """Install the pinned, promoted skill at ``dest`` and sign its installation attestation; see the module docstring.
+
+    Raises:
+        InputError: (1) ``UNREADABLE``, ``BAD_PINS``; (2) ``BAD_OUTPUT_PATH``,
+            ``INSTALL_DEST_EXISTS`` (also when it appears meanwhile); (6) the signer's
+            ``SIGNING_FAILED``.
+        VerificationError: (2) ``INSTALL_DEST_IN_STATE``, ``INSTALL_DEST_IN_REPOSITORY``;
+            (3) ``INSTALL_SKILL_MISSING``, ``INSTALL_ATTESTATION_MISMATCH``,
+            ``INSTALL_PINS_MISMATCH``, ``BAD_PREDICATE``; (4) ``INSTALL_BAD_IMAGE`` and the
+            store's ``NOT_IN_STORE`` / ``IMAGE_CHANGED``; (5) the inventory diff's codes.
+        EnvironmentFailure: ``INSTALL_FAILED`` (copy, rename or attestation write failed;
+            a failure leaves neither the tree nor the attestation).
+    """
     import secrets
 
     from .._safefs import remove_tree
@@ -567,6 +607,15 @@ def verify_installation(attestation: str | os.PathLike[str], policy: Policy, des
     5. its installed root is exactly ``dest`` (:func:`installed_root_of`);
     6. ``dest`` matches the closed inventory: no missing, extra, retyped, re-moded or changed entry,
        no link, hard link or special file.
+
+    Raises:
+        VerificationError: (1) ``POLICY_IN_TREE``, ``INSTALL_INPUT_IN_TREE``; (2) every code
+            of :func:`attest.attestation.verify_attestation_bytes`; (3) ``BAD_PREDICATE`` and
+            the tree-statement codes; (4) ``INSTALL_PINS_MISMATCH``; (5)
+            ``INSTALLED_ROOT_MISMATCH``; (6) the inventory diff's codes (``MISSING``,
+            ``EXTRA``, ``DIGEST_MISMATCH``, ``SYMLINK``, ``HARDLINK``, ...).
+        InputError: ``BAD_OUTPUT_PATH`` for ``dest``; the attestation's ``UNREADABLE`` /
+            ``TOO_LARGE``; ``UNREADABLE`` for a policy input that cannot be examined.
     """
     from ..attestation import check_policy_outside, verify_attestation_bytes
     from ..inventory import check_tree

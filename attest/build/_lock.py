@@ -62,6 +62,11 @@ class LockedPackage:
     wheels: tuple[LockedWheel, ...]
 
     def applies(self, environment: Mapping[str, str]) -> bool:
+        """Whether this entry is for ``environment`` (PEP 508 marker values); no marker: always.
+
+        Raises:
+            Nothing: the marker was parsed when the lock was (``BAD_LOCK`` then).
+        """
         return self.marker is None or Marker(self.marker).evaluate(dict(environment))
 
 
@@ -85,7 +90,12 @@ def _bad(code: BuildCode, detail: str, where: str | None = None) -> InputError:
 
 
 def load_lock(path: str) -> Lock:
-    """Read and parse a lock file; the format is chosen by the name (``*.toml`` is PEP 751)."""
+    """Read and parse a lock file; the format is chosen by the name (``*.toml`` is PEP 751).
+
+    Raises:
+        InputError: ``UNREADABLE`` / ``TOO_LARGE``, and the codes of :func:`parse_pylock` or
+            :func:`parse_requirements`.
+    """
     data = read_bounded(path, what="lock", max_bytes=MAX_LOCK_BYTES)
     if path.endswith(".toml"):
         return parse_pylock(data, where=path)
@@ -93,6 +103,14 @@ def load_lock(path: str) -> Lock:
 
 
 def parse_pylock(data: bytes, *, where: str = "pylock.toml") -> Lock:
+    """Parse a PEP 751 ``pylock.toml`` strictly: wheels only, every one hashed.
+
+    Raises:
+        InputError: ``BAD_LOCK`` (not UTF-8 TOML, unknown keys, lock-version other than 1.0,
+            no packages, malformed entries or markers, over the caps); ``LOCK_NOT_WHEEL`` (an
+            sdist, VCS, directory or archive entry); ``LOCK_UNHASHED``; ``LOCK_DUPLICATE``
+            (one distribution twice for one environment).
+    """
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -207,7 +225,13 @@ def _check_duplicates(packages: tuple[LockedPackage, ...], where: str) -> None:
 
 
 def parse_requirements(data: bytes, *, where: str = "requirements.lock") -> Lock:
-    """pip's hash-checking requirements format: ``name==version [; marker] --hash=sha256:...``."""
+    """pip's hash-checking requirements format: ``name==version [; marker] --hash=sha256:...``.
+
+    Raises:
+        InputError: ``BAD_LOCK`` (not UTF-8, an option or line it does not read);
+            ``LOCK_NOT_PINNED`` (not ``name==version``); ``LOCK_UNHASHED``;
+            ``LOCK_NOT_WHEEL`` (a URL, path or VCS requirement); ``LOCK_DUPLICATE``.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

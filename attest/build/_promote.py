@@ -11,8 +11,13 @@ Steps, each failing closed before the pins file is touched:
 
 A failed promotion leaves the pins file byte-identical (or absent, if it was absent).
 
+The decision itself is :func:`plan_promotion`, a pure function from the parsed pins and what
+steps 1-5 established (:class:`PromotionFacts`) to the new pins (:class:`PromotionPlan`);
+:func:`promote` does the reading, building, verifying and writing around it.
+
     >>> result = promote(toolchain_rev=sha, pins_path="pins.toml", signer=signer, policy_path="policy.toml", ...)
     >>> result.changes
+    >>> plan = plan_promotion(parse_pins(data, "pins.toml"), facts, original=data, where="pins.toml")
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .._fs import read_bounded, write_atomic
 from ..errors import Finding, InputError, VerificationError
 from ..git import verify_full_sha
-from ._attest import attest_build, file_digest
+from ._attest import attest_build
 from ._codes import BuildCode
 from ._rebuild import RebuildReport, rebuild_check
 from ._recipe import RuntimeRecipe, SkillRecipe
@@ -35,12 +41,21 @@ from ._sandbox import Sandbox
 from ._skill import build_skill
 from ._store import BuildResult
 
+if TYPE_CHECKING:
+    from ..attestation import Policy, VerifiedStatement
+
 MAX_PINS_BYTES = 1 << 20
 MANAGED = ("toolchain", "runtime", "skill")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 
 def parse_pins(data: bytes | None, where: str) -> dict[str, Any]:
+    """Parse the bytes of a pins file (``None``: the file is absent, so no pins yet).
+
+    Raises:
+        InputError: ``BAD_PINS`` when the bytes are not UTF-8 TOML (duplicate keys included)
+            or a managed key (``toolchain``, ``runtime``, ``skill``) is not a table.
+    """
     if data is None:
         return {}
     try:
@@ -72,11 +87,16 @@ def _key(k: str) -> str:
     return k if _BARE_KEY.match(k) else _toml_value(k, k)
 
 
-def dump_pins(doc: dict[str, Any]) -> bytes:
-    """A small deterministic TOML writer for pins: scalars, arrays of scalars, nested tables."""
+def dump_pins(doc: Mapping[str, Any]) -> bytes:
+    """A small deterministic TOML writer for pins: scalars, arrays of scalars, nested tables.
+
+    Raises:
+        InputError: ``BAD_PINS`` for a value it cannot write back faithfully (a float, a
+            date, a string with control characters); the caller writes nothing then.
+    """
     lines = ["# Deployment pins. Rewritten by `attest promote`; keep this file outside every reviewed repository.", ""]
 
-    def emit(table: dict[str, Any], prefix: str) -> None:
+    def emit(table: Mapping[str, Any], prefix: str) -> None:
         scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
         tables = {k: v for k, v in table.items() if isinstance(v, dict)}
         if prefix and (scalars or not tables):
@@ -92,7 +112,7 @@ def dump_pins(doc: dict[str, Any]) -> bytes:
     return ("\n".join(lines).rstrip("\n") + "\n").encode()
 
 
-def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in doc.items():
         key = f"{prefix}.{k}" if prefix else k
@@ -105,6 +125,8 @@ def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class PromotionResult:
+    """A completed promotion: the builds, their rebuild checks, and every pin that changed."""
+
     pins_path: str
     runtime: BuildResult
     skill: BuildResult
@@ -112,6 +134,11 @@ class PromotionResult:
     changes: tuple[tuple[str, Any, Any], ...]   # (key, old, new)
 
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest promote``.
+
+        Raises:
+            Nothing: it only reads fields already validated.
+        """
         return {
             "ok": True,
             "pins": self.pins_path,
@@ -121,18 +148,37 @@ class PromotionResult:
         }
 
 
-def _verify_attestations(result: BuildResult, policy: Any) -> list[Finding]:
-    from ..attestation import verify_attestation_file
+@dataclass(frozen=True, slots=True)
+class PromotionFacts:
+    """What promotion steps 1-5 established: the input of :func:`plan_promotion`.
 
-    problems: list[Finding] = []
-    if len(result.attestations) != 2:
-        return [Finding(BuildCode.PROMOTION_REFUSED, result.name, "the build has no signed predicate and provenance")]
-    for path in result.attestations:
-        verified = verify_attestation_file(path, policy)
-        subjects = verified.statement.get("subject", [])
-        if len(subjects) != 1 or subjects[0].get("digest") != {"sha256": result.inventory.digest_hex}:
-            problems.append(Finding(BuildCode.PROMOTION_REFUSED, path, "the attestation does not name the built tree"))
-    return problems
+    ``runtime_attestations`` / ``skill_attestations`` are the verified statements of each
+    build's ``attestations`` files, in the same order (predicate, then provenance); their
+    ``attestation_digest`` (of the verified bytes) is what the pins record.
+    """
+
+    toolchain_repository: str
+    toolchain_rev: str
+    runtime: BuildResult
+    runtime_attestations: tuple[VerifiedStatement, ...]
+    skill: BuildResult
+    skill_attestations: tuple[VerifiedStatement, ...]
+    skill_root: str
+    skill_source_repository: str
+    skill_source_rev: str
+    installer_repository: str
+    installer_rev: str
+    rebuilds: tuple[RebuildReport, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionPlan:
+    """The decided new pins: the document, its exact bytes, what changes, whether to write."""
+
+    pins: dict[str, Any] = field(hash=False)
+    data: bytes
+    changes: tuple[tuple[str, Any, Any], ...]   # (key, old, new), sorted by key
+    write: bool   # False when the file already holds exactly ``data``
 
 
 def _require_confined(result: BuildResult) -> None:
@@ -142,6 +188,105 @@ def _require_confined(result: BuildResult) -> None:
             and sandbox.get("network_isolated") is True and sandbox.get("filesystem_confined") is True):
         raise VerificationError(BuildCode.PROMOTION_REFUSED, "the runtime was not built network-isolated and confined; "
                                 "the pins are unchanged", result.name)
+
+
+def _require_reproducible(reports: tuple[RebuildReport, ...], *builds: BuildResult) -> None:
+    """Refuse unless each of ``builds`` has a rebuild check and no check found a difference."""
+    failed = [f for r in reports for f in r.findings]
+    if failed:
+        raise VerificationError(BuildCode.PROMOTION_REFUSED, "the rebuild check failed; the pins are unchanged", findings=failed)
+    checked = {r.first.name for r in reports}
+    for result in builds:
+        if result.name not in checked:
+            raise VerificationError(BuildCode.PROMOTION_REFUSED, "the build has no rebuild check; the pins are unchanged", result.name)
+
+
+def _attestation_problems(result: BuildResult, verified: tuple[VerifiedStatement, ...]) -> list[Finding]:
+    if len(result.attestations) != 2 or len(verified) != 2:
+        return [Finding(BuildCode.PROMOTION_REFUSED, result.name, "the build has no signed predicate and provenance")]
+    problems: list[Finding] = []
+    for path, statement in zip(result.attestations, verified, strict=True):
+        subjects = statement.statement.get("subject", [])
+        if len(subjects) != 1 or subjects[0].get("digest") != {"sha256": result.inventory.digest_hex}:
+            problems.append(Finding(BuildCode.PROMOTION_REFUSED, path, "the attestation does not name the built tree"))
+    return problems
+
+
+def plan_promotion(pins: Mapping[str, Any], facts: PromotionFacts, *, original: bytes | None, where: str) -> PromotionPlan:
+    """Decide the new pins from the parsed current ``pins`` and the verified ``facts``; no I/O.
+
+    ``original`` is the exact bytes the pins were parsed from (``None``: no pins file), so the
+    plan can say whether anything needs writing; ``where`` names the pins file in errors.
+    Keys other than ``toolchain``, ``runtime`` and ``skill`` are kept as they are.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA`` when a revision in ``facts`` is not a full object id;
+            ``BAD_PINS`` when a kept pin cannot be written back (a float, a date, control
+            characters).
+        VerificationError: ``PROMOTION_REFUSED`` when a build is of the wrong kind, the
+            runtime was not built network-isolated and confined, the rebuild check found a
+            difference (its findings attached) or did not check a build, or a build lacks its two
+            verified attestations or one of them does not name the built tree;
+            ``BAD_PINS`` when the written bytes would not parse back to the planned pins.
+    """
+    # Step 1: only full SHAs select authority, whoever assembled the facts.
+    verify_full_sha(facts.toolchain_rev, what="toolchain revision")
+    verify_full_sha(facts.skill_source_rev, what="skill source revision")
+    verify_full_sha(facts.installer_rev, what="installer revision")
+    runtime, skill = facts.runtime, facts.skill
+    for result, kind in ((runtime, "runtime"), (skill, "skill")):
+        if result.kind != kind:
+            raise VerificationError(BuildCode.PROMOTION_REFUSED, f"the {kind} fact is a {result.kind!r} build", result.name)
+    # Step 3: only a confined, network-isolated runtime is ever released.
+    _require_confined(runtime)
+    # Step 4: reproducible from another context.
+    _require_reproducible(facts.rebuilds, runtime, skill)
+    # Step 5: every attestation verified and names the built tree.
+    problems = _attestation_problems(runtime, facts.runtime_attestations) + _attestation_problems(skill, facts.skill_attestations)
+    if problems:
+        raise VerificationError(findings=problems)
+    # Step 6: the new pins; unmanaged keys are kept.
+    new = dict(pins)
+    new["toolchain"] = {"repository": facts.toolchain_repository, "revision": facts.toolchain_rev}
+    new["runtime"] = {
+        "name": runtime.name,
+        "inventory": runtime.inventory.identity,
+        "interpreter": runtime.inputs["interpreter"]["executable"],
+        "interpreter_sha256": runtime.inputs["interpreter"]["executable_sha256"],
+        "python": runtime.inputs["interpreter"]["version"],
+        "lock_sha256": runtime.inputs["lock"]["sha256"],
+        "attestation": facts.runtime_attestations[0].attestation_digest,
+        "provenance": facts.runtime_attestations[1].attestation_digest,
+    }
+    new["skill"] = {
+        "name": skill.name,
+        "inventory": skill.inventory.identity,
+        "root": facts.skill_root,
+        "source_repository": facts.skill_source_repository,
+        "source_revision": facts.skill_source_rev,
+        "installer_repository": facts.installer_repository,
+        "installer_revision": facts.installer_rev,
+        "attestation": facts.skill_attestations[0].attestation_digest,
+        "provenance": facts.skill_attestations[1].attestation_digest,
+    }
+    data = dump_pins(new)
+    if tomllib.loads(data.decode()) != new:
+        raise VerificationError(BuildCode.BAD_PINS, "the pins writer does not round-trip; nothing written", where)
+    before, after = _flatten(pins), _flatten(new)
+    changes = tuple((k, before.get(k), after.get(k)) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
+    return PromotionPlan(new, data, changes, data != original)
+
+
+def _read_pins(pins_path: str) -> bytes | None:
+    return read_bounded(pins_path, what="pins file", max_bytes=MAX_PINS_BYTES) if os.path.lexists(pins_path) else None
+
+
+def _verified(result: BuildResult, policy: Policy) -> tuple[VerifiedStatement, ...]:
+    from ..attestation import verify_attestation_file
+
+    if len(result.attestations) != 2:
+        return ()  # plan_promotion refuses it
+    return tuple(verify_attestation_file(path, policy) for path in result.attestations)
 
 
 def promote(
@@ -160,6 +305,18 @@ def promote(
     python: str | None = None,
     fmt: str = "dsse",
 ) -> PromotionResult:
+    """Build, rebuild-check and verify the runtime and skill at full SHAs, then update the pins.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA`` for a revision that is not a full object id;
+            ``BAD_PINS`` for a pins file that does not parse or cannot be written back;
+            the policy's codes (``BAD_POLICY``, ``POLICY_*``, ``UNREADABLE``, ...) and the
+            builders' input codes (``NOT_IN_CACHE``, ``BAD_LOCK``, ...).
+        VerificationError: ``PROMOTION_REFUSED`` (unconfined sandbox or runtime, a failed
+            rebuild check, an attestation that does not name the tree, the pins file changed
+            meanwhile), an attestation's verification codes (``THRESHOLD_NOT_MET``, ...).
+        EnvironmentFailure: a build guarantee that cannot be established here.
+    """
     from ..attestation import load_policy
 
     # 1. Full SHAs only.
@@ -174,57 +331,31 @@ def promote(
         raise VerificationError(BuildCode.PROMOTION_REFUSED, "promotion needs a network-isolated, confined sandbox; "
                                 "this one is not (the pins are unchanged)", pins_path)
     # 2. Pins and policy, read once.
-    original = read_bounded(pins_path, what="pins file", max_bytes=MAX_PINS_BYTES) if os.path.lexists(pins_path) else None
+    original = _read_pins(pins_path)
     old = parse_pins(original, pins_path)
     policy = load_policy(policy_path)
     # 3. Build (or reuse) and attest.
     runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python), signer, state, fmt=fmt)
-    _require_confined(runtime)
+    _require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build
     skill = attest_build(build_skill(skill_recipe, skill_source, state, installer_rev=installer), signer, state, fmt=fmt)
     # 4. Reproducible from another context.
     reports = (
         rebuild_check(runtime_recipe, toolchain_rev, state, cache=cache, sandbox=sandbox, python=python, first=runtime),
         rebuild_check(skill_recipe, skill_source, state, installer_rev=installer, first=skill),
     )
-    failed = [f for r in reports for f in r.findings]
-    if failed:
-        raise VerificationError(BuildCode.PROMOTION_REFUSED, "the rebuild check failed; the pins are unchanged", findings=failed)
-    # 5. The attestations verify under the release policy.
-    problems = _verify_attestations(runtime, policy) + _verify_attestations(skill, policy)
-    if problems:
-        raise VerificationError(findings=problems)
+    _require_reproducible(reports, runtime, skill)  # decided again by plan_promotion; refused before any verification
+    # 5. The attestations verify under the release policy (the pins record the digest of the verified bytes).
+    facts = PromotionFacts(
+        toolchain_repository=runtime_recipe.toolchain_repository, toolchain_rev=toolchain_rev,
+        runtime=runtime, runtime_attestations=_verified(runtime, policy),
+        skill=skill, skill_attestations=_verified(skill, policy),
+        skill_root=skill_recipe.root, skill_source_repository=skill_recipe.source_repository, skill_source_rev=skill_source,
+        installer_repository=skill_recipe.installer_repository, installer_rev=installer, rebuilds=reports,
+    )
+    plan = plan_promotion(old, facts, original=original, where=pins_path)
     # 6. New pins, written atomically over exactly the bytes read in step 2.
-    new = dict(old)
-    new["toolchain"] = {"repository": runtime_recipe.toolchain_repository, "revision": toolchain_rev}
-    new["runtime"] = {
-        "name": runtime.name,
-        "inventory": runtime.inventory.identity,
-        "interpreter": runtime.inputs["interpreter"]["executable"],
-        "interpreter_sha256": runtime.inputs["interpreter"]["executable_sha256"],
-        "python": runtime.inputs["interpreter"]["version"],
-        "lock_sha256": runtime.inputs["lock"]["sha256"],
-        "attestation": file_digest(runtime.attestations[0]),
-        "provenance": file_digest(runtime.attestations[1]),
-    }
-    new["skill"] = {
-        "name": skill.name,
-        "inventory": skill.inventory.identity,
-        "root": skill_recipe.root,
-        "source_repository": skill_recipe.source_repository,
-        "source_revision": skill_source,
-        "installer_repository": skill_recipe.installer_repository,
-        "installer_revision": installer,
-        "attestation": file_digest(skill.attestations[0]),
-        "provenance": file_digest(skill.attestations[1]),
-    }
-    data = dump_pins(new)
-    now = read_bounded(pins_path, what="pins file", max_bytes=MAX_PINS_BYTES) if os.path.lexists(pins_path) else None
-    if now != original:
+    if _read_pins(pins_path) != original:
         raise VerificationError(BuildCode.PROMOTION_REFUSED, "the pins file changed during the promotion; nothing written", pins_path)
-    if tomllib.loads(data.decode()) != new:
-        raise VerificationError(BuildCode.BAD_PINS, "the pins writer does not round-trip; nothing written", pins_path)
-    if data != original:
-        write_atomic(pins_path, data, mode=0o644)
-    before, after = _flatten(old), _flatten(new)
-    changes = tuple((k, before.get(k), after.get(k)) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
-    return PromotionResult(pins_path, runtime, skill, reports, changes)
+    if plan.write:
+        write_atomic(pins_path, plan.data, mode=0o644)
+    return PromotionResult(pins_path, runtime, skill, reports, plan.changes)

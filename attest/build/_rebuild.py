@@ -48,6 +48,11 @@ class RebuildReport:
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest rebuild``; on a difference also ``errors`` and ``diffs``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         out: dict[str, Any] = {
             "ok": self.ok,
             "kind": self.kind,

@@ -80,6 +80,12 @@ def _strs(t: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 
 def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
+    """Read a ``builders/*.toml`` recipe strictly; relative paths resolve against the recipe file.
+
+    Raises:
+        InputError: ``UNREADABLE`` / ``TOO_LARGE``; ``BAD_RECIPE`` for anything else (not
+            UTF-8 TOML, wrong schema or kind, unknown or missing keys, wrong types).
+    """
     where = os.fspath(path)
     data = read_bounded(where, what="recipe", max_bytes=1 << 20)
     try:

@@ -76,6 +76,14 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
     """One wheel per distribution that applies to ``ident``, the most specific tag first.
 
     A requirements lock names only hashes, so its file names come from the cache.
+
+    Raises:
+        InputError: ``LOCK_DUPLICATE`` when two entries of one name apply here;
+            ``LOCK_NOT_WHEEL`` for a cached file name that is not a wheel's; ``NO_COMPATIBLE_WHEEL`` (pylock) or ``NOT_IN_CACHE`` (requirements) when a
+            distribution has no usable wheel.
+        VerificationError: ``HASH_MISMATCH`` for a cached file that was altered.
+        EnvironmentFailure: ``INTERPRETER_UNUSABLE`` for a non-CPython or foreign-platform
+            interpreter.
     """
     tags = compatible_tags(ident)
     rank = {t: i for i, t in enumerate(tags)}
@@ -322,7 +330,23 @@ def build_runtime(
     keep_staging: bool = False,
     freeze_backend: str = "immutable",
 ) -> BuildResult:
-    """Build (or reuse) the runtime of ``recipe`` at ``toolchain_rev``; ``store`` is the state dir."""
+    """Build (or reuse) the runtime of ``recipe`` at ``toolchain_rev``; ``store`` is the state dir.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA``; the lock's codes (``BAD_LOCK``, ``LOCK_*``);
+            ``NOT_IN_CACHE``; ``NO_COMPATIBLE_WHEEL``; ``INTERPRETER_UNUSABLE`` (a Python
+            outside the recipe's range); ``BAD_RECIPE`` (the toolchain's ``[build-system]``
+            unreadable, malformed or in-tree); the git layer's ``NOT_A_REPOSITORY``.
+        VerificationError: ``HASH_MISMATCH``; ``INTERPRETER_MISMATCH``;
+            ``BUILD_STEP_FAILED`` (an exposed entry point no distribution provides);
+            ``DEPENDENCY_UNSATISFIED``, ``UNLOCKED_DISTRIBUTION``, ``DISTRIBUTION_OVERLAP``
+            (the installed set); ``STAGING_PATH_LEAK``; ``UNSAFE_STEP_OUTPUT``;
+            ``BUILD_RECORD_CONFLICT`` (a record to reuse that names other inputs or image);
+            the git layer's object codes; the inventory walker's codes.
+        EnvironmentFailure: ``BUILD_STEP_FAILED``; ``NETWORK_NOT_ISOLATED`` (the sandbox
+            could not be set up); ``INTERPRETER_UNUSABLE``; ``GIT_FAILED``; the freeze
+            layer's codes (``STATE_INSECURE``, ``BACKEND_UNAVAILABLE``, ``STORE_CONFLICT``, ...).
+    """
     # 1. Inputs.
     store_root = ensure_state(store)
     verify_full_sha(toolchain_rev, what="toolchain revision")

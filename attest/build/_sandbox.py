@@ -34,7 +34,11 @@ BUILD_UMASK = 0o022
 
 
 def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The complete environment of a build step. Nothing of the caller's leaks in."""
+    """The complete environment of a build step. Nothing of the caller's leaks in.
+
+    Raises:
+        Nothing: a new dict of fixed values, ``home`` and ``extra``.
+    """
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": home,
@@ -284,6 +288,10 @@ class Sandbox:
         in the input address, so such an output is never reused by a caller who required
         them). ``force_unisolated`` pretends namespaces are unavailable, so the refusal path
         is testable on machines where they work.
+
+        Raises:
+            EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when the network namespace or the
+                confinement cannot be established and ``allow_unisolated_network`` is false.
         """
         import tempfile
 
@@ -315,10 +323,19 @@ class Sandbox:
         return cls(net, net and confined, tools if net else None, umask, source_date_epoch)
 
     def with_umask(self, umask: int) -> Sandbox:
+        """Another sandbox whose steps run with ``umask`` (the rebuild check's second context).
+
+        Raises:
+            Nothing: a copy with one field changed.
+        """
         return Sandbox(self.network_isolated, self.filesystem_confined, self.tools, umask, self.source_date_epoch, self.extra_env)
 
     def with_env(self, extra: Mapping[str, str]) -> Sandbox:
-        """Another sandbox whose steps also see ``extra`` (the rebuild check's noise)."""
+        """Another sandbox whose steps also see ``extra`` (the rebuild check's noise).
+
+        Raises:
+            Nothing: a copy with one field changed.
+        """
         return Sandbox(self.network_isolated, self.filesystem_confined, self.tools, self.umask, self.source_date_epoch,
                        tuple(sorted(extra.items())))
 
@@ -327,6 +344,9 @@ class Sandbox:
 
         Only the guarantees (not the umask or the environment noise of a rebuild check) are
         here: two builds under the same guarantees share an input address.
+
+        Raises:
+            Nothing: it describes what :meth:`establish` found.
         """
         if self.filesystem_confined:
             return {
@@ -368,6 +388,11 @@ class Sandbox:
         ``writable`` (read-write, each a direct child of ``staging``, handed to ``uid`` first);
         nothing else of the host, not even ``staging`` itself. ``uid`` is the build's step uid
         (:func:`pick_step_uid`), the same for every step of one build.
+
+        Raises:
+            EnvironmentFailure: ``BUILD_STEP_FAILED`` when a writable directory is not a child
+                of ``staging``, the step cannot be started, times out or exits non-zero;
+                ``NETWORK_NOT_ISOLATED`` when the confinement cannot be set up for the step.
         """
         cmd = list(argv)
         for w in (*writable, home):

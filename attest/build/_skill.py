@@ -47,7 +47,17 @@ def expected_skill_inventory(objects: Inventory, root: str) -> Inventory:
 def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_rev: str | None = None,
                 staging_parent: str | None = None, publish_output: bool = True, umask: int = 0o022,
                 freeze_backend: str = "immutable") -> BuildResult:
-    """Build (or reuse) the skill of ``recipe`` at ``source_rev``; ``store`` is the state dir."""
+    """Build (or reuse) the skill of ``recipe`` at ``source_rev``; ``store`` is the state dir.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA`` (source or installer revision); the git layer's
+            ``NOT_A_REPOSITORY`` and ``PATH_NOT_IN_TREE``.
+        VerificationError: the git layer's object and tree codes (``OBJECT_MISSING``,
+            ``TREE_SYMLINK``, ``GITLINK``, ``BAD_TREE_NAME``, ...); ``BUILD_RECORD_CONFLICT``;
+            the inventory walker's codes.
+        EnvironmentFailure: ``GIT_FAILED``; the freeze layer's codes (``STATE_INSECURE``,
+            ``BACKEND_UNAVAILABLE``, ``STORE_CONFLICT``, ...).
+    """
     store_root = ensure_state(store)
     verify_full_sha(source_rev, what="source revision")
     if installer_rev is not None:

@@ -55,6 +55,11 @@ class BuildResult:
     details: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The build's ``--json`` fields (name, image, inventory identity, isolation, attestations, details).
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {
             "kind": self.kind,
             "name": self.name,

@@ -1,4 +1,4 @@
-"""The typer application, output helpers and the one top-level error handler."""
+"""The typer application, output helpers, and how the one top-level handler (``attest.cli.main``) renders a failure."""
 
 from __future__ import annotations
 
@@ -32,21 +32,52 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def _finding_line(f: Finding) -> str:
+    where = f" {f.path}" if f.path is not None else ""
+    return f"  {f.code}{where}: {f.detail}\n"
+
+
 def print_findings(findings: tuple[Finding, ...] | list[Finding], *, stream: Any = None) -> None:
     out = stream or sys.stderr
     for f in findings:
-        where = f" {f.path}" if f.path is not None else ""
-        out.write(f"  {f.code}{where}: {f.detail}\n")
+        out.write(_finding_line(f))
+
+
+class ReportedFailure(AttestError):
+    """A command's decided failure, rendered by the one handler (``attest.cli.main``).
+
+    A command never exits on its own: it raises this (or any :class:`AttestError`) and the
+    handler prints it and returns the exit code. ``error`` decides the exit code and the
+    findings (InputError 2; VerificationError, EnvironmentFailure 1). ``document`` is the
+    command's own ``--json`` object when its documented shape adds fields to
+    ``{"ok": false, "errors": [...]}``; ``text`` replaces the generic stderr summary.
+    """
+
+    def __init__(self, error: AttestError, *, document: dict[str, Any] | None = None, text: str | None = None) -> None:
+        super().__init__(findings=error.findings)
+        self.exit_code = error.exit_code
+        self.error = error
+        self.document = document
+        self.text = text
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document if self.document is not None else self.error.to_json()
+
+
+def error_text(err: AttestError) -> str:
+    """The generic stderr summary of a failure: a verdict line, then one line per finding."""
+    verdict = "FAILED" if err.exit_code == 1 else "error"
+    n = len(err.findings)
+    return f"attest: {verdict}: {n} problem{'s' if n != 1 else ''}\n" + "".join(_finding_line(f) for f in err.findings)
 
 
 def render_error(err: AttestError, json_mode: bool) -> None:
+    """Print ``err`` as the one handler does: its JSON object on stdout, or text on stderr."""
     if json_mode:
         print_json(err.to_json())
         return
-    verdict = "FAILED" if err.exit_code == 1 else "error"
-    n = len(err.findings)
-    sys.stderr.write(f"attest: {verdict}: {n} problem{'s' if n != 1 else ''}\n")
-    print_findings(err.findings)
+    text = err.text if isinstance(err, ReportedFailure) and err.text is not None else error_text(err)
+    sys.stderr.write(text)
 
 
 @contextmanager

@@ -1,14 +1,17 @@
-"""`attest fetch`, `attest build runtime|skill`, `attest rebuild`, `attest promote`."""
+"""`attest fetch`, `attest build runtime|skill`, `attest rebuild`, `attest promote`.
+
+No command exits on its own: failures are raised (a failed rebuild check as
+:class:`ReportedFailure` with its report) and ``attest.cli.main`` renders them and exits.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_json
+from ._app import JsonOption, ReportedFailure, error_text, print_json
 
 _STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
 StoreOption = typer.Option(None, "--store", help=_STATE_HELP)
@@ -145,15 +148,14 @@ def rebuild(
 
     report, vsa_path = run_rebuild(check, rev, _state(store), cache=cache, allow_unisolated_network=allow_network_unisolated,
                                    python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)
-    if json_mode:
-        print_json({**report.to_json(), **({"vsa": vsa_path} if vsa_path else {})})
-        if not report.ok:
-            raise typer.Exit(1)
-        return
+    document = {**report.to_json(), **({"vsa": vsa_path} if vsa_path else {})}
     if not report.ok:
-        for path, text in report.diffs.items():
-            sys.stderr.write(f"{path}:\n{text}\n")
-        raise VerificationError(findings=report.findings)
+        error = VerificationError(findings=report.findings)
+        diffs = "".join(f"{path}:\n{text}\n" for path, text in report.diffs.items())
+        raise ReportedFailure(error, document=document, text=diffs + error_text(error))
+    if json_mode:
+        print_json(document)
+        return
     print(f"REPRODUCIBLE: {report.first.name} rebuilt with inventory {report.second_identity}")
     if vsa_path:
         print(f"  vsa: {vsa_path}")

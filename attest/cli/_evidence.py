@@ -1,4 +1,8 @@
-"""`attest evidence trusted-producer` and `attest evidence wrap` (ADR-2026-07-23)."""
+"""`attest evidence trusted-producer` and `attest evidence wrap` (ADR-2026-07-23).
+
+Neither command exits on its own: a failure is raised as :class:`ReportedFailure`, carrying
+the command's documented ``--json`` object, and ``attest.cli.main`` renders it and exits.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_json
+from ._app import JsonOption, ReportedFailure, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +43,7 @@ def trusted_producer(
     json_mode: bool = JsonOption,
 ) -> None:
     """Decide whether PR has trusted-producer review evidence: true (exit 0), false or unknown (exit 1)."""
-    from ..errors import InputError
+    from ..errors import AttestError, InputError, VerificationError
     from ..review.evidence import EvidenceCode, GitHubClient, HttpLimits, TrustConfig, evaluate
 
     try:
@@ -50,20 +54,19 @@ def trusted_producer(
             if token is None:
                 raise InputError(EvidenceCode.TOKEN_MISSING, f"the environment variable {token_env!r} named by --token-env is unset or empty")
         client = GitHubClient(api_url, token=token, limits=HttpLimits(timeout=timeout, deadline=max(60.0, 4 * timeout), max_pages=max_pages))
-    except InputError as err:
+        verdict = evaluate(config, client)
+    except AttestError as err:
         # Still one answer a caller can parse: a misconfiguration is never trusted.
-        if json_mode:
-            print_json({"ok": False, "trusted_producer": "unknown", "reason_code": err.code, "reason": err.detail, "errors": [f.to_json() for f in err.findings]})
-            raise typer.Exit(2) from None
-        raise
-    verdict = evaluate(config, client)
+        document = {"ok": False, "trusted_producer": "unknown", "reason_code": err.code, "reason": err.detail,
+                    "errors": [f.to_json() for f in err.findings]}
+        raise ReportedFailure(err, document=document) from None
+    line = f"trusted_producer={verdict.trusted} {verdict.code}: {verdict.reason}\n"
+    if not verdict.ok:  # false and unknown both fail closed (exit 1)
+        raise ReportedFailure(VerificationError(verdict.code, verdict.reason), document=verdict.to_json(), text=line)
     if json_mode:
         print_json(verdict.to_json())
     else:
-        stream = sys.stdout if verdict.ok else sys.stderr
-        stream.write(f"trusted_producer={verdict.trusted} {verdict.code}: {verdict.reason}\n")
-    if not verdict.ok:
-        raise typer.Exit(1)
+        sys.stdout.write(line)
 
 
 def wrap(
@@ -79,6 +82,7 @@ def wrap(
     import json
 
     from .._fs import write_atomic
+    from ..errors import VerificationError
     from ..review.evidence import MAX_OUTPUT_BYTES, EvidenceCode, wrap_failure, wrap_output
 
     try:
@@ -96,14 +100,13 @@ def wrap(
     review_json = json.dumps(result.review, sort_keys=True, ensure_ascii=False)
     if output is not None:
         write_atomic(output, review_json.encode("utf-8") + b"\n", what="review")
+    if not json_mode:
+        sys.stdout.write(review_json + "\n")  # a diagnostic review too: the job posts it, then fails
+    if not result.ok:  # a diagnostic review (never clean): exit 1
+        raise ReportedFailure(VerificationError(result.code, result.reason), document=result.to_json(),
+                              text=f"attest: diagnostic review: {result.code}: {result.reason}\n")
     if json_mode:
         print_json(result.to_json())
-    else:
-        sys.stdout.write(review_json + "\n")
-        if result.code is not None:
-            sys.stderr.write(f"attest: diagnostic review: {result.code}: {result.reason}\n")
-    if not result.ok:
-        raise typer.Exit(1)
 
 
 __all__ = ["register"]

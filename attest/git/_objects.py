@@ -29,7 +29,11 @@ _KIND_OF_MODE = {MODE_FILE: "blob", MODE_EXEC: "blob", MODE_TREE: "tree", MODE_S
 
 
 def is_full_sha(rev: str, fmt: ObjectFormat | None = None) -> bool:
-    """True when ``rev`` is a full lowercase object id (of ``fmt`` when given)."""
+    """True when ``rev`` is a full lowercase object id (of ``fmt`` when given).
+
+    Raises:
+        Nothing: any other value (a branch, an abbreviation, a non-string) is ``False``.
+    """
     if not isinstance(rev, str):
         return False
     formats = (fmt,) if fmt else ("sha1", "sha256")
@@ -41,6 +45,10 @@ def verify_full_sha(rev: str, fmt: ObjectFormat | None = None, *, what: str = "r
 
     Branches, tags, abbreviations, ``HEAD~1`` and uppercase spellings are all refused: a
     name that can move, or that git may expand differently tomorrow, never selects authority.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA`` for anything that is not a full lowercase id of ``fmt``
+            (40 hex for sha1, 64 for sha256, either when ``fmt`` is None).
     """
     if is_full_sha(rev, fmt):
         return rev
@@ -49,7 +57,11 @@ def verify_full_sha(rev: str, fmt: ObjectFormat | None = None, *, what: str = "r
 
 
 def object_id(kind: str, data: bytes, fmt: ObjectFormat) -> str:
-    """The git object id of ``data`` stored as ``kind`` (blob, tree, commit, tag)."""
+    """The git object id of ``data`` stored as ``kind`` (blob, tree, commit, tag).
+
+    Raises:
+        Nothing: a pure hash of its arguments.
+    """
     h = hashlib.sha1() if fmt == "sha1" else hashlib.sha256()
     h.update(f"{kind} {len(data)}\0".encode())
     h.update(data)
@@ -77,7 +89,14 @@ def _tree_sort_key(e: TreeEntry) -> bytes:
 
 
 def parse_tree(data: bytes, fmt: ObjectFormat, *, where: str = "") -> tuple[TreeEntry, ...]:
-    """Parse a raw tree object with git fsck's strictness; raise on anything odd."""
+    """Parse a raw tree object with git fsck's strictness; raise on anything odd.
+
+    Raises:
+        VerificationError: ``MALFORMED_OBJECT`` for a truncated entry; ``BAD_TREE_NAME`` for
+            a name that is not UTF-8 or that the inventory's name rules refuse (``.``, ``..``,
+            ``.git`` spellings, ``/``, control characters); ``BAD_TREE_MODE`` for a mode git
+            does not write; ``BAD_TREE_ORDER`` for unsorted or duplicate entries.
+    """
     n = _RAW_LEN[fmt]
     out: list[TreeEntry] = []
     i = 0
@@ -113,7 +132,11 @@ def parse_tree(data: bytes, fmt: ObjectFormat, *, where: str = "") -> tuple[Tree
 
 
 def parse_commit_tree(data: bytes, fmt: ObjectFormat) -> str:
-    """The tree id named by the first header line of a raw commit object."""
+    """The tree id named by the first header line of a raw commit object.
+
+    Raises:
+        VerificationError: ``MALFORMED_OBJECT`` when the first line is not ``tree <full id>``.
+    """
     first, _, _ = data.partition(b"\n")
     if not first.startswith(b"tree "):
         raise VerificationError(GitCode.MALFORMED_OBJECT, "the commit does not start with a tree line")

@@ -45,7 +45,11 @@ MAX_DEPTH = 128
 
 
 def git_env() -> dict[str, str]:
-    """The whole environment git runs with: nothing inherited that could change what it reads."""
+    """The whole environment git runs with: nothing inherited that could change what it reads.
+
+    Raises:
+        Nothing: a constant mapping, new on each call.
+    """
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/nonexistent",
@@ -69,7 +73,10 @@ _GIT_ARGS = ("git", "--no-replace-objects", "-c", "core.hooksPath=/dev/null", "-
 
 
 class GitRepo:
-    """One repository's object database, read through a single ``cat-file --batch`` process."""
+    """One repository's object database, read through a single ``cat-file --batch`` process.
+
+    Open with :meth:`open` (a context manager); every method below says what it raises.
+    """
 
     def __init__(self, git_dir: str, fmt: ObjectFormat) -> None:
         self.git_dir = git_dir
@@ -80,6 +87,14 @@ class GitRepo:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> GitRepo:
+        """The repository at ``path`` (a work tree, a bare repository or a git directory).
+
+        Raises:
+            InputError: ``NOT_A_REPOSITORY`` when ``path`` is not a directory or git cannot
+                open it.
+            VerificationError: ``PARTIAL_CLONE`` for a repository with a promisor remote.
+            EnvironmentFailure: ``GIT_FAILED`` when git cannot be run.
+        """
         where = os.path.abspath(os.fspath(path))
         if not os.path.isdir(where):
             raise InputError(GitCode.NOT_A_REPOSITORY, "the repository path is not a directory", where)
@@ -104,6 +119,11 @@ class GitRepo:
         self.close()
 
     def close(self) -> None:
+        """Stop the ``cat-file`` process, if one runs; the object can be used (and reopens) after.
+
+        Raises:
+            Nothing: a dead git's broken pipes are ignored.
+        """
         proc, self._proc = self._proc, None
         if proc is not None:
             assert proc.stdin is not None and proc.stdout is not None
@@ -132,7 +152,15 @@ class GitRepo:
         return self._proc
 
     def read_object(self, oid: str, expect: str | None = None, *, path: str | None = None) -> tuple[str, bytes]:
-        """``(kind, bytes)`` of object ``oid``, re-hashed here; ``expect`` checks the kind."""
+        """``(kind, bytes)`` of object ``oid``, re-hashed here; ``expect`` checks the kind.
+
+        Raises:
+            InputError: ``NOT_FULL_SHA`` when ``oid`` is not a full id of this repository's format.
+            VerificationError: ``OBJECT_MISSING``, ``OBJECT_HASH_MISMATCH`` (the bytes do not
+                hash to ``oid``), ``WRONG_OBJECT_TYPE`` (not ``expect``), ``TREE_TOO_LARGE``
+                (over ``MAX_BLOB``).
+            EnvironmentFailure: ``GIT_FAILED`` when git cannot be run or answers oddly.
+        """
         verify_full_sha(oid, self.object_format, what="object id")
         proc = self._batch()
         assert proc.stdin is not None and proc.stdout is not None
@@ -169,17 +197,39 @@ class GitRepo:
         return kind, data
 
     def commit_tree(self, rev: str) -> str:
-        """The root tree id of commit ``rev``, which must be a full object id."""
+        """The root tree id of commit ``rev``, which must be a full object id.
+
+        Raises:
+            InputError: ``NOT_FULL_SHA``.
+            VerificationError: every code of :meth:`read_object` (``OBJECT_MISSING``,
+                ``WRONG_OBJECT_TYPE``, ...) and ``MALFORMED_OBJECT`` for a bad commit.
+            EnvironmentFailure: ``GIT_FAILED``.
+        """
         verify_full_sha(rev, self.object_format, what="commit")
         _, data = self.read_object(rev, "commit")
         return parse_commit_tree(data, self.object_format)
 
     def read_tree(self, oid: str, *, where: str = "") -> tuple[TreeEntry, ...]:
+        """The entries of tree ``oid``, parsed strictly (``where`` prefixes paths in errors).
+
+        Raises:
+            InputError: ``NOT_FULL_SHA``.
+            VerificationError: the codes of :meth:`read_object` and of :func:`parse_tree`
+                (``BAD_TREE_NAME``, ``BAD_TREE_MODE``, ``BAD_TREE_ORDER``, ``MALFORMED_OBJECT``).
+            EnvironmentFailure: ``GIT_FAILED``.
+        """
         _, data = self.read_object(oid, "tree", path=where or None)
         return parse_tree(data, self.object_format, where=where)
 
     def subtree(self, tree: str, path: str) -> str:
-        """The tree id at ``path`` (``/``-separated, relative) below ``tree``; '' or '.' is the root."""
+        """The tree id at ``path`` (``/``-separated, relative) below ``tree``; '' or '.' is the root.
+
+        Raises:
+            InputError: ``PATH_NOT_IN_TREE`` for a path the name rules refuse; ``NOT_FULL_SHA``.
+            VerificationError: ``PATH_NOT_IN_TREE`` (absent, or not a directory),
+                ``TREE_SYMLINK``, ``GITLINK`` for a component, and the codes of :meth:`read_tree`.
+            EnvironmentFailure: ``GIT_FAILED``.
+        """
         if path in ("", "."):
             return tree
         from ..inventory import check_path
@@ -208,6 +258,12 @@ class GitRepo:
 
         Symbolic links and gitlinks are refused: an installed subtree holds regular files and
         directories only (THREATS.md F).
+
+        Raises:
+            VerificationError: ``TREE_SYMLINK``, ``GITLINK``, ``TREE_TOO_LARGE`` (entries or
+                depth over the caps), and the codes of :meth:`read_tree`; raised while iterating.
+            InputError: ``NOT_FULL_SHA``.
+            EnvironmentFailure: ``GIT_FAILED``.
         """
         stack: list[tuple[str, str, int]] = [(tree, "", 0)]
         count = 0
@@ -229,7 +285,13 @@ class GitRepo:
                     stack.append((e.oid, rel, depth + 1))
 
     def tree_inventory(self, tree: str, *, file_mode: int = 0o644, exec_mode: int = 0o755, dir_mode: int = 0o755) -> Inventory:
-        """The closed inventory a faithful export of ``tree`` has, computed from objects alone."""
+        """The closed inventory a faithful export of ``tree`` has, computed from objects alone.
+
+        Raises:
+            VerificationError: the codes of :meth:`walk` and :meth:`read_object`.
+            InputError: ``NOT_FULL_SHA``.
+            EnvironmentFailure: ``GIT_FAILED``.
+        """
         import hashlib
 
         entries: list[Entry] = []
@@ -247,6 +309,13 @@ class GitRepo:
 
         Files are new inodes created with ``O_EXCL|O_NOFOLLOW`` through directory descriptors,
         so nothing already present (or planted) under ``dest`` is followed or overwritten.
+
+        Raises:
+            VerificationError: the codes of :meth:`walk` and :meth:`read_object`.
+            InputError: ``NOT_FULL_SHA``.
+            EnvironmentFailure: ``GIT_FAILED``.
+            OSError: ``dest`` is not a directory, or an entry already exists below it
+                (``FileExistsError``); nothing below ``dest`` is followed.
         """
         root = os.open(os.fspath(dest), O_DIR)
         fds: dict[str, int] = {"": root}
@@ -280,7 +349,14 @@ class GitRepo:
 
 
 def merge_bases(repo: GitRepo, a: str, b: str) -> tuple[str, ...]:
-    """Every best common ancestor of two full-SHA commits (``git merge-base --all``), sorted."""
+    """Every best common ancestor of two full-SHA commits (``git merge-base --all``), sorted.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA`` for ``a`` or ``b``; ``NOT_A_REPOSITORY``.
+        VerificationError: ``OBJECT_MISSING`` / ``WRONG_OBJECT_TYPE`` when ``a`` or ``b`` is
+            not a commit here; ``SHALLOW_REPOSITORY``.
+        EnvironmentFailure: ``GIT_FAILED`` when git merge-base cannot run or fails.
+    """
     for rev in (a, b):
         resolve_full_sha(repo, rev)
     verify_not_shallow(repo)
@@ -298,7 +374,14 @@ def merge_bases(repo: GitRepo, a: str, b: str) -> tuple[str, ...]:
 
 
 def unique_merge_base(repo: GitRepo, a: str, b: str) -> str:
-    """The single best common ancestor, or a failure (ADR-0008: zero or several fail closed)."""
+    """The single best common ancestor, or a failure (ADR-0008: zero or several fail closed).
+
+    Raises:
+        VerificationError: ``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``, and the codes of
+            :func:`merge_bases`.
+        InputError: ``NOT_FULL_SHA``; ``NOT_A_REPOSITORY``.
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
     bases = merge_bases(repo, a, b)
     if not bases:
         raise VerificationError(GitCode.NO_MERGE_BASE, f"{a} and {b} have unrelated histories")
@@ -308,7 +391,15 @@ def unique_merge_base(repo: GitRepo, a: str, b: str) -> str:
 
 
 def verify_export(root: str | os.PathLike[str], repo: GitRepo, tree: str, **modes: int) -> Inventory:
-    """Raise unless the tree at ``root`` is exactly ``tree`` (paths, types, modes, bytes)."""
+    """Raise unless the tree at ``root`` is exactly ``tree`` (paths, types, modes, bytes).
+
+    Raises:
+        VerificationError: every difference the inventory diff reports (``MISSING``,
+            ``EXTRA``, ``MODE_CHANGED``, ``DIGEST_MISMATCH``, ``SYMLINK``, ...), and the codes
+            of :meth:`GitRepo.tree_inventory`.
+        InputError: ``NOT_FULL_SHA``; the walker's input codes for an unreadable ``root``.
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
     from ..inventory import verify_tree
 
     return verify_tree(root, repo.tree_inventory(tree, **modes))
@@ -331,6 +422,10 @@ def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
     The path itself, git's own directory (found upwards or through a ``.git`` file), its common
     directory, the working tree, and every object directory its alternates name: a file inside
     any of these is the repository's data.
+
+    Raises:
+        InputError: ``NOT_A_REPOSITORY`` when git cannot open ``path``.
+        EnvironmentFailure: ``GIT_FAILED`` when git cannot be run.
     """
     where = os.path.abspath(os.fspath(path))
     out = [where]
@@ -355,7 +450,13 @@ def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
 
 
 def verify_not_shallow(repo: GitRepo) -> None:
-    """Raise ``SHALLOW_REPOSITORY`` for a shallow clone: its history ends where a local file says."""
+    """Raise ``SHALLOW_REPOSITORY`` for a shallow clone: its history ends where a local file says.
+
+    Raises:
+        VerificationError: ``SHALLOW_REPOSITORY``.
+        InputError: ``NOT_A_REPOSITORY`` when git cannot answer for the repository.
+        EnvironmentFailure: ``GIT_FAILED`` when git cannot be run.
+    """
     out = _run([f"--git-dir={repo.git_dir}", "rev-parse", "--is-shallow-repository"], repo.git_dir).strip()
     if out != b"false":
         raise VerificationError(GitCode.SHALLOW_REPOSITORY, "the repository is shallow (its history is cut by a local "
@@ -363,7 +464,13 @@ def verify_not_shallow(repo: GitRepo) -> None:
 
 
 def resolve_full_sha(repo: GitRepo, rev: str) -> str:
-    """``rev`` itself after checking it is a full id of this repository's format and a commit."""
+    """``rev`` itself after checking it is a full id of this repository's format and a commit.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA``.
+        VerificationError: ``OBJECT_MISSING``, ``WRONG_OBJECT_TYPE``, ``OBJECT_HASH_MISMATCH``.
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
     verify_full_sha(rev, repo.object_format, what="revision")
     repo.read_object(rev, "commit")
     return rev

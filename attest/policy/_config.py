@@ -60,6 +60,11 @@ class Toolchain:
     revision: str
 
     def to_json(self) -> dict[str, str]:
+        """``{"repository", "revision"}``, as the lock records it.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {"repository": self.repository, "revision": self.revision}
 
 
@@ -120,11 +125,26 @@ class PolicyConfig:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PolicyConfig:
+        """Parse ``.agent-policy.yml`` from its exact bytes (their SHA-256 is kept).
+
+        Raises:
+            InputError: the YAML reader's codes (``YAML_*``, ``TOO_LARGE``, ``TOO_DEEP``) and
+                every code of :meth:`from_json`.
+        """
         doc = load_strict_yaml(data, what=CONFIG_PATH, max_bytes=MAX_CONFIG_BYTES)
         return cls.from_json(doc, sha256=hashlib.sha256(data).hexdigest())
 
     @classmethod
     def from_json(cls, doc: Any, *, sha256: str = "") -> PolicyConfig:
+        """Validate a parsed configuration document; every problem is collected into one error.
+
+        Raises:
+            InputError: ``CONFIG_SCHEMA`` (alone, first); otherwise every finding at once:
+                ``CONFIG_BAD_VALUE``, ``CONFIG_UNKNOWN_FIELD``, ``CONFIG_MISSING_FIELD``,
+                ``TOOLCHAIN_NOT_FULL_SHA``, ``UNKNOWN_SKILL``, ``UNKNOWN_RENDERER``,
+                ``UNKNOWN_CONTEXT``, ``ADAPTER_UNBOUND``, ``PATH_CONFLICT``, and the path codes
+                of :func:`check_authority_path` (``PATH_*``, ``MODULE_PATH``, ``OUTPUT_PATH``).
+        """
         p = _Problems()
         top = p.fields(doc, "the configuration", {"schema", "toolchain", "skills", "contexts", "outputs"})
         if top is None:
@@ -154,13 +174,23 @@ class PolicyConfig:
         return PR_REVIEW in self.skills
 
     def context(self, name: str) -> Context:
+        """The context called ``name``.
+
+        Raises:
+            KeyError: no context has that name (every output's context exists in a valid config).
+        """
         for c in self.contexts:
             if c.name == name:
                 return c
         raise KeyError(name)
 
     def semantic_output(self, context: str) -> OutputSpec:
-        """The one enabled semantic projection of ``context`` (the adapter's binding)."""
+        """The one enabled semantic projection of ``context`` (the adapter's binding).
+
+        Raises:
+            ValueError: ``context`` has no, or several, enabled semantic outputs; a valid config
+                has exactly one for the context of every adapter (``ADAPTER_UNBOUND`` otherwise).
+        """
         (found,) = [o for o in self.enabled_outputs if o.context == context and o.renderer in SEMANTIC_RENDERERS]
         return found
 

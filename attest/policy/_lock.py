@@ -39,6 +39,11 @@ class LockedInput:
     sha256: str
 
     def to_json(self) -> dict[str, str]:
+        """``{"path", "sha256"}``, one entry of the lock's ``inputs``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {"path": self.path, "sha256": self.sha256}
 
 
@@ -52,6 +57,11 @@ class LockedOutput:
     sha256: str
 
     def to_json(self) -> dict[str, Any]:
+        """``{"context", "path", "renderer", "sha256"}``, one entry of the lock's ``outputs``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {"context": self.context, "path": self.path, "renderer": self.renderer, "sha256": self.sha256}
 
 
@@ -109,6 +119,12 @@ class PolicyLock:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PolicyLock:
+        """Parse ``.agent-policy.lock``, which must be exactly its RFC 8785 canonical bytes.
+
+        Raises:
+            InputError: the strict-JSON codes (``BAD_JSON``, ``DUPLICATE_KEY``, ``TOO_LARGE``,
+                ``TOO_DEEP``); ``NOT_CANONICAL``; every code of :meth:`from_json`.
+        """
         doc = loads_strict(data, what=LOCK_PATH, max_bytes=MAX_LOCK_BYTES)
         lock = cls.from_json(doc)
         if lock.to_bytes() != bytes(data):
@@ -117,6 +133,13 @@ class PolicyLock:
 
     @classmethod
     def from_json(cls, doc: Any) -> PolicyLock:
+        """Validate a parsed lock document; the first problem is raised.
+
+        Raises:
+            InputError: ``LOCK_INVALID`` (shape, fields, digests, order, context names);
+                ``CONFIG_SCHEMA``; ``TOOLCHAIN_NOT_FULL_SHA``; ``UNKNOWN_RENDERER``; the path
+                codes of :func:`check_authority_path` for an input or output path.
+        """
         top = _object(doc, "the lock", {"config", "inputs", "outputs", "schema", "toolchain"})
         if type(top["schema"]) is not int or top["schema"] != SCHEMA:
             raise InputError(PolicyCode.CONFIG_SCHEMA, f"the lock's schema must be {SCHEMA}, not {top['schema']!r}", LOCK_PATH)
@@ -153,6 +176,11 @@ class PolicyLock:
         return cls(Toolchain(tc["repository"], tc["revision"]), _digest(config["sha256"], "config"), tuple(inputs), tuple(outputs))
 
     def to_json(self) -> dict[str, Any]:
+        """The lock document (see :meth:`to_bytes` for its one byte form).
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {
             "config": {"path": CONFIG_PATH, "sha256": self.config_sha256},
             "inputs": [e.to_json() for e in self.inputs],
@@ -162,7 +190,11 @@ class PolicyLock:
         }
 
     def to_bytes(self) -> bytes:
-        """The lock's one byte form: RFC 8785 canonical JSON."""
+        """The lock's one byte form: RFC 8785 canonical JSON.
+
+        Raises:
+            Nothing: every value is a string, an int or a list of objects of them.
+        """
         return canonical_bytes(self.to_json())
 
     @property
@@ -170,12 +202,22 @@ class PolicyLock:
         return hashlib.sha256(self.to_bytes()).hexdigest()
 
     def output(self, path: str) -> LockedOutput | None:
+        """The locked output at ``path``, or None.
+
+        Raises:
+            Nothing: a lookup.
+        """
         for o in self.outputs:
             if o.path == path:
                 return o
         return None
 
     def input(self, path: str) -> LockedInput | None:
+        """The locked input (policy module) at ``path``, or None.
+
+        Raises:
+            Nothing: a lookup.
+        """
         for i in self.inputs:
             if i.path == path:
                 return i
@@ -198,6 +240,10 @@ def check_agreement(config: PolicyConfig, lock: PolicyLock, expected: Sequence[t
 
     Pure: compares the toolchain, the config digest, names, renderers and contexts, never file
     bytes (the input and output digests are judged against the files by the caller).
+
+    Raises:
+        Nothing: every disagreement is a returned finding (``LOCK_TOOLCHAIN_MISMATCH``,
+        ``CONFIG_DIGEST_MISMATCH``, ``LOCK_STALE``); ``[]`` when they agree.
     """
     found: list[Finding] = []
     if lock.toolchain != config.toolchain:

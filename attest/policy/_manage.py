@@ -78,6 +78,17 @@ def observe(root: RepositoryRoot, *, lock_required: bool) -> Observed:
 
     Modules are kept (they are rendered); every other file is hashed as a stream and only its
     digest and first bytes kept. Everything read together is bounded by MAX_TOTAL_READ_BYTES.
+
+    Problems of the tree (a missing module, a link, a file over a bound) are collected into
+    ``tree_findings`` and the file map for the decisions, not raised.
+
+    Raises:
+        InputError: ``CONFIG_MISSING``; every code of :meth:`PolicyConfig.from_bytes` and
+            :meth:`PolicyLock.from_bytes` (``YAML_*``, ``CONFIG_*``, ``LOCK_INVALID``,
+            ``NOT_CANONICAL``, ...).
+        VerificationError: the configuration file is there but not a plain regular file
+            (``PATH_SYMLINK``, ``PATH_NOT_REGULAR``, ...), or a read bound is exceeded
+            (``TOO_LARGE``).
     """
     budget = ReadBudget(MAX_TOTAL_READ_BYTES)
     raw = root.read(CONFIG_PATH, PathRole.CONFIG, max_bytes=MAX_CONFIG_BYTES, budget=budget)
@@ -163,7 +174,13 @@ def _skill_tree_findings(obs: Observed, wanted: set[str]) -> list[Finding]:
 
 
 def decide_check(obs: Observed) -> tuple[list[Finding], tuple[Rendered, ...]]:
-    """Every reason ``obs`` is not exactly what its authority generates, and what was reproduced. Pure."""
+    """Every reason ``obs`` is not exactly what its authority generates, and what was reproduced. Pure.
+
+    Raises:
+        Nothing: every reason is a returned finding (``INPUT_DIGEST_MISMATCH``,
+        ``OUTPUT_STALE``, ``OUTPUT_MODIFIED``, ``OUTPUT_UNLISTED``, ``LOCK_STALE``, the lock
+        agreement's and the tree's codes); ``([], rendered)`` when everything reproduces.
+    """
     config, lock = obs.config, obs.lock
     found: list[Finding] = []
     modules = _modules(obs, found)
@@ -260,6 +277,11 @@ def plan_generation(obs: Observed) -> GenerationPlan:
     A file is replaced or removed only when it is absent, already right, or one generate wrote
     (:func:`owned_by_generate`); anything else (edited, never generated, a link, a special
     file, an empty directory it did not create) is reported and left alone.
+
+    Raises:
+        VerificationError: with every finding at once: the tree's (``INPUT_MISSING``,
+            ``MODULE_NOT_UTF8``, ``PATH_SYMLINK``, ...) and ``UNOWNED_FILE`` for a file or
+            empty directory generate did not write.
     """
     config, lock = obs.config, obs.lock
     found: list[Finding] = list(obs.tree_findings)
@@ -308,6 +330,11 @@ class CheckReport:
     outputs: tuple[Rendered, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest policy check``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {
             "ok": True,
             "root": _shown(self.root),
@@ -335,6 +362,11 @@ class GenerateReport:
     check: CheckReport
 
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest policy generate``.
+
+        Raises:
+            Nothing: it only reads fields.
+        """
         return {
             "ok": True,
             "root": _shown(self.root),
@@ -351,6 +383,17 @@ def check_policy(root: str | os.PathLike[str]) -> CheckReport:
 
     Reads only below ``root`` (never the current directory, never the network) and never
     writes, so it runs on a read-only tree or a frozen snapshot.
+
+    Raises despite its name (a ``check_*`` in the naming rule; see issue 15).
+
+    Raises:
+        InputError: ``BAD_ROOT`` (a root that is absent, not a directory, or spelled with
+            ``.``/``..``); every input code of :func:`observe` (``CONFIG_MISSING``, ``YAML_*``,
+            ``CONFIG_*``, ``LOCK_INVALID``, ...).
+        VerificationError: ``ROOT_SYMLINK`` (a link in the root's path); every finding of
+            :func:`decide_check` at once (``LOCK_MISSING``,
+            ``OUTPUT_MODIFIED``, ``OUTPUT_STALE``, ``LOCK_STALE``, ``INPUT_DIGEST_MISMATCH``,
+            ``PATH_SYMLINK``, ...).
     """
     with RepositoryRoot.open(root) as tree:
         obs = observe(tree, lock_required=True)
@@ -363,7 +406,15 @@ def check_policy(root: str | os.PathLike[str]) -> CheckReport:
 
 
 def generate_policy(root: str | os.PathLike[str]) -> GenerateReport:
-    """Render every enabled output and the Skill, write them and then the lock; then check the result."""
+    """Render every enabled output and the Skill, write them and then the lock; then check the result.
+
+    Raises:
+        InputError: ``BAD_ROOT`` and the codes of :func:`observe`; ``BAD_OUTPUT_PATH`` when
+            a file cannot be written or removed.
+        VerificationError: every finding of :func:`plan_generation` (nothing is written then);
+            a link swapped in while writing (``PATH_SYMLINK``, ...); and every finding of
+            :func:`check_policy` on the result.
+    """
     with RepositoryRoot.open(root) as tree:
         plan = plan_generation(observe(tree, lock_required=False))
         for r in plan.writes:

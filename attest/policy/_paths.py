@@ -85,7 +85,11 @@ def missing_code(role: PathRole) -> PolicyCode:
 
 
 def kind_of_git_mode(mode: str) -> Kind:
-    """What a git tree entry is, from its mode as git spells it (``40000``, ``100644``, ...)."""
+    """What a git tree entry is, from its mode as git spells it (``40000``, ``100644``, ...).
+
+    Raises:
+        Nothing: any mode git would not check out as a file or directory is ``SPECIAL``.
+    """
     if mode in ("40000", "040000"):
         return Kind.DIR
     if mode in ("100644", "100755"):
@@ -162,6 +166,12 @@ def check_authority_path(path: object, role: PathRole, kinds: Sequence[Kind | No
 
     ``kinds``, when given, says what each component is in the tree, from the root down
     (``None``: absent); a walk may stop at the first component that is not a directory.
+
+    Raises:
+        ValueError: ``kinds`` has more entries than ``path`` has components, or stops at a
+            directory before the last one (a caller's bug, not an input problem). Every
+            problem with ``path`` itself is the returned finding (``PATH_*``, ``MODULE_PATH``,
+            ``OUTPUT_PATH``, the role's missing code), never raised.
     """
     if not isinstance(path, str):
         return Finding(PolicyCode.PATH_NOT_NORMAL, None, f"a {role.value} path must be a string")

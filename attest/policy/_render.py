@@ -45,6 +45,11 @@ class Rendered:
         return hashlib.sha256(self.data).hexdigest()
 
     def locked(self) -> LockedOutput:
+        """This file's entry in the lock (path, renderer, context, SHA-256 of ``data``).
+
+        Raises:
+            Nothing: a value built from fields.
+        """
         return LockedOutput(self.path, self.renderer, self.context, self.sha256)
 
 
@@ -88,7 +93,11 @@ def _context_md_parts(context: str, modules: Sequence[tuple[str, str]]) -> tuple
 
 
 def render_policy_context_md(context: str, modules: Sequence[tuple[str, bytes]]) -> bytes:
-    """The semantic projection of ``context``: its ``(path, bytes)`` modules in order, verbatim."""
+    """The semantic projection of ``context``: its ``(path, bytes)`` modules in order, verbatim.
+
+    Raises:
+        Nothing: a pure rendering; the modules were validated (UTF-8) by the caller.
+    """
     header, headings = _context_md_parts(context, [(path, hashlib.sha256(data).hexdigest()) for path, data in modules])
     parts = [header.encode("utf-8")]
     for heading, (_, data) in zip(headings, modules, strict=True):
@@ -168,7 +177,11 @@ def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> 
 
 
 def render_github_review_json_adapter_v1(context: str, semantic_path: str, semantic_sha256: str) -> bytes:
-    """The adapter projection: RFC 8785 JSON and a newline. It takes no module text, by design."""
+    """The adapter projection: RFC 8785 JSON and a newline. It takes no module text, by design.
+
+    Raises:
+        Nothing: a pure rendering of its three strings.
+    """
     return canonical_bytes(adapter_document(context, semantic_path, semantic_sha256)) + b"\n"
 
 
@@ -186,6 +199,10 @@ def render_outputs(config: PolicyConfig, modules: Mapping[str, bytes]) -> tuple[
     """Every file ``generate`` writes for ``config`` (outputs and Skill), in lock order.
 
     ``modules`` maps every module of ``config.inputs`` to its (valid UTF-8) bytes.
+
+    Raises:
+        KeyError: ``modules`` lacks a module of ``config.inputs`` (a caller's bug); a valid
+            ``config`` raises nothing else.
     """
     from ..inventory import sort_key
 

@@ -175,7 +175,11 @@ _FILES = (("SKILL.md", _SKILL_MD), (_REFERENCES[0], _PROCEDURE_MD), (_REFERENCES
 
 
 def render_pr_review_skill_v1() -> tuple[tuple[str, bytes], ...]:
-    """The Skill's files as ``(path relative to the Skill directory, bytes)``, SKILL.md first."""
+    """The Skill's files as ``(path relative to the Skill directory, bytes)``, SKILL.md first.
+
+    Raises:
+        Nothing: the files are constants of this toolchain.
+    """
     return tuple((rel, text.encode("utf-8")) for rel, text in _FILES)
 
 
@@ -199,6 +203,14 @@ class SkillFrontMatter:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str = "SKILL.md") -> SkillFrontMatter:
+        """Parse the front matter of a SKILL.md strictly (the one YAML reader, exact fields).
+
+        Raises:
+            InputError: ``SKILL_FRONT_MATTER`` (too large, no or unclosed front matter, wrong
+                fields or types, a bad name, a reference to itself or twice); the YAML
+                reader's codes; ``PATH_ABSOLUTE`` and the path codes of
+                :func:`check_authority_path` for a reference outside the Skill directory.
+        """
         if len(data) > MAX_SKILL_MD_BYTES:
             raise InputError(PolicyCode.SKILL_FRONT_MATTER, f"{what} is over {MAX_SKILL_MD_BYTES} bytes")
         head, _ = split_front_matter(data, what=what)
@@ -230,7 +242,11 @@ class SkillFrontMatter:
         return cls(name, description, tuple(references))
 
     def paths(self) -> tuple[str, ...]:
-        """SKILL.md and every declared reference, repository-relative."""
+        """SKILL.md and every declared reference, repository-relative.
+
+        Raises:
+            Nothing: the references were validated when this was parsed.
+        """
         return (f"{SKILL_DIR}/SKILL.md", *(f"{SKILL_DIR}/{r}" for r in self.references))
 
 

@@ -65,7 +65,7 @@ def _shown(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def check_root_spelling(root: str) -> None:
+def verify_root_spelling(root: str) -> None:
     """Refuse a root spelled with ``.`` or ``..`` components (only ``.`` alone, the current directory, is taken).
 
     ``a/link/..`` is ``a`` after lexical normalization but the parent of the link's target to
@@ -101,7 +101,7 @@ class RepositoryRoot:
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> RepositoryRoot:
         spelled = os.fspath(root)
-        check_root_spelling(spelled)
+        verify_root_spelling(spelled)
         path = os.path.abspath(spelled)   # only joins a relative root to the current directory now
         return cls(path, open_root(path))
 
@@ -411,4 +411,4 @@ class RepositoryRoot:
         return removed
 
 
-__all__ = ["HEAD_BYTES", "MAX_DIR_ENTRIES", "FileDigest", "ReadBudget", "RepositoryRoot", "check_root_spelling"]
+__all__ = ["HEAD_BYTES", "MAX_DIR_ENTRIES", "FileDigest", "ReadBudget", "RepositoryRoot", "verify_root_spelling"]

@@ -112,7 +112,16 @@ def load_strict_yaml(
     max_depth: int = MAX_YAML_DEPTH,
     max_nodes: int = MAX_YAML_NODES,
 ) -> Any:
-    """Parse one YAML document of ``data`` into dicts, lists, str, bool and int, or raise InputError."""
+    """Parse one YAML document of ``data`` into dicts, lists, str, bool and int, or raise InputError.
+
+    Raises:
+        InputError: ``YAML_SYNTAX`` (not UTF-8, a byte-order mark, not YAML, no document),
+            ``YAML_DUPLICATE_KEY``, ``YAML_ANCHOR``, ``YAML_ALIAS``, ``YAML_TAG``,
+            ``YAML_DIRECTIVE``, ``YAML_MULTIPLE_DOCUMENTS``, ``YAML_NON_STRING_KEY``,
+            ``YAML_AMBIGUOUS_SCALAR`` (a plain scalar other readers type differently),
+            ``TOO_LARGE`` (bytes or nodes), ``TOO_DEEP``.
+        TypeError: ``data`` is not bytes.
+    """
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("load_strict_yaml takes bytes")
     if len(data) > max_bytes:

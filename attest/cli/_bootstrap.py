@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_findings, print_json
+from ._app import JsonOption, ReportedFailure, error_text, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -50,15 +50,9 @@ def bootstrap(
     try:
         result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
                      host=host, key=key, out=out, backend=backend)
-    except BootstrapError as err:
-        if json_mode:
-            print_json(err.to_json())
-        else:
-            import sys
-
-            sys.stderr.write(f"attest: bootstrap FAILED at step {err.step}: {len(err.findings)} problem(s)\n")
-            print_findings(err.findings)
-        raise typer.Exit(err.exit_code) from err
+    except BootstrapError as err:  # rendered by the one handler: {"ok": false, "step": N, "errors": [...]} or text
+        text = error_text(err).replace("attest: ", f"attest: bootstrap at step {err.step}: ", 1)
+        raise ReportedFailure(err, document=err.to_json(), text=text) from err
     if json_mode:
         print_json(result.to_json())
         return

@@ -554,12 +554,16 @@ def test_step7_a_reference_outside_the_pr_review_tree(dep: Deployment, skill: tu
 
 
 def _cli(args: list[str]) -> tuple[int, str]:
-    from typer.testing import CliRunner
+    """Through ``main``, the one handler that renders every failure."""
+    import contextlib
+    import io
 
-    from attest.cli import COMMAND_MODULES, build_app
+    from attest.cli import main
 
-    res = CliRunner().invoke(build_app((*COMMAND_MODULES, "_bootstrap")), args)
-    return res.exit_code, res.stdout
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    return code, out.getvalue()
 
 
 def test_cli_failure_reports_the_step(dep: Deployment, skill: tuple[Path, Path], tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ def verification_summary(
 ) -> dict[str, Any]:
     """An SLSA VSA v1 predicate (https://slsa.dev/verification_summary/v1).
 
-    A FAILED summary lists no verified levels, whatever the caller passes.
+    A FAILED summary lists exactly `["FAILED"]` as its verified levels (VSA v1 `SlsaResult`), whatever the caller passes.
 
     Raises:
         InputError: ``BAD_PREDICATE`` for an empty verifier id or resource URI, or a naive
@@ -131,7 +131,7 @@ def verification_summary(
     verifier: dict[str, Any] = {"id": verifier_id}
     if verifier_version:
         verifier["version"] = dict(verifier_version)
-    levels = sorted(set(verified_levels)) if passed else []
+    levels = sorted(set(verified_levels)) if passed else ["FAILED"]  # VSA v1: SlsaResult "FAILED" when verification failed
     return {
         "verifier": verifier,
         "timeVerified": rfc3339(time_verified),

@@ -69,7 +69,7 @@ def test_vsa_shape() -> None:
         verifier_id="v", time_verified=T0, resource_uri="r", policy=ResourceRef("p"),
         input_attestations=[], passed=False, verified_levels=["ATTEST_CLOSED_TREE_V1"],
     )
-    assert failed["verificationResult"] == "FAILED" and failed["verifiedLevels"] == []
+    assert failed["verificationResult"] == "FAILED" and failed["verifiedLevels"] == ["FAILED"]
 
 
 def test_builder_refusals() -> None:

@@ -142,7 +142,7 @@ def test_summary_failed_is_written_and_the_error_still_raised(sample_tree, tmp_p
     assert err.code == "DIGEST_MISMATCH"
     vsa = verify_attestation_file(out, load_policy(write_policy(["ec"])))
     assert vsa.statement["predicate"]["verificationResult"] == "FAILED"
-    assert vsa.statement["predicate"]["verifiedLevels"] == []
+    assert vsa.statement["predicate"]["verifiedLevels"] == ["FAILED"]
 
 
 def test_summary_failed_before_any_claim_names_the_attestation(sample_tree, tmp_path, keys, write_policy) -> None:

@@ -30,11 +30,12 @@ from ._promote import PromotionFacts, PromotionPlan, PromotionResult, dump_pins,
 from ._rebuild import RebuildReport
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
-from ._sandbox import Sandbox, clean_env
+from ._sandbox import SYSTEM_PATHS, Sandbox, clean_env, confine_argv, give_to_uid, pick_step_uid, python_roots
 from ._skill import build_skill
 from ._store import BuildResult
 
 __all__ = [
+    "SYSTEM_PATHS",
     "BuildCode",
     "BuildResult",
     "FetchResult",
@@ -57,10 +58,12 @@ __all__ = [
     "build_runtime",
     "build_skill",
     "clean_env",
+    "confine_argv",
     "default_cache",
     "default_state",
     "dump_pins",
     "fetch",
+    "give_to_uid",
     "install_skill",
     "installed_root_of",
     "interpreter_identity",
@@ -69,7 +72,9 @@ __all__ = [
     "parse_pins",
     "parse_pylock",
     "parse_requirements",
+    "pick_step_uid",
     "plan_promotion",
+    "python_roots",
     "run_build_runtime",
     "run_build_skill",
     "run_fetch",

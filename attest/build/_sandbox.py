@@ -84,16 +84,24 @@ mkdir -p "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
 for t in /tmp /var/tmp /run; do
   "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R$t" || fail "cannot mount $t"
 done
+bind_ro_dir() {  # SOURCE TARGET-inside-the-new-root
+  mkdir -p "$R$2" && "$MOUNT" --rbind "$1" "$R$2" || fail "cannot bind $2"
+  "$FINDMNT" -R -n -r -o TARGET "$R$2" > "$S/.sandbox-mounts" || fail "cannot list mounts under $2"
+  while read -r m; do
+    "$MOUNT" -o remount,bind,ro,nosuid,nodev "$m" || fail "cannot make $m read-only"
+  done < "$S/.sandbox-mounts"
+}
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   P="$1"; shift
+  case "$P" in
+    # fd:N:/path binds the directory open as descriptor N (the very one the caller verified;
+    # no path is resolved again) read-only at /path.
+    fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"; bind_ro_dir "/proc/self/fd/$N" "$D"; continue ;;
+  esac
   if [ -L "$P" ]; then
     mkdir -p "$R$(dirname -- "$P")" && ln -s "$(readlink -- "$P")" "$R$P" || fail "cannot link $P"
   elif [ -d "$P" ]; then
-    mkdir -p "$R$P" && "$MOUNT" --rbind "$P" "$R$P" || fail "cannot bind $P"
-    "$FINDMNT" -R -n -r -o TARGET "$R$P" > "$S/.sandbox-mounts" || fail "cannot list mounts under $P"
-    while read -r m; do
-      "$MOUNT" -o remount,bind,ro,nosuid,nodev "$m" || fail "cannot make $m read-only"
-    done < "$S/.sandbox-mounts"
+    bind_ro_dir "$P" "$P"
   elif [ -f "$P" ]; then
     mkdir -p "$R$(dirname -- "$P")" && : > "$R$P" && "$MOUNT" --bind "$P" "$R$P" \
       && "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R$P" || fail "cannot bind $P"
@@ -238,10 +246,46 @@ def _give_to_step(writable: Sequence[str], uid: int) -> None:
 
 
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
-                   writable: Sequence[str], uid: int, argv: Sequence[str]) -> list[str]:
+                   writable: Sequence[str], uid: int, argv: Sequence[str], *, network: bool = False,
+                   fd_binds: Sequence[tuple[int, str]] = ()) -> list[str]:
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
-    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *_UNSHARE_FLAGS, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
-            str(uid), f"{umask:04o}", *readonly_roots(readonly), "--", *writable, "--", *argv]
+    flags = _UNSHARE_FLAGS if not network else tuple(f for f in _UNSHARE_FLAGS if f != "--net")
+    binds = [f"fd:{fd}:{target}" for fd, target in fd_binds]
+    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
+            str(uid), f"{umask:04o}", *readonly_roots(readonly), *binds, "--", *writable, "--", *argv]
+
+
+def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: Sequence[str], writable: Sequence[str], uid: int,
+                 network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK) -> list[str]:
+    """The command line that runs ``argv`` confined exactly as a build step is (``_CONFINE``).
+
+    New mount, PID, IPC, UTS (and, unless ``network``, network) namespaces; a tmpfs root holding
+    the system paths and ``readonly`` read-only, each ``(fd, target)`` of ``fd_binds`` (a
+    directory descriptor the caller verified, passed to the child) read-only at ``target``, and
+    ``writable`` read-write (hand them to ``uid`` first: :func:`give_to_uid`); ``uid`` with no
+    capabilities and no_new_privs; every process killed when the confinement's pid 1 ends.
+    ``root_parent`` is a private directory that will hold the new root's mount point.
+
+    Raises:
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, mount, findmnt, chroot or
+            setpriv is missing here.
+    """
+    tools = _tools()
+    if tools is None:
+        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot and setpriv are needed to confine a command")
+    root = os.path.join(root_parent, ".sandbox-root")
+    if not os.path.isdir(root):
+        os.mkdir(root, 0o700)
+    return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, uid, argv, network=network, fd_binds=fd_binds)
+
+
+def give_to_uid(writable: Sequence[str], uid: int) -> None:
+    """Hand each directory of ``writable``, and everything in it, to ``uid`` (through descriptors, no link followed).
+
+    Raises:
+        OSError: a directory cannot be opened or changed.
+    """
+    _give_to_step(writable, uid)
 
 
 def _probe(argv: list[str], scratch: str) -> bool:

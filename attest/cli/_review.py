@@ -32,9 +32,15 @@ def exec_review(
     state_dir: Path = StateDirOption,
     out: Path = typer.Option(..., "-o", "--output", help="Where to write the reviewer's result (only if it is a valid result)."),
     env: list[str] = EnvOption,
+    readonly: list[Path] = typer.Option([], "--readonly", help="PATH: a host directory the confined reviewer may also read "
+                                        "(its own program, for example). Repeatable. The images, the runtime's interpreter "
+                                        "and the system paths are always there."),
+    network: bool = typer.Option(False, "--network", help="Let the confined reviewer use the host's network (default: none)."),
+    unsafe_unconfined: bool = typer.Option(False, "--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
+                                           "seeing the host (its files, processes, keys). Recorded in --json."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Verify the handoff, run the reviewer from its four frozen images only, keep its provider-neutral result."""
+    """Verify the handoff, run the reviewer confined, from its four frozen images only, and keep its provider-neutral result."""
     import sys
 
     from .._fs import check_directory_path
@@ -44,7 +50,10 @@ def exec_review(
     check_directory_path(state_dir, what="--state-dir")
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
-    run = run_review_step(handoff, load_policy(policy), state_dir, command, out=out, pass_env=passed, set_env=setting)
+    if unsafe_unconfined:
+        sys.stderr.write("attest: WARNING: --unsafe-unconfined: the reviewer runs as you and sees the host\n")
+    run = run_review_step(handoff, load_policy(policy), state_dir, command, out=out, pass_env=passed, set_env=setting,
+                          readonly=[str(p) for p in readonly], network=network, unsafe_unconfined=unsafe_unconfined)
     if json_mode:
         print_json(run.to_json())
         return
@@ -54,6 +63,8 @@ def exec_review(
           f"{doc['findings']} finding(s), {doc['blocking']} blocking")
     for limitation in run.result.limitations:
         print(f"  limitation: {limitation}")
+    c = run.confinement
+    print(f"  confined: uid {c.uid}, network {c.network}" if c.confined else "  NOT confined (--unsafe-unconfined)")
     print(f"  result: {run.result_path} ({run.result_digest})")
 
 

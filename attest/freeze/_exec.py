@@ -77,6 +77,11 @@ REFUSED_ENV: tuple[tuple[str, str], ...] = (
     ("RES_OPTIONS", "the resolver is configured from it"),
     ("LOCALDOMAIN", "the resolver is configured from it"),
     ("TZDIR", "time zone files are read from it"),
+    ("LANGUAGE", "gettext follows it (even '../..') to message catalogs, whose format strings programs print"),
+    ("TEXTDOMAIN*", "gettext reads message catalogs from the directory it names"),
+    ("LESSKEY*", "less reads key bindings (and commands) from it"),
+    ("CURL_HOME", "curl reads its configuration from it"),
+    ("WGETRC", "wget reads its configuration from it"),
     ("TMP", "temporary files would go to a shared directory outside the private run directory"),
     ("TEMP", "temporary files would go to a shared directory outside the private run directory"),
     ("TEMPDIR", "temporary files would go to a shared directory outside the private run directory"),
@@ -250,13 +255,18 @@ def caller_environment(
 _IMAGE_REF = re.compile(r"\$(?:\{ATTEST_IMAGE_(?P<braced>[A-Za-z0-9_]+)\}|ATTEST_IMAGE_(?P<bare>[A-Za-z0-9_]+))(?P<rest>/.*)?\Z", re.S)
 
 
+#: ``(argv, images, run_dir, cwd) -> (argv, descriptors to pass)``: see :func:`run_from_images`.
+Confine = Callable[[Sequence[str], Mapping[str, Image], str, str], tuple[list[str], Sequence[int]]]
+
+
 def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str]:
     """``argv`` with a leading ``$ATTEST_IMAGE_<NAME>`` (or ``${ATTEST_IMAGE_<NAME>}``) replaced by that image's path (pure).
 
     The way to name a program or file inside an image without a shell: an argument that is
     exactly the reference, or the reference followed by ``/...``, becomes the image path (plus
     the rest). ``paths`` maps upper-cased image names to paths. A reference to an image that was
-    not given is ``BAD_IMAGE_REF``: the literal text is never run. Anything else is unchanged.
+    not given, or a rest with an empty, ``.`` or ``..`` component (which could leave the image),
+    is ``BAD_IMAGE_REF``: the literal text is never run. Anything else is unchanged.
     """
     out: list[str] = []
     for arg in argv:
@@ -267,7 +277,10 @@ def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str
         name = m.group("braced") or m.group("bare")
         if name not in paths:
             raise InputError(FreezeCode.BAD_IMAGE_REF, f"no image is named {name} (given: {', '.join(sorted(paths)) or 'none'})", arg)
-        out.append(paths[name] + (m.group("rest") or ""))
+        rest = m.group("rest") or ""
+        if rest and any(part in ("", ".", "..") for part in rest[1:].split("/")):
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "a path inside an image has no empty, '.' or '..' component", arg)
+        out.append(paths[name] + rest)
     return out
 
 
@@ -282,6 +295,7 @@ def run_from_images(
     now: float | None = None,
     stdout: int | None = None,
     before: Callable[[Mapping[str, Image]], None] | None = None,
+    confine: Confine | None = None,
 ) -> int:
     """Run ``argv`` with the named images (identity or store path each); return its exit status.
 
@@ -289,6 +303,9 @@ def run_from_images(
     standard output when None). It changes nothing else: the same images, environment, checks.
     ``before``: called with the verified images (under the store's shared lock, after step 1,
     before anything runs) so a caller can require more of them; whatever it raises stops the run.
+    ``confine``: wraps the command (``(argv, images, run_dir, cwd) -> (argv, descriptors to
+    pass)``), for a caller that runs it in a confinement of its own (the review step does);
+    the descriptors are closed after the command. The backends' own wrapping is then not used.
     """
     if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
         raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")
@@ -345,17 +362,24 @@ def run_from_images(
                 cwd = resolved[cwd_image].path if cwd_image is not None else f"{run_dir}/home"
                 # (3) Confine through the backend of any image that needs it (ro-bind).
                 command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})
-                for backend_name in sorted({i.backend for i in resolved.values()}):
-                    backend = BACKENDS[backend_name]
-                    wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)
-                    if wrapped != command:
-                        backend.probe(runs_fd, run_dir)
-                        command = wrapped
-                        break
+                passed: Sequence[int] = ()
+                if confine is not None:
+                    command, passed = confine(command, resolved, run_dir, cwd)
+                else:
+                    for backend_name in sorted({i.backend for i in resolved.values()}):
+                        backend = BACKENDS[backend_name]
+                        wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)
+                        if wrapped != command:
+                            backend.probe(runs_fd, run_dir)
+                            command = wrapped
+                            break
                 try:
-                    done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, check=False, stdout=stdout)
+                    done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, pass_fds=tuple(passed), check=False, stdout=stdout)
                 except OSError as e:
                     raise InputError(FreezeCode.EXEC_FAILED, f"cannot run the command: {e.strerror}", argv[0]) from e
+                finally:
+                    for fd in passed:
+                        os.close(fd)
                 # (4) The images must still be exactly what was sealed.
                 for name, image in resolved.items():
                     problems = check_image(image)

@@ -204,6 +204,10 @@ PATHS = {"RT": "/s/store/aa/tree", "T": "/s/store/bb/tree"}
     (["sh", "-c", 'echo "$ATTEST_IMAGE_T/x"'], ["sh", "-c", 'echo "$ATTEST_IMAGE_T/x"']),  # the shell's business
     (["$ATTEST_IMAGE_RTbin/python"], None),
     (["${ATTEST_IMAGE_RT"], ["${ATTEST_IMAGE_RT"]),
+    (["$ATTEST_IMAGE_RT/../../../bin/sh"], None),                          # '..' would leave the image
+    (["$ATTEST_IMAGE_RT/bin/./python"], None),
+    (["$ATTEST_IMAGE_RT//bin/python"], None),
+    (["$ATTEST_IMAGE_RT/"], None),
 ])
 def test_expand_image_refs(argv: list[str], want: list[str] | None) -> None:
     if want is None:

@@ -35,6 +35,9 @@ from attest.review.handoff import (
 )
 
 PY = sys.executable
+ROOT = Path(__file__).resolve().parents[2]
+# What the tests' reviewers (this interpreter, its venv, this checkout's attest) need inside the confinement.
+HOST_PYTHON = (sys.prefix, sys.base_prefix, str(ROOT))
 GOOD = {"complete": True, "limitations": [], "findings": [
     {"id": "F1", "severity": "high", "blocking": True, "message": "secret in config", "path": "src.txt", "line": 1, "side": "RIGHT"}]}
 
@@ -80,31 +83,35 @@ def resign(dep: Deployment, path: Path, out: Path, change: Any) -> Path:
 
 
 def test_the_reviewer_sees_the_four_images_and_its_result_is_kept(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
-    seen = tmp_path / "seen.json"
     body = ("import json, os, sys\n"
-            f"env = dict(os.environ); open({str(seen)!r}, 'w').write(json.dumps({{'env': env, 'cwd': os.getcwd()}}))\n"
             "skill = open(os.environ['ATTEST_IMAGE_PROCEDURE'] + '/SKILL.md', 'rb').read()\n"
-            f"sys.stdout.write({json.dumps(json.dumps(GOOD))})\n")
+            f"doc = {json.dumps(GOOD)!r}\n"
+            "doc = json.loads(doc); doc['complete'] = False\n"
+            "doc['limitations'] = [json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(), 'uid': os.getuid()})]\n"
+            "sys.stdout.write(json.dumps(doc))\n")
     out = tmp_path / "result.json"
-    done = run_review_step(handoff, load_policy(dep.trust), dep.state, reviewer(body), out=out)
+    done = run_review_step(handoff, load_policy(dep.trust), dep.state, reviewer(body), out=out, readonly=HOST_PYTHON)
     verified = verify_handoff(handoff, load_policy(dep.trust))
-    assert done.result.to_json() == GOOD and json.loads(out.read_bytes()) == GOOD
+    assert json.loads(out.read_bytes()) == done.result.to_json() and done.result.findings[0].to_json() == GOOD["findings"][0]
     assert done.result_digest == "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
-    seen_doc = json.loads(seen.read_text())
-    env = seen_doc["env"]
+    seen = json.loads(done.result.limitations[0])
+    env = seen["env"]
     for name in ("bootstrap", "runtime", "base", "procedure"):
         assert env[f"ATTEST_IMAGE_{name.upper()}"] == verified.images[name].path
-    assert seen_doc["cwd"] == verified.images["base"].path
-    # Nothing of the caller's environment but what exec fixes: no host HOME, no installed Skill.
+    assert seen["cwd"] == verified.images["base"].path
+    # Its own uid, not root: and nothing of the caller's environment but what exec fixes.
+    assert seen["uid"] == done.confinement.uid and seen["uid"] not in (0, os.getuid())
     assert env["HOME"].startswith(f"{dep.state}/runs/") and "agent-policy" not in json.dumps(env)
     doc = done.to_json()
-    assert doc["ok"] is True and doc["complete"] is True and doc["findings"] == 1 and doc["blocking"] == 1
+    assert doc["ok"] is True and doc["complete"] is False and doc["findings"] == 1 and doc["blocking"] == 1
+    assert doc["confinement"]["confined"] is True and doc["confinement"]["network"] == "none"
 
 
 def test_the_stand_in_reads_the_skill_from_the_bundle_through_the_cli(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = subprocess.run([PY, "-m", "attest", "review", "exec", "--handoff", str(handoff), "--policy", str(dep.trust),
-                           "--state-dir", str(dep.state), "-o", str(out), "--json", "--",
+                           "--state-dir", str(dep.state), "-o", str(out), "--json",
+                           *(a for p in HOST_PYTHON for a in ("--readonly", p)), "--",
                            PY, "-I", "-m", "attest", "review", "stand-in"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -209,14 +216,15 @@ def test_an_image_tampered_with_after_the_bootstrap_is_refused_before_the_review
 def test_a_failing_reviewer_writes_no_result(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     with pytest.raises(EnvironmentFailure) as ei:
-        run_review_step(handoff, load_policy(dep.trust), dep.state, reviewer("import sys; print('{}'); sys.exit(3)"), out=out)
+        run_review_step(handoff, load_policy(dep.trust), dep.state, reviewer("import sys; print('{}'); sys.exit(3)"), out=out,
+                        readonly=HOST_PYTHON)
     assert codes(ei.value) == {HandoffCode.REVIEWER_FAILED} and "exited 3" in str(ei.value) and not out.exists()
 
 
 def test_a_reviewer_that_prints_no_result_writes_none(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     with pytest.raises(VerificationError) as ei:
-        run_review_step(handoff, load_policy(dep.trust), dep.state, printing({"complete": True}), out=out)
+        run_review_step(handoff, load_policy(dep.trust), dep.state, printing({"complete": True}), out=out, readonly=HOST_PYTHON)
     assert codes(ei.value) == {HandoffCode.REVIEW_RESULT_INVALID} and not out.exists()
 
 

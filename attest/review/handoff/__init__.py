@@ -18,7 +18,7 @@ from __future__ import annotations
 from ._codes import HandoffCode
 from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, parse_handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
-from ._run import ReviewRun, decide_images, run_review_step
+from ._run import Confinement, ReviewRun, confine_reviewer, decide_images, run_review_step, runtime_interpreter_roots
 from ._standin import STAND_IN_COMMAND, stand_in_review
 
 __all__ = [
@@ -28,16 +28,19 @@ __all__ = [
     "SEVERITIES",
     "SIDES",
     "STAND_IN_COMMAND",
+    "Confinement",
     "Handoff",
     "HandoffCode",
     "HandoffImage",
     "ResultFinding",
     "ReviewResult",
     "ReviewRun",
+    "confine_reviewer",
     "decide_images",
     "parse_handoff",
     "parse_result",
     "run_review_step",
+    "runtime_interpreter_roots",
     "stand_in_review",
     "verify_handoff",
 ]

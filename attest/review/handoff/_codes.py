@@ -15,6 +15,7 @@ class HandoffCode(ReasonCode):
     HANDOFF_SUBJECT_MISMATCH = "HANDOFF_SUBJECT_MISMATCH"  # the statement's subjects are not exactly the predicate's four images
     HANDOFF_IMAGE_MISMATCH = "HANDOFF_IMAGE_MISMATCH"    # a stored image's path or backend, or the bundle's files, differ from the handoff
     REVIEWER_FAILED = "REVIEWER_FAILED"                  # the reviewer command exited non-zero (or was killed)
+    REVIEWER_NOT_CONFINED = "REVIEWER_NOT_CONFINED"      # the reviewer cannot be confined here (and --unsafe-unconfined was not given)
     REVIEW_RESULT_INVALID = "REVIEW_RESULT_INVALID"      # the reviewer's output is not the provider-neutral result
 
 

@@ -26,6 +26,7 @@ _PREDICATE_KEYS = frozenset({"repository", "pull_request", "base", "images", "in
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")  # one path component, never '..'
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
 
 
@@ -51,6 +52,8 @@ class Handoff:
     base_commit: str
     base_tree: str
     toolchain_revision: str
+    runtime_name: str
+    runtime_attestation_digest: str
     images: dict[str, HandoffImage]
     procedure_files: tuple[tuple[str, str], ...]  # (path inside the bundle, sha256 hex), sorted
     time: str
@@ -103,6 +106,7 @@ def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers
     base = _obj(pred, "base", {"commit", "tree"})
     toolchain = _obj(pred, "toolchain", {"revision"})
     procedure = _obj(pred, "procedure", {"files"})
+    runtime = _obj(pred, "runtime", {"name", "attestation_digest"})
     raw_images = pred["images"]
     if not isinstance(raw_images, dict) or set(raw_images) != set(IMAGE_NAMES):
         raise _bad(f"images must name exactly {list(IMAGE_NAMES)}")
@@ -141,6 +145,8 @@ def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers
         base_commit=_str(base["commit"], "base.commit", _SHA),
         base_tree=_str(base["tree"], "base.tree", _SHA),
         toolchain_revision=_str(toolchain["revision"], "toolchain.revision", _SHA),
+        runtime_name=_str(runtime["name"], "runtime.name", _SAFE_NAME),
+        runtime_attestation_digest=_str(runtime["attestation_digest"], "runtime.attestation_digest", _IDENTITY),
         images=images,
         procedure_files=tuple(parsed),
         time=_str(pred["time"], "time", _TIME),

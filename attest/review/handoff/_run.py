@@ -7,8 +7,15 @@
    procedure bundle's files exactly the handoff's (:func:`decide_images`, pure).
 3. The reviewer runs with ``attest exec``'s clean environment: ``ATTEST_IMAGE_BOOTSTRAP``,
    ``ATTEST_IMAGE_RUNTIME``, ``ATTEST_IMAGE_BASE`` and ``ATTEST_IMAGE_PROCEDURE``, working
-   directory the base snapshot. After the handoff the procedure bundle is the only source of
-   Skill bytes: the installed Skill, the worktree and the head are not given to it.
+   directory the base snapshot, **confined** (:func:`confine_reviewer`) as a build step is: new
+   mount, PID, IPC, UTS and (unless ``network``) network namespaces, a uid no account or
+   process has, no capabilities, no_new_privs, and a root holding only the system paths, the
+   runtime's interpreter (from its verified attestation), ``readonly``, the private run
+   directory and the four images, each bound from the descriptor of the directory that was
+   verified (so a path swapped afterwards is never what the reviewer reads). Every process it
+   starts dies with it. After the handoff the procedure bundle is the only source of Skill
+   bytes: the installed Skill, the worktree, the head, the deployment's keys and state are not
+   in its root.
 4. Its standard output must be the provider-neutral result (:func:`parse_result`); it is written
    atomically to the result file only when it parses, and every image is re-checked after the
    command (a change while it ran fails closed, whatever it printed).
@@ -56,15 +63,108 @@ def decide_images(handoff: Handoff, images: Mapping[str, Any]) -> list[Finding]:
 
 
 @dataclass(frozen=True, slots=True)
+class Confinement:
+    """How the reviewer ran: confined (and with which uid and network), or unconfined on request."""
+
+    confined: bool
+    network: str  # "none" (its own empty network namespace) or "host"
+    uid: int | None = None
+    readonly: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.confined:
+            return {"confined": False, "why": "--unsafe-unconfined: the reviewer ran as the caller, seeing the host"}
+        return {"confined": True, "network": self.network, "uid": self.uid, "readonly": list(self.readonly),
+                "namespaces": ["mount", "pid", "ipc", "uts", *(["net"] if self.network == "none" else [])],
+                "capabilities": "none, no_new_privs"}
+
+
+MAX_RUNTIME_ATTESTATION = 64 << 20
+
+
+def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> tuple[str, ...]:
+    """What running the runtime image's interpreter needs outside the image: its binary's directory, stdlib, libpython.
+
+    Read from the runtime attestation the handoff names (``STATE/builds/<name>.runtime.json``,
+    its digest equal to the handoff's, verified under TRUST), never from the image or the host.
+
+    Raises:
+        VerificationError: ``HANDOFF_IMAGE_MISMATCH`` when the attestation is not the handoff's
+            or names no interpreter; the attestation layer's codes when it does not verify.
+    """
+    from ..._fs import read_bounded
+    from ...attestation import RUNTIME_PREDICATE, verify_attestation_bytes
+    from ...build import python_roots
+
+    path = os.path.join(state_dir, "builds", f"{handoff.runtime_name}.runtime.json")
+    data = read_bounded(path, what="runtime attestation", max_bytes=MAX_RUNTIME_ATTESTATION)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if digest != handoff.runtime_attestation_digest:
+        raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the runtime attestation is {digest}, the handoff's "
+                                f"{handoff.runtime_attestation_digest}", path)
+    verified = verify_attestation_bytes(data, policy)
+    interp = verified.statement.get("predicate", {}).get("interpreter") if verified.predicate_type == RUNTIME_PREDICATE else None
+    exe = interp.get("executable") if isinstance(interp, dict) else None
+    stdlib = interp.get("stdlib") if isinstance(interp, dict) else None
+    libs = interp.get("libpython") if isinstance(interp, dict) else None
+    if not (isinstance(exe, str) and os.path.isabs(exe) and isinstance(stdlib, str) and os.path.isabs(stdlib) and isinstance(libs, list)
+            and all(isinstance(x, dict) and isinstance(x.get("path"), str) and os.path.isabs(x["path"]) for x in libs)):
+        raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, "the runtime attestation names no usable interpreter", path)
+    return python_roots(executable=exe, stdlib=stdlib, libraries=[x["path"] for x in libs])
+
+
+_RUN_SUBDIRS = ("home", "tmp", "cache", "config", "data", "pycache")
+
+
+def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, list[int]]:
+    """A ``confine`` callback for :func:`attest.freeze.run_from_images` and a list that receives the uid it picked.
+
+    Each image is opened (``O_NOFOLLOW|O_DIRECTORY``) and must be the verified, sealed root (same
+    device and inode as sealed) before its descriptor is bound read-only at its path.
+    """
+    from ..._safefs import O_DIR
+    from ...build import confine_argv, give_to_uid, pick_step_uid
+
+    picked: list[int] = []
+
+    def confine(argv: Sequence[str], images: Mapping[str, Any], run_dir: str, cwd: str) -> tuple[list[str], list[int]]:
+        uid = pick_step_uid()
+        picked.append(uid)
+        writable = [f"{run_dir}/{sub}" for sub in _RUN_SUBDIRS]
+        give_to_uid(writable, uid)
+        fds: list[int] = []
+        try:
+            binds: list[tuple[int, str]] = []
+            for name, image in images.items():
+                fd = os.open(image.path, O_DIR)
+                fds.append(fd)
+                st = os.fstat(fd)
+                root = next((e for e in image.sealed if e.path == ""), None)
+                if root is None or st.st_ino != root.ino or st.st_dev != image.dev:
+                    raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the {name.lower()} image's path no longer leads to "
+                                            "the directory that was verified", image.path)
+                binds.append((fd, image.path))
+            return confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=readonly, writable=writable, uid=uid,
+                                network=network, fd_binds=binds), fds
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+
+    return confine, picked
+
+
+@dataclass(frozen=True, slots=True)
 class ReviewRun:
     handoff: Handoff
     result: ReviewResult
     result_path: str
     result_digest: str
+    confinement: Confinement
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "handoff_digest": self.handoff.attestation_digest, "result": self.result_path,
-                "result_digest": self.result_digest, "complete": self.result.complete,
+                "result_digest": self.result_digest, "complete": self.result.complete, "confinement": self.confinement.to_json(),
                 "findings": len(self.result.findings), "blocking": sum(f.blocking for f in self.result.findings),
                 "images": {n: i.identity for n, i in self.handoff.images.items()}}
 
@@ -78,6 +178,9 @@ def run_review_step(
     out: str | os.PathLike[str],
     pass_env: Sequence[str] = (),
     set_env: Mapping[str, str] | None = None,
+    readonly: Sequence[str] = (),
+    network: bool = False,
+    unsafe_unconfined: bool = False,
 ) -> ReviewRun:
     """Verify the handoff, run ``argv`` from its four frozen images, write the parsed result to ``out``.
 
@@ -87,12 +190,25 @@ def run_review_step(
         VerificationError: the handoff does not verify (``HANDOFF_*``, the attestation codes), an
             image is missing or changed (``NOT_IN_STORE``, ``IMAGE_*``, ``HANDOFF_IMAGE_MISMATCH``,
             ``IMAGE_CHANGED_DURING_EXEC``), or the output is not a result (``REVIEW_RESULT_INVALID``).
-        EnvironmentFailure: the reviewer exited non-zero (``REVIEWER_FAILED``).
+        EnvironmentFailure: the reviewer exited non-zero (``REVIEWER_FAILED``); it cannot be
+            confined here (``REVIEWER_NOT_CONFINED``) and ``unsafe_unconfined`` was not given.
     """
     from ..._fs import write_atomic
     from ...freeze import run_from_images
 
     handoff = verify_handoff(handoff_path, policy)  # (1)
+    state = os.path.abspath(os.fspath(state_dir))
+    confine: Any = None
+    picked: list[int] = []
+    roots: tuple[str, ...] = ()
+    if not unsafe_unconfined:
+        if os.geteuid() != 0:
+            raise EnvironmentFailure(HandoffCode.REVIEWER_NOT_CONFINED, "confining the reviewer (namespaces, a uid of its own, "
+                                     "mounts) needs root here; pass --unsafe-unconfined to run it as you, seeing the host")
+        from ...build import SYSTEM_PATHS
+
+        roots = (*SYSTEM_PATHS, *runtime_interpreter_roots(handoff, policy, state), *(os.path.abspath(p) for p in readonly))
+        confine, picked = confine_reviewer(roots, network=network)
 
     def require(images: Mapping[str, Any]) -> None:  # (2), under the store lock, before the reviewer runs
         problems = decide_images(handoff, images)
@@ -102,10 +218,11 @@ def run_review_step(
     fd = os.memfd_create("attest-review-result", os.MFD_CLOEXEC)
     try:
         refs = {name.upper(): handoff.images[name].identity for name in IMAGE_NAMES}
-        rc = run_from_images(state_dir, refs, argv, cwd_image="BASE", pass_env=pass_env, set_env=set_env, stdout=fd,
-                             before=require)  # (3)
+        rc = run_from_images(state, refs, argv, cwd_image="BASE", pass_env=pass_env, set_env=set_env, stdout=fd,
+                             before=require, confine=confine)  # (3)
         if rc != 0:
-            raise EnvironmentFailure(HandoffCode.REVIEWER_FAILED, f"the reviewer exited {rc}; no result was written", argv[0])
+            hint = " (97: the confinement could not be set up; see its message above)" if rc == 97 and confine is not None else ""
+            raise EnvironmentFailure(HandoffCode.REVIEWER_FAILED, f"the reviewer exited {rc}{hint}; no result was written", argv[0])
         size = os.fstat(fd).st_size
         if size > MAX_RESULT_BYTES:
             raise VerificationError(HandoffCode.REVIEW_RESULT_INVALID, f"the reviewer printed {size} bytes (at most {MAX_RESULT_BYTES})")
@@ -116,7 +233,9 @@ def run_review_step(
     path = os.path.abspath(os.fspath(out))
     canonical = _canonical(result.to_json())
     write_atomic(path, canonical, mode=0o644, what="review result")
-    return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest())
+    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, roots) if confine is not None \
+        else Confinement(False, "host")
+    return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest(), confinement)
 
 
 def _canonical(doc: Any) -> bytes:
@@ -125,4 +244,4 @@ def _canonical(doc: Any) -> bytes:
     return canonical_bytes(doc)
 
 
-__all__ = ["ReviewRun", "decide_images", "run_review_step"]
+__all__ = ["Confinement", "ReviewRun", "confine_reviewer", "decide_images", "run_review_step", "runtime_interpreter_roots"]

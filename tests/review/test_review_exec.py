@@ -31,6 +31,7 @@ from attest.review.handoff import (
     parse_result,
     run_review_step,
     stand_in_review,
+    verify_can_confine,
     verify_handoff,
 )
 
@@ -284,3 +285,18 @@ def test_parse_handoff_and_decide_images_are_pure(dep: Deployment, handoff: Path
     h = parse_handoff(st, attestation_digest="sha256:" + "a" * 64, signers=("k",))
     assert h.to_json()["handoff_digest"] == "sha256:" + "a" * 64
     assert decide_images(h, {}) and all(f.code == HandoffCode.HANDOFF_IMAGE_MISMATCH for f in decide_images(h, {}))
+
+
+@pytest.mark.parametrize(("euid", "unsafe", "refused"), [(0, False, False), (0, True, False), (1000, False, True), (1000, True, False)])
+def test_the_reviewer_is_confined_or_the_caller_said_unsafe(euid: int, unsafe: bool, refused: bool) -> None:
+    if refused:
+        with pytest.raises(EnvironmentFailure) as ei:
+            verify_can_confine(euid, unsafe_unconfined=unsafe)
+        assert codes(ei.value) == {HandoffCode.REVIEWER_NOT_CONFINED} and "--unsafe-unconfined" in str(ei.value)
+    else:
+        verify_can_confine(euid, unsafe_unconfined=unsafe)
+
+
+def test_unconfined_on_request_is_recorded(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
+    done = run_review_step(handoff, load_policy(dep.trust), dep.state, printing(GOOD), out=tmp_path / "r.json", unsafe_unconfined=True)
+    assert done.to_json()["confinement"]["confined"] is False

@@ -18,7 +18,15 @@ from __future__ import annotations
 from ._codes import HandoffCode
 from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, parse_handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
-from ._run import Confinement, ReviewRun, confine_reviewer, decide_images, run_review_step, runtime_interpreter_roots
+from ._run import (
+    Confinement,
+    ReviewRun,
+    confine_reviewer,
+    decide_images,
+    run_review_step,
+    runtime_interpreter_roots,
+    verify_can_confine,
+)
 from ._standin import STAND_IN_COMMAND, stand_in_review
 
 __all__ = [
@@ -42,5 +50,6 @@ __all__ = [
     "run_review_step",
     "runtime_interpreter_roots",
     "stand_in_review",
+    "verify_can_confine",
     "verify_handoff",
 ]

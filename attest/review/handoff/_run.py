@@ -113,6 +113,18 @@ def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> 
     return python_roots(executable=exe, stdlib=stdlib, libraries=[x["path"] for x in libs])
 
 
+def verify_can_confine(euid: int, *, unsafe_unconfined: bool) -> None:
+    """Raise unless the reviewer can be confined by a process of ``euid``, or the caller asked for no confinement (pure).
+
+    Raises:
+        EnvironmentFailure: ``REVIEWER_NOT_CONFINED`` for a non-root caller without ``unsafe_unconfined``
+            (the confinement needs mounts and a uid of its own; rootless confinement is not built yet).
+    """
+    if euid != 0 and not unsafe_unconfined:
+        raise EnvironmentFailure(HandoffCode.REVIEWER_NOT_CONFINED, "confining the reviewer (namespaces, a uid of its own, "
+                                 "mounts) needs root here; pass --unsafe-unconfined to run it as you, seeing the host")
+
+
 _RUN_SUBDIRS = ("home", "tmp", "cache", "config", "data", "pycache")
 
 
@@ -201,10 +213,8 @@ def run_review_step(
     confine: Any = None
     picked: list[int] = []
     roots: tuple[str, ...] = ()
+    verify_can_confine(os.geteuid(), unsafe_unconfined=unsafe_unconfined)
     if not unsafe_unconfined:
-        if os.geteuid() != 0:
-            raise EnvironmentFailure(HandoffCode.REVIEWER_NOT_CONFINED, "confining the reviewer (namespaces, a uid of its own, "
-                                     "mounts) needs root here; pass --unsafe-unconfined to run it as you, seeing the host")
         from ...build import SYSTEM_PATHS
 
         roots = (*SYSTEM_PATHS, *runtime_interpreter_roots(handoff, policy, state), *(os.path.abspath(p) for p in readonly))
@@ -244,4 +254,4 @@ def _canonical(doc: Any) -> bytes:
     return canonical_bytes(doc)
 
 
-__all__ = ["Confinement", "ReviewRun", "confine_reviewer", "decide_images", "run_review_step", "runtime_interpreter_roots"]
+__all__ = ["Confinement", "ReviewRun", "confine_reviewer", "decide_images", "run_review_step", "runtime_interpreter_roots", "verify_can_confine"]

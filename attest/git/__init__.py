@@ -8,10 +8,17 @@ must be unique.
     >>> with GitRepo.open("repo") as repo:
     ...     tree = repo.commit_tree(full_sha)
     ...     inv = repo.tree_inventory(repo.subtree(tree, "skills/agent-policy"))
+    ...     base = require_single_merge_base(best_common_ancestors(repo, base_sha, head_sha))
+    ...     surface = changed_surface(repo, base, head_sha)   # every changed path, LEFT/RIGHT line ranges
+
+:func:`best_common_ancestors` and :func:`changed_surface` read commits and trees from objects
+only (docs/git-ancestry.md); :func:`merge_bases` / :func:`unique_merge_base` ask ``git
+merge-base`` and refuse shallow repositories.
 """
 
 from __future__ import annotations
 
+from ._ancestry import DEFAULT_MAX_COMMITS, CommitHeader, best_common_ancestors, parse_commit_header, require_single_merge_base
 from ._codes import GitCode
 from ._objects import TreeEntry, is_full_sha, object_id, parse_commit_tree, parse_tree, verify_full_sha
 from ._repo import (
@@ -24,19 +31,46 @@ from ._repo import (
     verify_export,
     verify_not_shallow,
 )
+from ._surface import (
+    DEFAULT_MAX_DIFF_COST,
+    DEFAULT_MAX_TEXT_BYTES,
+    DEFAULT_MAX_TOTAL_DIFF_COST,
+    ChangedPath,
+    ChangedSurface,
+    Hunk,
+    changed_surface,
+    diff_lines,
+    diff_trees,
+    split_lines,
+)
 
 __all__ = [
+    "DEFAULT_MAX_COMMITS",
+    "DEFAULT_MAX_DIFF_COST",
+    "DEFAULT_MAX_TEXT_BYTES",
+    "DEFAULT_MAX_TOTAL_DIFF_COST",
+    "ChangedPath",
+    "ChangedSurface",
+    "CommitHeader",
     "GitCode",
     "GitRepo",
+    "Hunk",
     "TreeEntry",
+    "best_common_ancestors",
+    "changed_surface",
+    "diff_lines",
+    "diff_trees",
     "git_env",
     "is_full_sha",
     "merge_bases",
     "object_id",
+    "parse_commit_header",
     "parse_commit_tree",
     "parse_tree",
     "repository_locations",
+    "require_single_merge_base",
     "resolve_full_sha",
+    "split_lines",
     "unique_merge_base",
     "verify_export",
     "verify_full_sha",

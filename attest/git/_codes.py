@@ -24,3 +24,4 @@ class GitCode(ReasonCode):
     MULTIPLE_MERGE_BASES = "MULTIPLE_MERGE_BASES"  # criss-cross history: several best common ancestors
     PARTIAL_CLONE = "PARTIAL_CLONE"          # a promisor remote: reading a missing object would run its command
     SHALLOW_REPOSITORY = "SHALLOW_REPOSITORY"  # merge bases asked of a shallow clone (history cut locally)
+    HISTORY_TOO_LONG = "HISTORY_TOO_LONG"    # finding the merge bases would read more commits than the bound

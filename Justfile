@@ -19,12 +19,14 @@ demo:
 # ATTEST_INSTALLATION, ATTEST_KEY (required); ATTEST_REVIEWER (a /bin/sh command line; default the
 # stand-in reviewer of the runtime image), ATTEST_REVIEW_DIR (handoff and result; default
 # review-out), ATTEST_BACKEND (default immutable).
+# REPO and HOST reach attest as arguments, never as shell text.
 # The trusted review of a pull request: `attest bootstrap`, then the reviewer from the four frozen images only.
+[positional-arguments]
 verify REPO *HOST:
     mkdir -p -m 700 {{quote(review_dir)}}
     attest bootstrap --pins {{quote(env_var('ATTEST_PINS'))}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
         --state-dir {{quote(state)}} --skill {{quote(env_var('ATTEST_SKILL'))}} \
-        --installation {{quote(env_var('ATTEST_INSTALLATION'))}} --repo {{quote(REPO)}} {{HOST}} \
+        --installation {{quote(env_var('ATTEST_INSTALLATION'))}} --repo "$1" "${@:2}" \
         --key {{quote(env_var('ATTEST_KEY'))}} --backend {{quote(backend)}} -o {{quote(review_dir / "handoff.json")}}
     attest review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
         --state-dir {{quote(state)}} -o {{quote(review_dir / "result.json")}} -- /bin/sh -c {{quote(reviewer)}}

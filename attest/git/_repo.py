@@ -420,8 +420,9 @@ def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
     """Every directory whose contents are the repository at ``path``, as git resolves it.
 
     The path itself, git's own directory (found upwards or through a ``.git`` file), its common
-    directory, the working tree, and every object directory its alternates name: a file inside
-    any of these is the repository's data.
+    directory, every working tree (the main one and each linked one), and every object
+    directory its alternates name, transitively: a file inside any of these is the
+    repository's data.
 
     Raises:
         InputError: ``NOT_A_REPOSITORY`` when git cannot open ``path``.
@@ -429,23 +430,33 @@ def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
     """
     where = os.path.abspath(os.fspath(path))
     out = [where]
-    answer = _run(["-C", where, "rev-parse", "--absolute-git-dir", "--git-common-dir", "--is-bare-repository"], where)
+    answer = _run(["-C", where, "rev-parse", "--path-format=absolute", "--absolute-git-dir", "--git-common-dir",
+                   "--is-bare-repository"], where)
     git_dir, common, bare = [*answer.decode("utf-8", "replace").splitlines(), "", "", ""][:3]
-    out.append(git_dir)
-    out.append(os.path.normpath(os.path.join(git_dir, common)) if not os.path.isabs(common) else common)
+    out += [git_dir, common]
     if bare.strip() == "false":
         top = _run(["-C", where, "rev-parse", "--show-toplevel"], where).decode("utf-8", "replace").strip()
         if top:
             out.append(top)
-    objects = os.path.join(out[2], "objects")
-    try:
-        with open(os.path.join(objects, "info", "alternates"), encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#"):
-                    out.append(os.path.normpath(os.path.join(objects, line)))
-    except FileNotFoundError:
-        pass
+    # Every working tree of the repository (the main one and each `git worktree add`).
+    listing = _run(["-C", where, "worktree", "list", "--porcelain", "-z"], where).decode("utf-8", "replace")
+    out += [field[len("worktree "):] for field in listing.split("\0") if field.startswith("worktree ")]
+    # Every object directory the alternates name, transitively (git follows them up to 5 deep).
+    pending, seen = [os.path.join(common, "objects")], set[str]()
+    while pending and len(seen) < 64:
+        objects = os.path.realpath(pending.pop())
+        if objects in seen:
+            continue
+        seen.add(objects)
+        out.append(objects)
+        try:
+            with open(os.path.join(objects, "info", "alternates"), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    line = line.strip()
+                    if line and not line.startswith("#"):
+                        pending.append(os.path.normpath(os.path.join(objects, line)))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
     return tuple(dict.fromkeys(os.path.realpath(p) for p in out if p))
 
 

@@ -189,6 +189,9 @@ def bootstrap(
         deployment = DeploymentPins.from_file(pins)
         policy = load_policy(trust)
         inputs = {"PINS": deployment.path, "ATT": os.fspath(installation)}
+        identity_path = getattr(host, "path", None)  # the offline adapter's file names the base commit: authority too
+        if isinstance(identity_path, str):
+            inputs["IDENTITY"] = identity_path
         inputs.update({f"TRUST ({os.path.basename(s)})": s for s in policy.sources})
         key_file = signer_key_file(key)
         if key_file is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,10 @@ def check_inputs_outside(inputs: Mapping[str, Any], roots: Mapping[str, Any]) ->
 
 
 def verify_inputs_outside(inputs: Mapping[str, str], roots: Mapping[str, str]) -> None:
-    """Raise ``BOOTSTRAP_INPUT_IN_TREE`` unless every input path lies outside every root (absent roots are skipped)."""
+    """Raise ``BOOTSTRAP_INPUT_IN_TREE`` unless every input path lies outside every root (absent roots are skipped).
+
+    An input file with more than one hard link is refused too: its other names cannot be found.
+    """
     from ...attestation._tree import Placement, _placement, _read_mounts
     from ...errors import CommonCode
 
@@ -137,6 +141,15 @@ def verify_inputs_outside(inputs: Mapping[str, str], roots: Mapping[str, str]) -
             raise InputError(CommonCode.UNREADABLE, f"cannot examine {name} to confirm it lies outside the trees: {e.strerror}",
                              source) from e
     found = check_inputs_outside(placed_inputs, placed_roots)
+    # A file with another name could have that name inside a tree: its bytes would be the tree's.
+    for name, source in inputs.items():
+        try:
+            st = os.stat(os.path.realpath(source))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_nlink != 1:
+            found.append(Finding(BootstrapCode.BOOTSTRAP_INPUT_IN_TREE, source, f"{name} has {st.st_nlink} hard links: another of its "
+                                 "names may lie inside a repository, an image or the installed Skill; use a file of its own"))
     if found:
         raise VerificationError(findings=found)
 

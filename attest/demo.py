@@ -353,7 +353,7 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
     """Install the promoted skill, make a consumer repository with a pull request, bootstrap it, then break its base."""
     import tempfile
 
-    from .attestation import generate_key, load_policy, load_signer
+    from .attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, generate_key, load_policy, load_signer
     from .build import install_skill
     from .freeze import FreezeCode
     from .review.bootstrap import (
@@ -365,15 +365,17 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
         ImageCheckRunner,
         bootstrap,
     )
-    from .review.handoff import STAND_IN_COMMAND, run_review_step
+    from .review.handoff import HANDOFF_PREDICATE, STAND_IN_COMMAND, run_review_step
 
     pins = state / "pins.toml"
     deploy_key = state / "keys" / "deploy.pem"
     if not deploy_key.exists():
         generate_key("ed25519", deploy_key)
     trust = state / "trust.toml"
-    trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n\n'
-                     '[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n')
+    # One trust policy, two roles: the deployment key signs installations and handoffs, the release key runtimes.
+    trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n'
+                     f'predicates = ["{INSTALLATION_PREDICATE}", "{HANDOFF_PREDICATE}"]\n\n'
+                     f'[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\npredicates = ["{RUNTIME_PREDICATE}"]\n')
     # The installed Skill lies outside the state directory and outside every repository (the installer refuses both).
     outside = Path(tempfile.mkdtemp(prefix="attest-demo-skill-"))
     installation: Path | None = None

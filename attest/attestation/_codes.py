@@ -28,6 +28,7 @@ class AttestationCode(ReasonCode):
     # Signatures and trust (THREATS D, E).
     NO_TRUSTED_SIGNATURE = "NO_TRUSTED_SIGNATURE"
     THRESHOLD_NOT_MET = "THRESHOLD_NOT_MET"
+    SIGNER_NOT_FOR_PREDICATE = "SIGNER_NOT_FOR_PREDICATE"  # a valid signature by a signer the policy does not let sign this statement type
     ATTESTATION_DIGEST_MISMATCH = "ATTESTATION_DIGEST_MISMATCH"
     # Trust policy (THREATS E, H).
     BAD_POLICY = "BAD_POLICY"

@@ -14,6 +14,7 @@ error. Paths inside the policy are relative to the policy file.
     identity = "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"
     issuer = "https://token.actions.githubusercontent.com"
     trusted_root = "trusted_root.json"
+    predicates = ["https://attest.dev/runtime/v1"]   # optional: the statement types it may sign
 
     >>> policy = load_policy("/etc/attest/policy.toml")
     >>> parse_policy(b'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "k.pem"\n', "p.toml").signers
@@ -44,6 +45,8 @@ MAX_SIGNERS = 64
 _TOP_KEYS = {"threshold", "signers"}
 _KEY_FIELDS = {"kind", "public_key"}
 _SIGSTORE_FIELDS = {"kind", "identity", "issuer", "trusted_root"}
+_OPTIONAL_FIELDS = {"predicates"}
+MAX_PREDICATES = 64
 _TRUSTED_ROOT_MEDIA_TYPES = ("application/vnd.dev.sigstore.trustedroot+json;version=0.1",
                              "application/vnd.dev.sigstore.trustedroot.v0.2+json")
 
@@ -54,10 +57,15 @@ class KeySignerSpec:
 
     public_key: PublicKey
     source: str
+    predicates: tuple[str, ...] = ()  # the statement types it may sign; empty: any
 
     @property
     def id(self) -> str:
         return "key:sha256:" + key_id(self.public_key)
+
+    def may_sign(self, predicate_type: str | None) -> bool:
+        """Whether a signature of this signer counts for a statement of ``predicate_type`` (None: not a statement)."""
+        return not self.predicates or predicate_type in self.predicates
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +76,15 @@ class SigstoreSignerSpec:
     issuer: str
     trusted_root: bytes = field(repr=False)
     source: str
+    predicates: tuple[str, ...] = ()  # the statement types it may sign; empty: any
 
     @property
     def id(self) -> str:
         return f"sigstore:{self.issuer}:{self.identity}"
+
+    def may_sign(self, predicate_type: str | None) -> bool:
+        """Whether a signature of this signer counts for a statement of ``predicate_type`` (None: not a statement)."""
+        return not self.predicates or predicate_type in self.predicates
 
 
 SignerSpec = KeySignerSpec | SigstoreSignerSpec
@@ -89,6 +102,10 @@ class Policy:
     @property
     def signer_ids(self) -> tuple[str, ...]:
         return tuple(s.id for s in self.signers)
+
+    def signer(self, signer_id: str) -> SignerSpec:
+        """The signer of ``signer_id`` (an id this policy produced)."""
+        return next(s for s in self.signers if s.id == signer_id)
 
 
 def _bad(code: AttestationCode | CommonCode, detail: str, path: str) -> InputError:
@@ -111,6 +128,7 @@ class KeySignerRef:
     """A ``kind = "key"`` entry as written: the public key's path, not yet read."""
 
     public_key: str
+    predicates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +138,7 @@ class SigstoreSignerRef:
     identity: str
     issuer: str
     trusted_root: str
+    predicates: tuple[str, ...] = ()
 
 
 SignerRef = KeySignerRef | SigstoreSignerRef
@@ -137,6 +156,18 @@ class ParsedPolicy:
     signers: tuple[SignerRef, ...]
 
 
+def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
+    """The optional ``predicates`` of a signer: a non-empty list of distinct predicate-type URIs."""
+    if "predicates" not in raw:
+        return ()
+    value = raw["predicates"]
+    if (not isinstance(value, list) or not value or len(value) > MAX_PREDICATES
+            or not all(isinstance(p, str) and p.strip() == p and "://" in p for p in value) or len(set(value)) != len(value)):
+        raise _bad(AttestationCode.BAD_POLICY, f"{at}.predicates must be a non-empty list of distinct predicate-type URIs "
+                   f"(at most {MAX_PREDICATES})", where)
+    return tuple(value)
+
+
 def parse_policy(data: bytes, where: str) -> ParsedPolicy:
     """Validate the bytes of a policy file; pure (no file is read, ``where`` only names it in errors).
 
@@ -147,7 +178,8 @@ def parse_policy(data: bytes, where: str) -> ParsedPolicy:
             non-integer or non-positive threshold or one above the number of signers;
             ``BAD_POLICY`` for anything else malformed (not UTF-8 or TOML, ``signers`` not
             an array of tables, too many signers, an unknown ``kind``, a missing field, a
-            field that is not a non-empty string without surrounding spaces).
+            field that is not a non-empty string without surrounding spaces, ``predicates``
+            that is not a non-empty list of distinct URIs).
     """
     try:
         text = data.decode("utf-8")
@@ -181,17 +213,18 @@ def parse_policy(data: bytes, where: str) -> ParsedPolicy:
         allowed = _KEY_FIELDS if kind == "key" else _SIGSTORE_FIELDS if kind == "sigstore" else None
         if allowed is None:
             raise _bad(AttestationCode.BAD_POLICY, f"{at}.kind {kind!r} is not 'key' or 'sigstore'", where)
-        unknown = set(raw) - allowed
+        unknown = set(raw) - allowed - _OPTIONAL_FIELDS
         if unknown:
             raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"{at} has unknown keys {sorted(unknown)}", where)
         missing = allowed - set(raw)
         if missing:
             raise _bad(AttestationCode.BAD_POLICY, f"{at} is missing {sorted(missing)}", where)
+        predicates = _predicates(raw, at, where)
         if kind == "key":
-            signers.append(KeySignerRef(_string(raw, "public_key", at, where)))
+            signers.append(KeySignerRef(_string(raw, "public_key", at, where), predicates))
         else:
             signers.append(SigstoreSignerRef(_string(raw, "identity", at, where), _string(raw, "issuer", at, where),
-                                              _string(raw, "trusted_root", at, where)))
+                                              _string(raw, "trusted_root", at, where), predicates))
     # Duplicates count once (load_policy refuses them once the keys are read), so this bound is exact.
     if threshold > len(signers):
         raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold} exceeds the {len(signers)} distinct signers", where)
@@ -219,13 +252,13 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         if isinstance(ref, KeySignerRef):
             key_path = _resolve(base, ref.public_key)
             pem = read_bounded(key_path, what="public key", max_bytes=MAX_KEY_BYTES)
-            signers.append(KeySignerSpec(load_public_key_pem(pem, str(key_path)), str(key_path)))
+            signers.append(KeySignerSpec(load_public_key_pem(pem, str(key_path)), str(key_path), ref.predicates))
             sources.append(os.path.realpath(key_path))
         else:
             root_path = _resolve(base, ref.trusted_root)
             root = read_bounded(root_path, what="trusted root", max_bytes=MAX_TRUSTED_ROOT_BYTES)
             _check_trusted_root(root, str(root_path))
-            signers.append(SigstoreSignerSpec(ref.identity, ref.issuer, root, str(root_path)))
+            signers.append(SigstoreSignerSpec(ref.identity, ref.issuer, root, str(root_path), ref.predicates))
             sources.append(os.path.realpath(root_path))
     seen: dict[str, int] = {}
     for i, s in enumerate(signers):

@@ -11,7 +11,9 @@ Procedure (each step fails closed with its own code):
      unauthenticated hints and never select a key); certificate bundles go to sigstore-python
      offline, with the policy's pinned trusted root and exact identity + issuer;
  (5) each distinct trusted signer counts once; fewer than the threshold fails;
- (6) only then the statement is parsed, from the exact verified payload bytes.
+ (6) only then the statement is parsed, from the exact verified payload bytes;
+ (7) a signer whose ``predicates`` (trust policy) do not name the statement's type does not
+     count; fewer than the threshold that may sign it fails (``SIGNER_NOT_FOR_PREDICATE``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,18 @@ def _key_signers(envelope: Envelope, policy: Policy) -> list[str]:
     return found
 
 
+def _decide_roles(signers: tuple[str, ...], policy: Policy, predicate_type: str | None) -> tuple[str, ...]:
+    """Pure: only signers the policy lets sign ``predicate_type`` count; at least ``threshold`` of them."""
+    allowed = tuple(s for s in signers if policy.signer(s).may_sign(predicate_type))
+    if len(allowed) < policy.threshold:
+        refused = [s for s in signers if s not in allowed]
+        what = f"statements of {predicate_type}" if predicate_type is not None else "artifact signatures"
+        raise VerificationError(AttestationCode.SIGNER_NOT_FOR_PREDICATE,
+                                f"{', '.join(refused)} may not sign {what} (the policy's `predicates` of the signer); "
+                                f"{len(allowed)} signer(s) that may, {policy.threshold} required")
+    return allowed
+
+
 def _decide(verified: list[str], policy: Policy, tried: list[str]) -> tuple[str, ...]:
     """Pure threshold decision: distinct trusted signers, in policy order, at least ``threshold``."""
     distinct = tuple(dict.fromkeys(verified))
@@ -168,7 +182,7 @@ def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
             bundle's codes (``BAD_ENVELOPE``, ``BAD_BASE64``, ``BAD_PAYLOAD_TYPE``,
             ``NO_SIGNATURES``, ``TOO_MANY_SIGNATURES``, ``BAD_BUNDLE``, ``BAD_MEDIA_TYPE``,
             ``UNSUPPORTED_BUNDLE``); (5) ``NO_TRUSTED_SIGNATURE``, ``THRESHOLD_NOT_MET``;
-            (6) the statement's codes (see :func:`parse_statement`).
+            (6) the statement's codes (see :func:`parse_statement`); (7) ``SIGNER_NOT_FOR_PREDICATE``.
         InputError: ``BAD_POLICY`` when a certificate bundle meets a pinned trusted root
             sigstore cannot use.
     """
@@ -185,6 +199,7 @@ def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
         raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "neither a DSSE envelope (payloadType) nor a Sigstore bundle (mediaType)")
     signers = _decide(found, policy, tried)  # (5)
     statement = parse_statement(envelope.payload)  # (6)
+    signers = _decide_roles(signers, policy, statement["predicateType"])  # (7)
     return VerifiedStatement(envelope.payload, statement, statement["predicateType"], signers, digest, fmt)
 
 
@@ -241,4 +256,4 @@ def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tu
                 found.append(spec.id)
             else:
                 tried.append(reason)
-    return _decide(found, policy, tried)
+    return _decide_roles(_decide(found, policy, tried), policy, None)

@@ -64,6 +64,12 @@ INVALID: list[tuple[str, bytes, str, str]] = [
     ("root-trailing-space", b'threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = "x"\nissuer = "y"\ntrusted_root = "r "\n',
      "BAD_POLICY", "signers[0].trusted_root"),
     ("second-signer-bad", ("threshold = 1\n" + KEY + '[[signers]]\nkind = "x"\n').encode(), "BAD_POLICY", "signers[1].kind"),
+    ("predicates-empty", ("threshold = 1\n" + KEY + "predicates = []\n").encode(), "BAD_POLICY", "predicates"),
+    ("predicates-not-list", ("threshold = 1\n" + KEY + 'predicates = "https://a/b"\n').encode(), "BAD_POLICY", "predicates"),
+    ("predicates-not-uri", ("threshold = 1\n" + KEY + 'predicates = ["runtime"]\n').encode(), "BAD_POLICY", "predicates"),
+    ("predicates-twice", ("threshold = 1\n" + KEY + 'predicates = ["https://a/b", "https://a/b"]\n').encode(), "BAD_POLICY",
+     "distinct"),
+    ("predicates-not-strings", ("threshold = 1\n" + KEY + "predicates = [1]\n").encode(), "BAD_POLICY", "predicates"),
 ]
 
 
@@ -91,6 +97,12 @@ VALID: list[tuple[str, bytes, ParsedPolicy]] = [
      ParsedPolicy(1, (KeySignerRef("k.pem"),))),
     ("sixty-four-signers", ("threshold = 64\n" + "".join(key(i) for i in range(64))).encode(),
      ParsedPolicy(64, tuple(KeySignerRef(f"k{i}.pem") for i in range(64)))),
+    ("key-with-roles", ("threshold = 1\n" + KEY + 'predicates = ["https://attest.dev/runtime/v1"]\n').encode(),
+     ParsedPolicy(1, (KeySignerRef("keys/release.pub.pem", ("https://attest.dev/runtime/v1",)),))),
+    ("sigstore-with-roles", ("threshold = 1\n" + SIGSTORE + 'predicates = ["https://slsa.dev/provenance/v1", "https://a/b"]\n').encode(),
+     ParsedPolicy(1, (SigstoreSignerRef("https://github.com/o/r/.github/workflows/release.yml@refs/heads/main",
+                                        "https://token.actions.githubusercontent.com", "trusted_root.json",
+                                        ("https://slsa.dev/provenance/v1", "https://a/b")),))),
     # The same key twice is one signer, but only load_policy can tell (after reading the keys).
     ("same-path-twice-is-decided-later", ("threshold = 2\n" + KEY + KEY).encode(),
      ParsedPolicy(2, (KeySignerRef("keys/release.pub.pem"), KeySignerRef("keys/release.pub.pem")))),

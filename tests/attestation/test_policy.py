@@ -121,3 +121,40 @@ def test_policy_file_size_is_capped(tmp_path: Path) -> None:
     p = tmp_path / "big.toml"
     p.write_bytes(b"#" * (1024 * 1024 + 1))
     assert code(p) == "TOO_LARGE"
+
+
+# -- signer roles: `predicates` (a release key is not a deployment key) ------------------------------------------
+
+RUNTIME = "https://attest.dev/runtime/v1"
+HANDOFF = "https://attest.dev/review-handoff/v1"
+
+
+@pytest.mark.parametrize(("roles", "threshold", "signed_by", "predicate", "ok"), [
+    ({"ed": (RUNTIME,)}, 1, ("ed",), RUNTIME, True),                       # its role
+    ({"ed": (RUNTIME,)}, 1, ("ed",), HANDOFF, False),                      # not its role
+    ({"ed": ()}, 1, ("ed",), HANDOFF, True),                               # no predicates: any statement
+    ({"ed": (RUNTIME,), "ec": (HANDOFF,)}, 1, ("ed",), HANDOFF, False),   # the other signer's role
+    ({"ed": (RUNTIME,), "ec": (HANDOFF,)}, 1, ("ed", "ec"), HANDOFF, True),
+    ({"ed": (RUNTIME, HANDOFF), "ec": (HANDOFF,)}, 2, ("ed", "ec"), HANDOFF, True),
+    ({"ed": (RUNTIME,), "ec": (HANDOFF,)}, 2, ("ed", "ec"), HANDOFF, False),  # only one may sign it: below threshold
+])
+def test_signer_roles(tmp_path: Path, keys: Keys, roles: dict[str, tuple[str, ...]], threshold: int, signed_by: tuple[str, ...],
+                      predicate: str, ok: bool) -> None:
+    import json as _json
+
+    from attest.attestation import Envelope, sign_statement, statement, subject, verify_attestation_bytes
+    from attest.errors import VerificationError
+
+    text = f"threshold = {threshold}\n" + "".join(
+        key_signer(keys, n) + (f"predicates = {_json.dumps(list(r))}\n" if r else "") for n, r in roles.items())
+    policy = load_policy(write(tmp_path, text))
+    st = statement([subject("x", "0" * 64)], predicate, {"k": 1})
+    envelopes = [Envelope.from_json(_json.loads(sign_statement(st, keys.signers[n]))) for n in signed_by]
+    merged = {**envelopes[0].to_json(), "signatures": [s for e in envelopes for s in e.to_json()["signatures"]]}
+    data = _json.dumps(merged).encode()
+    if ok:
+        assert len(verify_attestation_bytes(data, policy).signers) >= threshold
+    else:
+        with pytest.raises(VerificationError) as caught:
+            verify_attestation_bytes(data, policy)
+        assert caught.value.code == "SIGNER_NOT_FOR_PREDICATE"

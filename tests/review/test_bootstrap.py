@@ -24,6 +24,7 @@ from support.gitrepo import git
 from support.trees import chattr
 
 from attest.attestation import (
+    INSTALLATION_PREDICATE,
     RUNTIME_PREDICATE,
     Envelope,
     generate_key,
@@ -80,9 +81,19 @@ class Deployment:
     sha: str
 
 
-def _policy(path: Path, *pubs: Path) -> Path:
-    path.write_text("threshold = 1\n" + "".join(f'[[signers]]\nkind = "key"\npublic_key = "{p}"\n' for p in pubs))
+def _policy(path: Path, *pubs: Path | tuple[Path, tuple[str, ...]]) -> Path:
+    """A trust policy of keys; a (key, predicate types) pair gives that key its roles."""
+    def signer(p: Path | tuple[Path, tuple[str, ...]]) -> str:
+        key, roles = p if isinstance(p, tuple) else (p, ())
+        extra = f"predicates = {json.dumps(list(roles))}\n" if roles else ""
+        return f'[[signers]]\nkind = "key"\npublic_key = "{key}"\n{extra}'
+    path.write_text("threshold = 1\n" + "".join(signer(p) for p in pubs))
     return path
+
+
+# The deployment's trust: its own key signs installations and handoffs, the release key runtimes; neither stands in for the other.
+DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE)
+RELEASE_ROLES = (RUNTIME_PREDICATE,)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +122,7 @@ def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     promote(toolchain_rev=sha, pins_path=str(pins), signer=load_signer(str(keys / "release.pem")), policy_path=str(release_policy),
             runtime_recipe=recipe, skill_recipe=load_recipe(root / "builders" / "skill.toml"),  # type: ignore[arg-type]
             state=str(state), cache=str(tmp / "cache"), sandbox=Sandbox.establish(allow_unisolated_network=False))
-    trust = _policy(deploy / "trust.toml", keys / "deploy.pub.pem", keys / "release.pub.pem")
+    trust = _policy(deploy / "trust.toml", (keys / "deploy.pub.pem", DEPLOY_ROLES), (keys / "release.pub.pem", RELEASE_ROLES))
     yield Deployment(tmp, state, pins, trust, keys / "deploy.pem", keys / "release.pem", keys / "evil.pem", sha)
     subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)
 

@@ -92,9 +92,11 @@ def test_a4_an_io_failure_inside_a_step_is_that_step_s_failure(dep: Deployment, 
             blocker.unlink()
 
 
+@pytest.mark.parametrize(("signer", "code"), [("release_key", "SIGNER_NOT_FOR_PREDICATE"), ("key", "SKILL_IMAGE_MISMATCH")])
 def test_a5_an_installation_of_another_tree_signed_by_a_trusted_key(dep: Deployment, skill: tuple[Path, Path],
-                                                                     tmp_path: Path) -> None:
-    """Any key of TRUST (here the release key) signing an installation of a changed tree was enough."""
+                                                                     tmp_path: Path, signer: str, code: str) -> None:
+    """Any key of TRUST signing an installation of a changed tree was enough. The release key may not sign an
+    installation at all (its roles); the deployment's own key may, but not of a tree other than the promoted skill."""
     from attest.inventory import inventory_tree
 
     c = make_consumer(tmp_path / "consumer", dep.sha)
@@ -104,7 +106,7 @@ def test_a5_an_installation_of_another_tree_signed_by_a_trusted_key(dep: Deploym
     doc["predicate"]["inventory"] = inventory_tree(skill[0]).to_json()
     doc["subject"][0]["digest"]["sha256"] = inventory_tree(skill[0]).digest_hex
     forged = tmp_path / "installation-forged.json"
-    forged.write_bytes(sign_statement(doc, load_signer(str(dep.release_key))))
+    forged.write_bytes(sign_statement(doc, load_signer(str(getattr(dep, signer)))))
     err = fails(1, lambda: run(dep, skill, c, tmp_path, installation=forged))
-    assert "SKILL_IMAGE_MISMATCH" in codes(err)
+    assert code in codes(err)
     assert not (tmp_path / "handoff.json").exists()

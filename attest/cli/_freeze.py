@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_json, progress_bar
+from ._app import JsonOption, ReportedFailure, print_json, progress_bar
 
 StateDirOption = typer.Option(..., "--state-dir", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
 
@@ -112,14 +112,23 @@ def store_ls(
     from .._fs import check_directory_path
     from ..freeze import Store
 
+    from ..errors import VerificationError
+
     check_directory_path(state_dir, what="--state-dir")
     entries = Store(state_dir).ls(check=check)
+    broken = [f for e in entries for f in e.problems]
     if json_mode:
-        print_json({"ok": True, "images": [e.to_json() for e in entries]})
+        doc = {"ok": not broken, "images": [e.to_json() for e in entries]}
+        if broken:
+            raise ReportedFailure(VerificationError(findings=broken), document={**doc, "errors": [f.to_json() for f in broken]})
+        print_json(doc)
         return
     for e in entries:
-        status = "" if not check else ("  holds" if not e.problems else f"  BROKEN: {e.problems[0]}")
+        status = "" if not e.checked else ("  holds" if not e.problems else f"  BROKEN: {e.problems[0]}")
         print(f"{e.identity}  {e.backend or '?'}  {e.path}{status}")
+    if broken:
+        sys.stdout.flush()
+        raise VerificationError(findings=broken)
 
 
 def store_gc(
@@ -144,14 +153,23 @@ def store_gc(
         except UnicodeDecodeError as e:
             raise InputError(CommonCode.UNREADABLE, "the keep file is not UTF-8", str(keep_file)) from e
         kept += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    from ..errors import VerificationError
+
     result = Store(state_dir).gc(keep=kept, recent=recent, dry_run=dry_run)
     if json_mode:
-        print_json({"ok": True, **result.to_json()})
+        doc = {"ok": not result.broken, **result.to_json()}
+        if result.broken:  # the collection ran; a kept (pinned) image no longer holds: exit 1
+            raise ReportedFailure(VerificationError(findings=result.broken),
+                                  document={**doc, "errors": [f.to_json() for f in result.broken]})
+        print_json(doc)
         return
     verb = "would remove" if dry_run else "removed"
     for ident in result.removed:
         print(f"{verb} {ident}")
     print(f"{verb} {len(result.removed)}, kept {len(result.kept)}")
+    if result.broken:
+        sys.stdout.flush()
+        raise VerificationError(findings=result.broken)
 
 
 __all__ = ["register"]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
-from ..errors import AttestError, EnvironmentFailure, Finding, VerificationError
+from ..errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
 from ._backends import DEFAULT_BACKEND, get_backend
@@ -199,17 +199,29 @@ class Store:
                         image = self._load(store_fd, name)
                         problems: tuple[Finding, ...] = _problems(image) if (check and image is not None) else ()
                     except VerificationError as e:
-                        out.append(StoreEntry(f"sha256:{name}", self.tree_path(name), None, None, _last_use(uses_fd, name), e.findings))
+                        out.append(StoreEntry(f"sha256:{name}", self.tree_path(name), None, None, _last_use(uses_fd, name), e.findings,
+                                              checked=True))
                         continue
                     if image is None:
                         continue
-                    out.append(StoreEntry(image.identity, image.path, image.backend, image.created, _last_use(uses_fd, name), problems))
+                    out.append(StoreEntry(image.identity, image.path, image.backend, image.created, _last_use(uses_fd, name), problems,
+                                          checked=check))
             finally:
                 os.close(store_fd)
                 os.close(uses_fd)
         finally:
             os.close(state_fd)
         return out
+
+    def _seal_problems(self, store_fd: int, hexid: str) -> tuple[Finding, ...]:
+        """The seal check of one entry (cheap: flags, inodes, change times), as findings."""
+        try:
+            image = self._load(store_fd, hexid)
+        except VerificationError as e:
+            return e.findings
+        if image is None:
+            return (Finding(FreezeCode.NOT_IN_STORE, f"sha256:{hexid}", "a kept image is not in the store"),)
+        return tuple(check_image(image))
 
     def gc(self, *, keep: Iterable[str] = (), recent: float = DEFAULT_RECENT, now: float | None = None, dry_run: bool = False) -> GcResult:
         """Remove every image neither in ``keep`` (identities) nor used within ``recent`` seconds.
@@ -222,8 +234,9 @@ class Store:
         keep_hex = set()
         for ident in keep:
             if not _IDENTITY.match(ident):
-                raise VerificationError(FreezeCode.BAD_IMAGE_REF, "a kept identity must be sha256:<64 hex>", ident)
+                raise InputError(FreezeCode.BAD_IMAGE_REF, "a kept identity must be sha256:<64 hex>", ident)
             keep_hex.add(ident[7:])
+        broken: list[Finding] = []
         when = time.time() if now is None else now
         removed: list[str] = []
         kept: list[str] = []
@@ -238,6 +251,8 @@ class Store:
                         last = _last_use(subs["uses"], name)
                         if name in keep_hex or (last is not None and last >= when - recent):
                             kept.append(f"sha256:{name}")
+                            if name in keep_hex:  # a pin refers to it: say so if it no longer holds
+                                broken.extend(self._seal_problems(subs["store"], name))
                             continue
                         removed.append(f"sha256:{name}")
                         if not dry_run:
@@ -256,7 +271,9 @@ class Store:
                         os.close(fd)
         finally:
             os.close(state_fd)
-        return GcResult(tuple(removed), tuple(kept), dry_run)
+        missing = sorted(keep_hex - {k[7:] for k in kept} - {r[7:] for r in removed})
+        broken.extend(Finding(FreezeCode.NOT_IN_STORE, f"sha256:{h}", "a kept image is not in the store") for h in missing)
+        return GcResult(tuple(removed), tuple(kept), dry_run, tuple(broken))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +284,7 @@ class StoreEntry:
     created: int | None
     last_used: float | None
     problems: tuple[Finding, ...] = ()
+    checked: bool = False  # whether this listing verified it (``--check``): "holds" is unknown otherwise
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -275,7 +293,7 @@ class StoreEntry:
             "backend": self.backend,
             "created": self.created,
             "last_used": None if self.last_used is None else int(self.last_used),
-            "holds": not self.problems,
+            "holds": (not self.problems) if self.checked else None,
             "problems": [f.to_json() for f in self.problems],
         }
 
@@ -285,9 +303,11 @@ class GcResult:
     removed: tuple[str, ...]
     kept: tuple[str, ...]
     dry_run: bool
+    broken: tuple[Finding, ...] = ()  # kept (pinned) images that no longer hold, or are absent
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run}
+        return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run,
+                "broken": [f.to_json() for f in self.broken]}
 
 
 def _remove_abandoned(state_fd: int, where: str) -> None:

@@ -45,10 +45,12 @@ def freeze(
     with progress_bar("verifying the frozen image", json_mode) as progress:
         image = freeze_attested(source, attestation, pol, state_dir, backend=backend, progress=progress)
     if json_mode:
-        print_json({"ok": True, **image.to_json()})
+        print_json({"ok": True, **image.to_json(), "source_read": not image.reused})
+    elif image.reused:
+        print(f"reused {image.identity} ({image.backend}): {image.path}")
+        print("  the stored image was verified byte for byte against the attestation; the source was not read")
     else:
-        how = "reused" if image.reused else "frozen"
-        print(f"{how} {image.identity} ({image.backend}): {image.path}")
+        print(f"frozen {image.identity} ({image.backend}): {image.path}")
 
 
 def parse_env_options(env: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
-from ..errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
+from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
 from ._backends import DEFAULT_BACKEND, get_backend
@@ -413,6 +413,12 @@ def freeze_tree(
     seal_with = get_backend(backend)
     store = Store(state_dir)
     hexid = expected.digest_hex
+    try:  # even when the stored image will be reused: a missing source is a mistake, not a success
+        is_dir = stat.S_ISDIR(os.stat(source).st_mode)
+    except OSError as e:
+        raise InputError(CommonCode.UNREADABLE, f"cannot read the source: {e.strerror}", os.fspath(source)) from e
+    if not is_dir:
+        raise InputError(CommonCode.UNREADABLE, "the source is not a directory", os.fspath(source))
     state_fd = open_state(store.state_dir)
     try:
         with state_lock(state_fd, exclusive=False):

@@ -100,3 +100,33 @@ def test_cli_usage_errors_exit_2_without_traceback(state: Path, capsys: pytest.C
     assert "UNKNOWN_BACKEND" in capsys.readouterr().err
     done = run("store", "ls", "--state-dir", str(state / "absent"))
     assert done.returncode != 0 and "Traceback" not in done.stderr
+
+
+def test_the_readme_freeze_example_is_true(tmp_path: Path, src: Path, state: Path, signed: tuple[Path, Path],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """README "Freeze before verify", line by line (issue 16, item 17)."""
+    import shutil
+
+    attestation, policy = signed
+    capsys.readouterr()
+    common = ["--attestation", str(attestation), "--policy", str(policy), "--state-dir", str(state)]
+    tampered = tmp_path / "tampered"
+    shutil.copytree(src, tampered, symlinks=True)
+    with open(tampered / "README", "ab") as f:
+        f.write(b"tampered\n")
+    assert main(["freeze", str(tampered), *common, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert ("DIGEST_MISMATCH", "README") in {(e["code"], e.get("path")) for e in doc["errors"]}
+    assert not [p for p in (state / "store").iterdir()]  # nothing published
+    assert main(["freeze", str(src), *common]) == 0
+    assert capsys.readouterr().out.startswith("frozen sha256:")
+    with open(src / "README", "ab") as f:  # the source changes after the freeze: a reuse never reads it
+        f.write(b"changed later\n")
+    assert main(["freeze", str(src), *common, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reused"] is True and doc["source_read"] is False
+    assert main(["freeze", str(src), *common]) == 0
+    assert "the source was not read" in capsys.readouterr().out
+    # A source that does not exist is a mistake even when the identity is stored.
+    assert main(["freeze", str(tmp_path / "nowhere"), *common, "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["errors"][0]["code"] == "UNREADABLE"

@@ -288,6 +288,6 @@ def test_gc_removes_only_unreferenced_images_and_clears_their_flags(tmp_path: Pa
     assert check_image(images[0]) == [] and check_image(images[2]) == []
     assert os.listdir(state / "staging") == []
     assert [e.identity for e in store.ls()] == sorted([images[0].identity, images[2].identity])
-    with pytest.raises(VerificationError) as err:
+    with pytest.raises(InputError) as err:  # bad usage (exit 2), not a failed verification
         store.gc(keep=["not-an-identity"])
     assert err.value.code == "BAD_IMAGE_REF"

@@ -430,15 +430,11 @@ def repository_locations(path: str | os.PathLike[str]) -> tuple[str, ...]:
     """
     where = os.path.abspath(os.fspath(path))
     out = [where]
-    answer = _run(["-C", where, "rev-parse", "--path-format=absolute", "--absolute-git-dir", "--git-common-dir",
-                   "--is-bare-repository"], where)
-    git_dir, common, bare = [*answer.decode("utf-8", "replace").splitlines(), "", "", ""][:3]
+    answer = _run(["-C", where, "rev-parse", "--path-format=absolute", "--absolute-git-dir", "--git-common-dir"], where)
+    git_dir, common = [*answer.decode("utf-8", "replace").splitlines(), "", ""][:2]
     out += [git_dir, common]
-    if bare.strip() == "false":
-        top = _run(["-C", where, "rev-parse", "--show-toplevel"], where).decode("utf-8", "replace").strip()
-        if top:
-            out.append(top)
-    # Every working tree of the repository (the main one and each `git worktree add`).
+    # Every working tree of the repository: the main one (also when GITDIR is a non-bare repository's
+    # .git, where --show-toplevel fails) and each `git worktree add`.
     listing = _run(["-C", where, "worktree", "list", "--porcelain", "-z"], where).decode("utf-8", "replace")
     out += [field[len("worktree "):] for field in listing.split("\0") if field.startswith("worktree ")]
     # Every object directory the alternates name, transitively (git follows them up to 5 deep).

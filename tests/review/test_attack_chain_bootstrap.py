@@ -168,3 +168,20 @@ def test_refused_replace_refs_and_grafts_do_not_change_the_base(dep: Deployment,
     assert pred["config"]["sha256"] == hashlib.sha256(original).hexdigest()
     assert pred["base"]["tree"] == git(c.path, "--no-replace-objects", "rev-parse", f"{c.base}^{{tree}}")
 
+
+
+def test_the_documented_gitdir_form_of_a_non_bare_repository_works(dep: Deployment, skill: tuple[Path, Path], tmp_path: Path) -> None:
+    """`--repo GITDIR` with a non-bare repository's .git: it bootstraps, and PINS in its worktree is still refused."""
+    c = make_consumer(tmp_path / "consumer", dep.sha)
+    done = test_bootstrap.bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
+                                    repo=c.path / ".git", host=test_bootstrap.IdentityFile(str(identity_file(tmp_path / "id.json", c))),
+                                    key=str(dep.key), out=tmp_path / "handoff.json", backend="immutable",
+                                    runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0)
+    assert done.to_json()["ok"] is True
+    planted = c.path / "pins.toml"
+    shutil.copy(dep.pins, planted)
+    err = attempt(lambda: test_bootstrap.bootstrap(
+        pins=planted, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1], repo=c.path / ".git",
+        host=test_bootstrap.IdentityFile(str(identity_file(tmp_path / "id2.json", c))), key=str(dep.key),
+        out=tmp_path / "h2.json", backend="immutable", runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0))
+    assert refused_in_tree(err), err

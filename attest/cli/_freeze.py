@@ -112,9 +112,8 @@ def store_ls(
 ) -> None:
     """List the images in the store."""
     from .._fs import check_directory_path
-    from ..freeze import Store
-
     from ..errors import VerificationError
+    from ..freeze import Store
 
     check_directory_path(state_dir, what="--state-dir")
     entries = Store(state_dir).ls(check=check)

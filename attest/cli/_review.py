@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -19,9 +20,54 @@ def register(app: typer.Typer) -> None:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
+    sub.command("start")(start_review)
     sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
     sub.command("stand-in")(stand_in)
     app.add_typer(sub, name="review")
+
+
+def start_review(
+    handoff: Path = typer.Option(..., "--handoff", help="The signed handoff written by `attest bootstrap`."),
+    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST) the handoff must verify under."),
+    state_dir: Path = StateDirOption,
+    repo: Path = typer.Option(..., "--repo", help="The repository under review (GITDIR): objects only, never a worktree."),
+    semantic: str = typer.Option(..., "--semantic", help="The semantic projection: a configured policy-context-md output path of "
+                                 "the trusted base, exactly as configured."),
+    adapter: str = typer.Option(..., "--adapter", help="The adapter projection: a configured adapter output path of the trusted "
+                                "base (github-review-json-adapter-v1), exactly as configured, of the same context."),
+    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+                                            "(exactly one of --identity or --github)."),
+    github: Optional[str] = typer.Option(None, "--github", help="GitHub host adapter: OWNER/NAME of the repository, read from the "
+                                         "REST API (needs --pr)."),
+    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="With --github: NAME of the environment variable holding the "
+                                            "API token, never printed (default: GITHUB_TOKEN if set, and only for the default --api-url)."),
+    api_url: Optional[str] = typer.Option(None, "--api-url", help="With --github: REST API base URL (default https://api.github.com)."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Verify the handoff and the host's identities, the merge base and changed surface; bind and retain the projections."""
+    import os
+
+    from .._fs import check_directory_path
+    from ..attestation import load_policy
+    from ..review.bootstrap import host_adapter
+    from ..review.procedure import review_start
+
+    host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
+    check_directory_path(state_dir, what="--state-dir")
+    start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state_dir, repo=repo, host=host,
+                         semantic=semantic, adapter=adapter)
+    doc = start.to_json()
+    if json_mode:
+        print_json(doc)
+        return
+    print(f"STARTED review {doc['review']} of {doc['repository']['full_name']} pull request {doc['pull_request']['number']}")
+    print(f"  base:       {doc['base']['commit']} (tree {doc['base']['tree']})")
+    print(f"  head:       {doc['head']}")
+    print(f"  merge base: {doc['merge_base']} ({doc['changed_paths']} changed path(s))")
+    for role, kept in doc["projections"].items():
+        print(f"  {role + ':':<11} {kept['path']} ({kept['sha256']}, retained)")
+    print(f"  state:      {doc['state']}")
 
 
 def exec_review(

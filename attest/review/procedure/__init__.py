@@ -1,0 +1,69 @@
+"""The review procedure's guards after the handoff (ADR-0008 "Review procedure", "Review output binding").
+
+:func:`review_start` (``attest review start``) verifies the handoff, asks the host again and
+requires the same repository, pull request and base, checks the frozen base against the base
+tree, resolves the head, requires exactly one merge base, computes the changed surface, binds
+the semantic and adapter projections (:func:`decide_bindings`, pure), retains their exact bytes
+from the frozen base and writes the review state.
+
+    >>> from attest.attestation import load_policy
+    >>> from attest.review.bootstrap import IdentityFile
+    >>> from attest.review.procedure import review_start
+    >>> start = review_start(handoff="handoff.json", policy=load_policy("trust.toml"), state_dir="/var/lib/attest",
+    ...                      repo="/srv/git/widgets.git", host=IdentityFile("identity.json"),
+    ...                      semantic="docs/review/policy-context.md", adapter="docs/review/github-review.json")
+    >>> start.to_json()["review"]
+"""
+
+from __future__ import annotations
+
+from ._bindings import (
+    ROLES,
+    SEMANTIC_RENDERER,
+    SUPPORTED_ADAPTERS,
+    Binding,
+    Bindings,
+    bind_outputs,
+    decide_bindings,
+    parse_reproduced_outputs,
+)
+from ._codes import BindingCode, ReviewStartCode
+from ._start import (
+    REVIEWS_DIR,
+    STATE_FORMAT,
+    HandoffEvidence,
+    ReviewStart,
+    decide_identity,
+    describe_host,
+    handoff_evidence,
+    path_kinds,
+    review_id,
+    review_start,
+    verify_handoff_evidence,
+    write_review_state,
+)
+
+__all__ = [
+    "REVIEWS_DIR",
+    "ROLES",
+    "SEMANTIC_RENDERER",
+    "STATE_FORMAT",
+    "SUPPORTED_ADAPTERS",
+    "Binding",
+    "BindingCode",
+    "Bindings",
+    "HandoffEvidence",
+    "ReviewStart",
+    "ReviewStartCode",
+    "bind_outputs",
+    "decide_bindings",
+    "decide_identity",
+    "describe_host",
+    "handoff_evidence",
+    "parse_reproduced_outputs",
+    "path_kinds",
+    "review_id",
+    "review_start",
+    "verify_handoff_evidence",
+    "write_review_state",
+]

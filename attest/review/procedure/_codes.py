@@ -1,0 +1,41 @@
+"""Reason codes of `attest review start` (stable wire strings; see docs/review.md "`attest review start`").
+
+Failures of the layers below keep their own codes: the handoff's (``HANDOFF_MALFORMED``,
+``HANDOFF_IMAGE_MISMATCH``, ``NO_TRUSTED_SIGNATURE``, ...), the git layer's (``NOT_FULL_SHA``,
+``OBJECT_MISSING``, ``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``, ...), the bootstrap's
+(``BASE_TREE_MISMATCH``, ``API_TREE_MISMATCH``, ``BAD_HOST_OPTIONS``, ...), the freeze layer's
+(``IMAGE_CHANGED``, ``RETAINED_MISMATCH``, ...) and the policy layer's path codes, which follow a
+``REVIEW_BINDING_UNSAFE`` finding.
+"""
+
+from __future__ import annotations
+
+from ...errors import ReasonCode
+
+
+class ReviewStartCode(ReasonCode):
+    # Identities re-read from the host against the handoff's.
+    REVIEW_REPOSITORY_CHANGED = "REVIEW_REPOSITORY_CHANGED"      # the host's repository id or full name is not the handoff's
+    REVIEW_PULL_REQUEST_CHANGED = "REVIEW_PULL_REQUEST_CHANGED"  # the host's pull-request id or number is not the handoff's
+    REVIEW_BASE_MOVED = "REVIEW_BASE_MOVED"                      # the host's base commit is not the handoff's (bootstrap again)
+    REVIEW_BASE_TREE_MISMATCH = "REVIEW_BASE_TREE_MISMATCH"      # the base commit's tree in GITDIR's objects is not the handoff's base tree
+    REVIEW_AUTHORITY_MISMATCH = "REVIEW_AUTHORITY_MISMATCH"      # the snapshot's config or lock is not the one the handoff records
+    REVIEW_STATE_FAILED = "REVIEW_STATE_FAILED"                  # the review state could not be written under STATE/reviews/
+
+
+class BindingCode(ReasonCode):
+    """Why an output binding (``--semantic`` / ``--adapter``) fails closed; one code per kind of failure."""
+
+    REVIEW_BINDING_MISSING = "REVIEW_BINDING_MISSING"            # the path is not a configured output, not in the lock, or not in the base tree
+    REVIEW_BINDING_UNSAFE = "REVIEW_BINDING_UNSAFE"              # absolute, '..', symlinked component, reserved namespace, ... (the path code follows)
+    REVIEW_BINDING_INEXACT = "REVIEW_BINDING_INEXACT"            # equals a configured output only after case folding or normalization
+    REVIEW_BINDING_DUPLICATE = "REVIEW_BINDING_DUPLICATE"        # both roles name one path, or the path is configured or locked twice
+    REVIEW_BINDING_DISABLED = "REVIEW_BINDING_DISABLED"          # the configured output is not enabled
+    REVIEW_BINDING_ROLE_SWAPPED = "REVIEW_BINDING_ROLE_SWAPPED"  # --semantic names an adapter output, or --adapter the semantic one
+    REVIEW_BINDING_UNSUPPORTED = "REVIEW_BINDING_UNSUPPORTED"    # the output's renderer is neither policy-context-md nor a supported adapter
+    REVIEW_BINDING_AMBIGUOUS = "REVIEW_BINDING_AMBIGUOUS"        # another output collides with the path, or config and lock disagree on it
+    REVIEW_BINDING_CONTEXT_MISMATCH = "REVIEW_BINDING_CONTEXT_MISMATCH"  # the two outputs name different contexts
+    REVIEW_BINDING_NOT_REPRODUCED = "REVIEW_BINDING_NOT_REPRODUCED"      # not among the handoff's reproduced outputs, or reproduced with other bytes
+
+
+__all__ = ["BindingCode", "ReviewStartCode"]

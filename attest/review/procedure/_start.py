@@ -1,0 +1,370 @@
+"""`attest review start` (BOOTSTRAP.md "Review procedure"; ADR-0008 "Review procedure", "Review output binding").
+
+:func:`review_start` runs these steps in order; a failure raises and nothing after it runs:
+
+1. **handoff**: it verifies under TRUST; its predicate is read from the same verified bytes
+   (:func:`verify_handoff_evidence`: the :class:`~attest.review.handoff.Handoff` plus the
+   reproduced outputs and the config and lock digests);
+2. **identity**: the host is asked again (``host.resolve()``); repository, pull request and base
+   commit must be the handoff's (:func:`decide_identity`, pure, every difference its own code);
+3. **base**: the base commit's tree in GITDIR's objects is the handoff's base tree; the four
+   images come from the store, verified (seal, every byte, seal), and are exactly the handoff's;
+   every blob and tree id of the base image, recomputed from its frozen bytes, gives that tree;
+4. **head**: the host's head is a full id of the repository's format and a commit in its objects;
+5. **merge base**: the complete set of best common ancestors of base and head, from objects;
+   exactly one, or fail (``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``);
+6. **surface**: the changed surface merge base -> head, from objects;
+7. **bindings**: config and lock from the frozen base snapshot only, the handoff's exactly;
+   the ``--semantic`` and ``--adapter`` paths bound (:mod:`._bindings`);
+8. **retain**: the semantic and adapter bytes read once from the frozen base image, checked
+   against the locked digests, kept as immutable bytes (:func:`attest.freeze.retain_file`) before
+   anything uses them; no projection path is opened again;
+9. **state**: the review state, RFC 8785 canonical JSON, written atomically to
+   ``STATE/reviews/<id>.json``; ``id`` is content-derived (the first 32 hex digits of the
+   SHA-256 of the canonical state without its ``review`` field).
+
+    >>> start = review_start(handoff="handoff.json", policy=load_policy("trust.toml"), state_dir="/var/lib/attest",
+    ...                      repo="/srv/git/widgets.git", host=IdentityFile("identity.json"),
+    ...                      semantic="docs/review/policy-context.md", adapter="docs/review/github-review.json")
+    >>> start.review, start.semantic.sha256
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import EnvironmentFailure, Finding, VerificationError
+from ..bootstrap import HostAdapter, HostIdentity, ReproducedOutput
+from ..handoff import IMAGE_NAMES, Handoff, HandoffCode
+from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
+from ._codes import ReviewStartCode
+
+STATE_FORMAT = "https://attest.dev/review-state/v1"
+REVIEWS_DIR = "reviews"
+MAX_PROJECTION_BYTES = 16 << 20
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def _raise(found: Sequence[Finding]) -> None:
+    if found:
+        raise VerificationError(findings=found)
+
+
+# -- step 1: the handoff -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffEvidence:
+    """A verified handoff with what :class:`Handoff` does not carry: the reproduced outputs, config and lock digests."""
+
+    handoff: Handoff
+    path: str
+    outputs: tuple[ReproducedOutput, ...]
+    config_sha256: str
+    lock_sha256: str
+
+
+def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> HandoffEvidence:
+    """Read the outputs and the config and lock digests of an already verified and parsed handoff (pure)."""
+    pred = statement["predicate"]
+    digests: list[str] = []
+    for key in ("config", "lock"):
+        value = pred.get(key)
+        sha = value.get("sha256") if isinstance(value, dict) else None
+        if not isinstance(sha, str) or not _HEX64.match(sha):
+            raise VerificationError(HandoffCode.HANDOFF_MALFORMED, f"the handoff's {key}.sha256 is not a SHA-256", path)
+        digests.append(sha)
+    return HandoffEvidence(handoff, path, parse_reproduced_outputs(pred), digests[0], digests[1])
+
+
+def verify_handoff_evidence(path: str | os.PathLike[str], policy: Any) -> HandoffEvidence:
+    """Step 1: verify the handoff under ``policy`` once and read all of it from those verified bytes."""
+    from ...attestation import verify_attestation_file
+    from ..handoff import parse_handoff
+
+    where = os.path.abspath(os.fspath(path))
+    verified = verify_attestation_file(where, policy)
+    handoff = parse_handoff(verified.statement, attestation_digest=verified.attestation_digest, signers=verified.signers)
+    return handoff_evidence(verified.statement, handoff, where)
+
+
+# -- step 2: the identities ----------------------------------------------------------------------
+
+
+def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
+    """The host's identities against the handoff's (pure): each difference its own code."""
+    found: list[Finding] = []
+    if (host.repository_id, host.full_name) != (handoff.repository_id, handoff.full_name):
+        found.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
+                             f"the host names repository {host.repository_id} {host.full_name!r}; the handoff "
+                             f"{handoff.repository_id} {handoff.full_name!r}"))
+    if (host.pull_request_id, host.number) != (handoff.pull_request_id, handoff.number):
+        found.append(Finding(ReviewStartCode.REVIEW_PULL_REQUEST_CHANGED, None,
+                             f"the host names pull request {host.pull_request_id} #{host.number}; the handoff "
+                             f"{handoff.pull_request_id} #{handoff.number}"))
+    if host.base_sha != handoff.base_commit:
+        found.append(Finding(ReviewStartCode.REVIEW_BASE_MOVED, None,
+                             f"the base is now {host.base_sha}; the handoff's trusted base is {handoff.base_commit}: "
+                             "run the bootstrap again"))
+    return found
+
+
+# -- step 7: where a binding's path leads in the base tree ---------------------------------------
+
+
+def path_kinds(repo: Any, tree: str, path: str) -> list[Any]:
+    """What each component of ``path`` is in ``tree``, from the root down (``None``: absent), from objects."""
+    from ...policy import kind_of_git_mode
+
+    kinds: list[Any] = []
+    oid: str | None = tree
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        entry = None if oid is None else next((e for e in repo.read_tree(oid, where="/".join(parts[:i])) if e.name == part), None)
+        if entry is None:
+            kinds.append(None)
+            break
+        kind = kind_of_git_mode(entry.mode)
+        kinds.append(kind)
+        if not entry.is_tree:
+            break
+        oid = entry.oid
+    return kinds
+
+
+# -- the result and its state --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewStart:
+    """A started review: what was established, the retained projections, and the state that records it."""
+
+    review: str
+    state_path: str
+    evidence: HandoffEvidence
+    host: HostIdentity
+    object_format: str
+    head: str
+    merge_base: str
+    surface: Any  # attest.git.ChangedSurface
+    bindings: Bindings
+    semantic: Any  # attest.freeze.RetainedBytes
+    adapter: Any  # attest.freeze.RetainedBytes
+    repo: str
+    host_adapter: dict[str, Any]
+
+    @property
+    def handoff(self) -> Handoff:
+        return self.evidence.handoff
+
+    def state(self) -> dict[str, Any]:
+        """The review state document (without ``review``): everything recheck and serialize compare against."""
+        h = self.handoff
+        return {
+            "format": STATE_FORMAT,
+            "handoff": {"path": self.evidence.path, "digest": h.attestation_digest},
+            "repo": self.repo,
+            "host": self.host_adapter,
+            "repository": {"id": h.repository_id, "full_name": h.full_name},
+            "pull_request": {"id": h.pull_request_id, "number": h.number},
+            "base": {"commit": h.base_commit, "tree": h.base_tree, "object_format": self.object_format},
+            "head": self.head,
+            "merge_base": self.merge_base,
+            "images": {n: {"identity": i.identity, "path": i.path, "backend": i.backend} for n, i in h.images.items()},
+            "config": {"sha256": self.evidence.config_sha256},
+            "lock": {"sha256": self.evidence.lock_sha256},
+            "context": self.bindings.context,
+            "projections": {role: {**getattr(self.bindings, role).to_json(), "image": kept.identity, "retained": "sha256:" + kept.sha256}
+                            for role, kept in (("semantic", self.semantic), ("adapter", self.adapter))},
+            "surface": self.surface.to_json(),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        h = self.handoff
+        return {
+            "ok": True,
+            "review": self.review,
+            "state": self.state_path,
+            "handoff_digest": h.attestation_digest,
+            "repository": {"id": h.repository_id, "full_name": h.full_name},
+            "pull_request": {"id": h.pull_request_id, "number": h.number},
+            "base": {"commit": h.base_commit, "tree": h.base_tree},
+            "head": self.head,
+            "merge_base": self.merge_base,
+            "changed_paths": len(self.surface.paths),
+            "projections": {"semantic": {"path": self.semantic.path, "sha256": "sha256:" + self.semantic.sha256},
+                            "adapter": {"path": self.adapter.path, "sha256": "sha256:" + self.adapter.sha256}},
+            "images": {n: i.identity for n, i in h.images.items()},
+        }
+
+
+def review_id(state: dict[str, Any]) -> str:
+    """The content-derived id of a review state: the first 32 hex digits of SHA-256 of its canonical bytes."""
+    from ..._json import canonical_bytes
+
+    return hashlib.sha256(canonical_bytes(state)).hexdigest()[:32]
+
+
+def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]:
+    """Step 9: write ``{"review": id, **state}`` atomically to ``STATE/reviews/<id>.json``; return (id, path).
+
+    Through descriptors of the private state directory: a temp file created there (never an
+    existing one), fsync, ``rename`` onto the name, fsync of the directory.
+    """
+    from ..._json import canonical_bytes
+    from ..._safefs import O_NEW
+    from ...freeze._state import open_state, open_sub, random_name
+
+    ident = review_id(state)
+    data = canonical_bytes({"review": ident, **state})
+    name = f"{ident}.json"
+    where = os.path.join(state_dir, REVIEWS_DIR, name)
+    state_fd = open_state(state_dir, create=False)
+    try:
+        dfd = open_sub(state_fd, REVIEWS_DIR, os.path.join(state_dir, REVIEWS_DIR))
+    finally:
+        os.close(state_fd)
+    tmp = random_name(".tmp")
+    try:
+        try:
+            fd = os.open(tmp, O_NEW, 0o600, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            os.fsync(dfd)
+        except OSError as e:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot write the review state: {e.strerror}", where) from e
+    finally:
+        os.close(dfd)
+    return ident, where
+
+
+def describe_host(host: HostAdapter) -> dict[str, Any]:
+    """How to ask the host again (recheck): the identity file, or the GitHub repository, pull request and API URL (never a token)."""
+    from ..bootstrap import GitHubIdentity, IdentityFile
+
+    if isinstance(host, IdentityFile):
+        return {"adapter": "identity", "path": os.path.abspath(host.path)}
+    if isinstance(host, GitHubIdentity):
+        return {"adapter": "github", "repository": host.full_name, "pr": host.number, "api_url": host.api_url}
+    return {"adapter": type(host).__name__}
+
+
+# -- the procedure -------------------------------------------------------------------------------
+
+
+def review_start(
+    *,
+    handoff: str | os.PathLike[str],
+    policy: Any,
+    state_dir: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    host: HostAdapter,
+    semantic: str,
+    adapter: str,
+) -> ReviewStart:
+    """Run steps 1-9 of the module docstring; raise at the first failure (nothing after it runs).
+
+    Raises:
+        InputError: an unreadable handoff, identity or repository; ``NOT_FULL_SHA``; ``BAD_IDENTITY``.
+        VerificationError: ``REVIEW_REPOSITORY_CHANGED``, ``REVIEW_PULL_REQUEST_CHANGED``,
+            ``REVIEW_BASE_MOVED``, ``REVIEW_BASE_TREE_MISMATCH``, ``REVIEW_AUTHORITY_MISMATCH``, the
+            ``REVIEW_BINDING_*`` codes, and the codes of the layers below (handoff, store, git, freeze).
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
+    """
+    from ...freeze import Store, retain_file
+    from ...freeze._state import open_state, state_lock
+    from ...git import GitRepo, best_common_ancestors, changed_surface, require_single_merge_base, verify_full_sha
+    from ..bootstrap import BaseSnapshot, BootstrapCode, read_authority, verify_base_snapshot
+    from ..handoff import decide_images
+
+    state = os.path.abspath(os.fspath(state_dir))
+    repo_path = os.path.abspath(os.fspath(repo))
+    # 1. The handoff, verified under TRUST; nothing of it is read before.
+    evidence = verify_handoff_evidence(handoff, policy)
+    h = evidence.handoff
+    with GitRepo.open(repo_path) as git:
+        fmt = git.object_format
+        # 2. The host, asked again: the same repository, pull request and base as the handoff's.
+        now = host.resolve()
+        _raise(decide_identity(h, now))
+        # 3. The base: its tree from objects is the handoff's, and the frozen snapshot is that tree.
+        verify_full_sha(now.base_sha, fmt, what="base commit")
+        tree = git.commit_tree(now.base_sha)
+        if tree != h.base_tree:
+            raise VerificationError(ReviewStartCode.REVIEW_BASE_TREE_MISMATCH, f"GITDIR's objects give the base commit "
+                                    f"{now.base_sha} the tree {tree}; the handoff's base tree is {h.base_tree}")
+        if now.api_base_tree is not None and now.api_base_tree != tree:
+            raise VerificationError(BootstrapCode.API_TREE_MISMATCH, f"the hosting API says the base commit {now.base_sha} has "
+                                    f"the tree {now.api_base_tree}; GITDIR's objects say {tree}")
+        state_fd = open_state(state, create=False)
+        try:
+            # The store's shared lock, as freeze and exec hold it: gc cannot remove an image between
+            # its verification and the retention of its bytes.
+            with state_lock(state_fd, exclusive=False):
+                store = Store(state)
+                images = {name.upper(): store.get(h.images[name].identity) for name in IMAGE_NAMES}
+                _raise(decide_images(h, images))
+                base_image = images["BASE"]
+                snapshot = BaseSnapshot(h.base_commit, h.base_tree, fmt, base_image, 0)
+                verify_base_snapshot(snapshot)
+                # 4. The head: a full id of this repository's format, a commit in its objects.
+                verify_full_sha(now.head_sha, fmt, what="head commit")
+                git.read_object(now.head_sha, "commit", path="head")
+                # 5. Exactly one best common ancestor: never one picked out of several, never a virtual one.
+                merge_base = require_single_merge_base(best_common_ancestors(git, now.base_sha, now.head_sha))
+                # 6. The changed surface merge base -> head, from objects.
+                surface = changed_surface(git, merge_base, now.head_sha)
+                # 7. The bindings, against the frozen snapshot's config and lock (the handoff's exactly).
+                authority = read_authority(snapshot)
+                for what, got, want in (("configuration", authority.config_sha256, evidence.config_sha256),
+                                        ("lock", authority.lock_sha256, evidence.lock_sha256)):
+                    if got != want:
+                        raise VerificationError(ReviewStartCode.REVIEW_AUTHORITY_MISMATCH, f"the snapshot's {what} has SHA-256 "
+                                                f"{got}; the handoff records {want}")
+                from ...policy import PathRole, check_authority_path
+
+                kinds = {p: path_kinds(git, tree, p) for p in (semantic, adapter)
+                         if isinstance(p, str) and check_authority_path(p, PathRole.OUTPUT) is None}
+                bindings = bind_outputs(authority.config, authority.lock, evidence.outputs, semantic, adapter, kinds=kinds)
+                # 8. Retained before any use: the exact locked bytes, read once from the frozen base image.
+                kept_semantic = retain_file(base_image, bindings.semantic.path, bindings.semantic.sha256, max_bytes=MAX_PROJECTION_BYTES)
+                kept_adapter = retain_file(base_image, bindings.adapter.path, bindings.adapter.sha256, max_bytes=MAX_PROJECTION_BYTES)
+        finally:
+            os.close(state_fd)
+    # 9. The review state.
+    start = ReviewStart("", "", evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
+                        repo_path, describe_host(host))
+    ident, where = write_review_state(state, start.state())
+    return ReviewStart(ident, where, evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
+                       repo_path, start.host_adapter)
+
+
+__all__ = [
+    "REVIEWS_DIR",
+    "STATE_FORMAT",
+    "HandoffEvidence",
+    "ReviewStart",
+    "decide_identity",
+    "describe_host",
+    "handoff_evidence",
+    "path_kinds",
+    "review_id",
+    "review_start",
+    "verify_handoff_evidence",
+    "write_review_state",
+]

@@ -30,7 +30,7 @@ from ._promote import PromotionFacts, PromotionPlan, PromotionResult, dump_pins,
 from ._rebuild import RebuildReport
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
-from ._sandbox import SYSTEM_PATHS, Sandbox, clean_env, confine_argv, give_to_uid, pick_step_uid, python_roots
+from ._sandbox import SYSTEM_PATHS, Sandbox, clean_env, confine_argv, give_to_uid, pick_step_uid, python_roots, readonly_roots
 from ._skill import build_skill
 from ._store import BuildResult
 
@@ -75,6 +75,7 @@ __all__ = [
     "pick_step_uid",
     "plan_promotion",
     "python_roots",
+    "readonly_roots",
     "run_build_runtime",
     "run_build_skill",
     "run_fetch",

@@ -96,7 +96,10 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   case "$P" in
     # fd:N:/path binds the directory open as descriptor N (the very one the caller verified;
     # no path is resolved again) read-only at /path.
-    fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"; bind_ro_dir "/proc/self/fd/$N" "$D"; continue ;;
+    # The descriptor is closed right after: nothing started later holds a directory outside the new root.
+    fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"
+          case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
+          bind_ro_dir "/proc/self/fd/$N" "$D"; eval "exec $N<&-"; continue ;;
   esac
   if [ -L "$P" ]; then
     mkdir -p "$R$(dirname -- "$P")" && ln -s "$(readlink -- "$P")" "$R$P" || fail "cannot link $P"
@@ -132,7 +135,9 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 umask "$U" || fail "bad umask"
 # Bounds the step cannot raise (THREATS G): processes of its (per-build) uid, and the size of
 # any one file it writes (dash counts 512-byte blocks: 4 GiB).
-ulimit -p 4096 && ulimit -f 8388608 || fail "cannot set the step's limits"
+# (bash, which runs the script when descriptors are bound, names the process limit -u and counts -f in KiB)
+if [ -n "${BASH_VERSION:-}" ]; then ulimit -u 4096 && ulimit -f 4194304; else ulimit -p 4096 && ulimit -f 8388608; fi \
+  || fail "cannot set the step's limits"
 # This shell stays pid 1, as root, and waits: the kernel clears a parent-death signal on any
 # uid change, so the step itself cannot carry one. unshare --kill-child (and setpriv
 # --pdeathsig on unshare) kill this pid 1 when the builder dies, and the kernel then kills
@@ -247,11 +252,11 @@ def _give_to_step(writable: Sequence[str], uid: int) -> None:
 
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
                    writable: Sequence[str], uid: int, argv: Sequence[str], *, network: bool = False,
-                   fd_binds: Sequence[tuple[int, str]] = ()) -> list[str]:
+                   fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh") -> list[str]:
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
     flags = _UNSHARE_FLAGS if not network else tuple(f for f in _UNSHARE_FLAGS if f != "--net")
     binds = [f"fd:{fd}:{target}" for fd, target in fd_binds]
-    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", "/bin/sh", "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
+    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
             str(uid), f"{umask:04o}", *readonly_roots(readonly), *binds, "--", *writable, "--", *argv]
 
 
@@ -271,12 +276,16 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
             setpriv is missing here.
     """
     tools = _tools()
-    if tools is None:
-        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot and setpriv are needed to confine a command")
+    # bash, not dash, runs the script when descriptors are bound: dash cannot close a descriptor above 9.
+    bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds else "/bin/sh"
+    if tools is None or bash is None:
+        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv (and bash, to bind "
+                                 "descriptors) are needed to confine a command")
     root = os.path.join(root_parent, ".sandbox-root")
     if not os.path.isdir(root):
         os.mkdir(root, 0o700)
-    return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, uid, argv, network=network, fd_binds=fd_binds)
+    return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, uid, argv, network=network, fd_binds=fd_binds,
+                          shell=bash)
 
 
 def give_to_uid(writable: Sequence[str], uid: int) -> None:

@@ -19,10 +19,12 @@ from ._codes import HandoffCode
 from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, parse_handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
 from ._run import (
+    FORBIDDEN_INTERPRETER_ROOTS,
     Confinement,
     ReviewRun,
     confine_reviewer,
     decide_images,
+    decide_interpreter_paths,
     run_review_step,
     runtime_interpreter_roots,
     verify_can_confine,
@@ -30,6 +32,7 @@ from ._run import (
 from ._standin import STAND_IN_COMMAND, stand_in_review
 
 __all__ = [
+    "FORBIDDEN_INTERPRETER_ROOTS",
     "HANDOFF_PREDICATE",
     "IMAGE_NAMES",
     "MAX_RESULT_BYTES",
@@ -45,6 +48,7 @@ __all__ = [
     "ReviewRun",
     "confine_reviewer",
     "decide_images",
+    "decide_interpreter_paths",
     "parse_handoff",
     "parse_result",
     "run_review_step",

@@ -65,8 +65,12 @@ def _finding(i: int, doc: Any) -> ResultFinding:
     if type(doc["blocking"]) is not bool:
         raise _bad(f"{where}: blocking must be true or false")
     path, line, side = doc.get("path"), doc.get("line"), doc.get("side")
-    if path is not None and (not isinstance(path, str) or not path or path.startswith("/")):
-        raise _bad(f"{where}: path must be a repository-relative path")
+    if path is not None:
+        from ...inventory import check_path
+
+        problem = check_path(path) if isinstance(path, str) else (None, "not a string")
+        if problem is not None:  # the inventory's name rules: no '..', '.', empty component, control character ...
+            raise _bad(f"{where}: path must be a repository-relative path ({problem[1]})")
     if line is not None and (type(line) is not int or line <= 0 or path is None):
         raise _bad(f"{where}: line must be a positive integer, with a path")
     if side is not None and (side not in SIDES or line is None):

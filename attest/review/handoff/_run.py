@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,19 +83,57 @@ class Confinement:
 MAX_RUNTIME_ATTESTATION = 64 << 20
 
 
+#: Where an interpreter of a runtime never lives, and what binding it would hand the reviewer (sockets, devices, scratch).
+FORBIDDEN_INTERPRETER_ROOTS = ("/run", "/var/run", "/tmp", "/var/tmp", "/dev", "/proc", "/sys")
+_EXE_NAME = re.compile(r"python[0-9.]*\Z")
+_LIB_NAME = re.compile(r"libpython[0-9]+\.[0-9]+[a-z]*\.so(?:\.[0-9]+)*\Z")
+
+
+def decide_interpreter_paths(interp: Any, *, forbidden: Sequence[str]) -> tuple[list[Finding], tuple[str, ...]]:
+    """Which host paths running the runtime's interpreter needs, from its attested identity (pure).
+
+    Exactly its binary, its standard library directory (``.../lib/pythonX.Y``, the attested
+    version) and each libpython file, never a parent directory: whatever else a runtime
+    attestation names, the reviewer's root gains nothing more. A path that is not absolute and
+    normal, not of its kind's name, or under ``forbidden`` is refused.
+    """
+    def bad(detail: str) -> tuple[list[Finding], tuple[str, ...]]:
+        return [Finding(HandoffCode.HANDOFF_IMAGE_MISMATCH, None, f"the runtime attestation's interpreter: {detail}")], ()
+
+    if not isinstance(interp, dict):
+        return bad("it names none")
+    exe, stdlib, libs, version = interp.get("executable"), interp.get("stdlib"), interp.get("libpython"), interp.get("version")
+    if not (isinstance(version, str) and re.match(r"[0-9]+\.[0-9]+(\.|\Z)", version)):
+        return bad("no version")
+    short = ".".join(version.split(".")[:2])
+    if not isinstance(libs, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str) for x in libs):
+        return bad("libpython is not a list of paths")
+    paths = [("executable", exe), ("stdlib", stdlib), *(("libpython", x["path"]) for x in libs)]
+    for kind, path in paths:
+        if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path or path == "/":
+            return bad(f"{kind} {str(path)[:200]!r} is not an absolute, normal path")
+        if any(path == f or path.startswith(f.rstrip("/") + "/") for f in forbidden):
+            return bad(f"{kind} {path!r} lies under {', '.join(forbidden)}, where no interpreter is installed")
+        name = os.path.basename(path)
+        ok = {"executable": bool(_EXE_NAME.match(name)), "libpython": bool(_LIB_NAME.match(name)),
+              "stdlib": name == f"python{short}" and os.path.basename(os.path.dirname(path)) in ("lib", "lib64")}[kind]
+        if not ok:
+            return bad(f"{kind} {path!r} is not named as a Python {short} {kind} is")
+    return [], tuple(p for _, p in paths if isinstance(p, str))
+
+
 def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> tuple[str, ...]:
-    """What running the runtime image's interpreter needs outside the image: its binary's directory, stdlib, libpython.
+    """The host paths the runtime image's interpreter needs (:func:`decide_interpreter_paths`), from its verified attestation.
 
     Read from the runtime attestation the handoff names (``STATE/builds/<name>.runtime.json``,
     its digest equal to the handoff's, verified under TRUST), never from the image or the host.
 
     Raises:
         VerificationError: ``HANDOFF_IMAGE_MISMATCH`` when the attestation is not the handoff's
-            or names no interpreter; the attestation layer's codes when it does not verify.
+            or its interpreter paths are refused; the attestation layer's codes when it does not verify.
     """
     from ..._fs import read_bounded
     from ...attestation import RUNTIME_PREDICATE, verify_attestation_bytes
-    from ...build import python_roots
 
     path = os.path.join(state_dir, "builds", f"{handoff.runtime_name}.runtime.json")
     data = read_bounded(path, what="runtime attestation", max_bytes=MAX_RUNTIME_ATTESTATION)
@@ -104,13 +143,10 @@ def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> 
                                 f"{handoff.runtime_attestation_digest}", path)
     verified = verify_attestation_bytes(data, policy)
     interp = verified.statement.get("predicate", {}).get("interpreter") if verified.predicate_type == RUNTIME_PREDICATE else None
-    exe = interp.get("executable") if isinstance(interp, dict) else None
-    stdlib = interp.get("stdlib") if isinstance(interp, dict) else None
-    libs = interp.get("libpython") if isinstance(interp, dict) else None
-    if not (isinstance(exe, str) and os.path.isabs(exe) and isinstance(stdlib, str) and os.path.isabs(stdlib) and isinstance(libs, list)
-            and all(isinstance(x, dict) and isinstance(x.get("path"), str) and os.path.isabs(x["path"]) for x in libs)):
-        raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, "the runtime attestation names no usable interpreter", path)
-    return python_roots(executable=exe, stdlib=stdlib, libraries=[x["path"] for x in libs])
+    problems, roots = decide_interpreter_paths(interp, forbidden=(*FORBIDDEN_INTERPRETER_ROOTS, state_dir))
+    if problems:
+        raise VerificationError(findings=[Finding(f.code, path, f.detail) for f in problems])
+    return roots
 
 
 def verify_can_confine(euid: int, *, unsafe_unconfined: bool) -> None:
@@ -243,7 +279,10 @@ def run_review_step(
     path = os.path.abspath(os.fspath(out))
     canonical = _canonical(result.to_json())
     write_atomic(path, canonical, mode=0o644, what="review result")
-    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, roots) if confine is not None \
+    from ...build import readonly_roots
+
+    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, readonly_roots(roots)) \
+        if confine is not None \
         else Confinement(False, "host")
     return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest(), confinement)
 
@@ -254,4 +293,14 @@ def _canonical(doc: Any) -> bytes:
     return canonical_bytes(doc)
 
 
-__all__ = ["Confinement", "ReviewRun", "confine_reviewer", "decide_images", "run_review_step", "runtime_interpreter_roots", "verify_can_confine"]
+__all__ = [
+    "FORBIDDEN_INTERPRETER_ROOTS",
+    "Confinement",
+    "ReviewRun",
+    "confine_reviewer",
+    "decide_images",
+    "decide_interpreter_paths",
+    "run_review_step",
+    "runtime_interpreter_roots",
+    "verify_can_confine",
+]

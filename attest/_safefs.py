@@ -8,10 +8,16 @@ after the step ran, a tree under review, a stored image being removed):
 2. A file is opened ``O_NOFOLLOW|O_NONBLOCK|O_NOCTTY`` (a FIFO or device never blocks, a
    terminal never becomes ours) and what it is is decided from ``fstat`` of that descriptor:
    :func:`classify` is the one pure function from a stat result to a verdict.
-3. Removal goes through descriptors: a link found anywhere is unlinked, never entered.
+3. An entry that was listed (``lstat``) and is then opened by name is confirmed from ``fstat``
+   of the descriptor: :func:`drift` is the one pure cross-check between the two (another inode,
+   another type, a gained link or setuid/setgid/sticky bit); :func:`open_listed_at` opens and
+   applies it.
+4. Removal goes through descriptors: a link found anywhere is unlinked, never entered.
 
     >>> root = open_dir_at(AT_FDCWD, "/var/lib/attest/build-staging/stage-1234")
     >>> fd, st = open_regular_at(root, "dist")   # raises UnsafeEntry for a link, FIFO, hard link
+    >>> listed = os.stat("lib", dir_fd=root, follow_symlinks=False)
+    >>> fd, st = open_listed_at(root, "lib", listed)   # raises UnsafeEntry if it drifted since
 """
 
 from __future__ import annotations
@@ -32,14 +38,17 @@ __all__ = [
     "O_NEW",
     "O_OWN",
     "O_OWN_RDWR",
+    "Drift",
     "Kind",
     "UnsafeEntry",
     "chown_tree",
     "classify",
     "clear_immutable",
     "copy_regular_at",
+    "drift",
     "get_flags",
     "open_dir_at",
+    "open_listed_at",
     "open_regular_at",
     "read_regular",
     "remove_tree",
@@ -57,7 +66,6 @@ O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.
 #: A file of our own layout that may already exist (a lock, a use stamp), never through a link.
 O_OWN = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 O_OWN_RDWR = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
-_O_NEW = O_NEW
 
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
@@ -76,26 +84,85 @@ class Kind(enum.Enum):
     SPECIAL_MODE = "special-mode"  # setuid, setgid or sticky
 
 
+# classify() runs once or twice per entry of every walk: one table lookup on the type and the
+# special bits (enum attribute access is slow in 3.11, so the members are bound here).
+_K_DIR, _K_FILE, _K_SYMLINK, _K_SPECIAL, _K_HARDLINK, _K_SPECIAL_MODE = (
+    Kind.DIR,
+    Kind.FILE,
+    Kind.SYMLINK,
+    Kind.SPECIAL,
+    Kind.HARDLINK,
+    Kind.SPECIAL_MODE,
+)
+_TYPE_AND_SPECIAL = stat.S_IFMT(0o177777) | _SPECIAL_BITS
+_BY_MODE: dict[int, Kind] = {}
+for _bits in range(0, _SPECIAL_BITS + 1, stat.S_ISVTX):
+    _BY_MODE[stat.S_IFREG | _bits] = _K_SPECIAL_MODE if _bits else _K_FILE
+    _BY_MODE[stat.S_IFDIR | _bits] = _K_SPECIAL_MODE if _bits else _K_DIR
+    _BY_MODE[stat.S_IFLNK | _bits] = _K_SYMLINK
+del _bits
+
+
 def classify(st: os.stat_result) -> Kind:
-    """The verdict on one entry from its ``fstat``/``lstat`` result (pure)."""
-    fmt = stat.S_IFMT(st.st_mode)
-    if fmt == stat.S_IFLNK:
-        return Kind.SYMLINK
-    if fmt not in (stat.S_IFDIR, stat.S_IFREG):
-        return Kind.SPECIAL
-    if st.st_mode & _SPECIAL_BITS:
-        return Kind.SPECIAL_MODE
-    if fmt == stat.S_IFDIR:
-        return Kind.DIR
-    return Kind.HARDLINK if st.st_nlink > 1 else Kind.FILE
+    """The verdict on one entry from its ``fstat``/``lstat`` result (pure).
+
+    Precedence: a link or special file by its type; then setuid/setgid/sticky bits on a file or
+    directory; then a second link of a regular file.
+    """
+    kind = _BY_MODE.get(st.st_mode & _TYPE_AND_SPECIAL, _K_SPECIAL)
+    if kind is _K_FILE and st.st_nlink > 1:
+        return _K_HARDLINK
+    return kind
+
+
+class Drift(enum.Enum):
+    """How the entry opened under a name differs from the one listed under it (see :func:`drift`)."""
+
+    TYPE = "type"  # another kind of inode now: a file became a directory, a FIFO, a device...
+    REPLACED = "replaced"  # another inode of the same type
+    MODE = "mode"  # the same inode's setuid, setgid or sticky bits changed
+    LINKS = "links"  # the same regular file gained a second link (or lost one)
+
+
+def drift(listed: os.stat_result, opened: os.stat_result) -> Drift | None:
+    """The one cross-check of an opened descriptor's ``fstat`` against the ``lstat`` that listed it (pure).
+
+    None when ``opened`` is the listed inode and :func:`classify` still gives it the listed
+    verdict; a permission change that keeps the verdict (``chmod 600``) is no drift.
+    """
+    if opened.st_ino != listed.st_ino or opened.st_dev != listed.st_dev:
+        return Drift.TYPE if stat.S_IFMT(opened.st_mode) != stat.S_IFMT(listed.st_mode) else Drift.REPLACED
+    if opened.st_mode == listed.st_mode and opened.st_nlink == listed.st_nlink:
+        return None  # the common case: nothing classify() reads has changed
+    if stat.S_IFMT(opened.st_mode) != stat.S_IFMT(listed.st_mode):
+        return Drift.TYPE  # the inode number was freed and reused in between
+    was, kind = classify(listed), classify(opened)
+    if kind is was:
+        return None
+    return Drift.MODE if _K_SPECIAL_MODE in (was, kind) else Drift.LINKS
 
 
 class UnsafeEntry(OSError):
-    """An entry that is not what the host may use (``kind`` says what it is instead)."""
+    """An entry that is not what the host may use (``kind`` says what it is instead).
 
-    def __init__(self, name: str, kind: Kind | None, detail: str) -> None:
+    From :func:`open_listed_at`, ``drift`` says how the opened entry differs from the listed one
+    and ``st`` is its ``fstat``; both are None when the open itself was refused (a link, or no
+    longer a directory).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kind: Kind | None,
+        detail: str,
+        *,
+        drift: Drift | None = None,
+        st: os.stat_result | None = None,
+    ) -> None:
         super().__init__(errno.EPERM, detail, name)
         self.kind = kind
+        self.drift = drift
+        self.st = st
 
 
 def open_dir_at(parent_fd: int, name: str) -> int:
@@ -132,6 +199,36 @@ def open_regular_at(parent_fd: int, name: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def open_listed_at(parent_fd: int, name: str, listed: os.stat_result) -> tuple[int, os.stat_result]:
+    """Open the directory or regular file ``name`` under ``parent_fd`` that was listed as ``listed``.
+
+    Opened with :data:`O_DIR` or :data:`O_FILE` by the listed type and confirmed from ``fstat``
+    with :func:`drift`; returns the descriptor and its ``fstat``, from which every later
+    decision is made. Raises :class:`UnsafeEntry` for a drift (``drift``, ``kind`` and ``st``
+    of what is there now) or when the open meets a link or a non-directory (``drift`` None,
+    ``kind`` SYMLINK for a link); ``FileNotFoundError`` when the name vanished; ``OSError``.
+    """
+    try:
+        fd = os.open(name, O_DIR if stat.S_ISDIR(listed.st_mode) else O_FILE, dir_fd=parent_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeEntry(name, Kind.SYMLINK, "replaced by a symbolic link") from e
+        if e.errno == errno.ENOTDIR:
+            raise UnsafeEntry(name, None, "no longer a directory (a link or another kind of entry)") from e
+        raise
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    d = drift(listed, st)
+    if d is not None:
+        os.close(fd)
+        kind = classify(st)
+        raise UnsafeEntry(name, kind, f"not the entry that was listed: {d.value} ({kind.value})", drift=d, st=st)
+    return fd, st
+
+
 def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, *, max_bytes: int) -> str:
     """Copy the plain regular file ``name`` into a new file ``dst_name``; return its SHA-256 (hex).
 
@@ -141,7 +238,7 @@ def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, 
     try:
         if st.st_size > max_bytes:
             raise UnsafeEntry(name, Kind.FILE, f"{st.st_size} bytes; the limit is {max_bytes}")
-        out = os.open(dst_name, _O_NEW, 0o444, dir_fd=dst_dir_fd)
+        out = os.open(dst_name, O_NEW, 0o444, dir_fd=dst_dir_fd)
         try:
             h = hashlib.sha256()
             total = 0

@@ -17,7 +17,6 @@ taken at that verification stand for the bytes.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import canonical_bytes, loads_strict
-from .._safefs import O_DIR, O_FILE
+from .._safefs import Drift, UnsafeEntry, open_listed_at
 from ..errors import AttestError, Finding, VerificationError
 from ..inventory import Inventory, open_root
 from ._backends import BACKENDS, Backend, StatxReader
@@ -41,8 +40,6 @@ MAX_RECORD_BYTES = 256 * 1024 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _DIGITS = re.compile(r"(0|[1-9][0-9]{0,19})\Z")
 _NUMBERS = re.compile(r"(?:(?:0|[1-9][0-9]{0,19}) )+\Z")
-_O_DIR = O_DIR
-_O_FILE = O_FILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +140,8 @@ def snapshot(fd: int, path: str, is_dir: bool) -> Sealed:
 def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) -> list[Finding]:
     """Every way in which ``image`` no longer is what was sealed; [] when its seal holds.
 
-    Walks the tree through directory descriptors without following links. With ``flags``
+    Walks the tree through directory descriptors without following links; every entry it
+    opens goes through :func:`attest._safefs.open_listed_at`. With ``flags``
     the backend's own seal (the immutable flag, the absent write bits) is read from every
     entry too; without it only presence, inode and change time are compared (any change of
     the seal itself moves the change time).
@@ -232,24 +230,26 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
             if not backend.needs_fd:
                 check_entry(None, st, s)
                 continue
-            fd = enter(dfd, name, s, st, _O_FILE)
+            fd = enter(dfd, name, s, st)
             if fd is not None:
                 os.close(fd)
         subdirs.reverse()  # popped from the end: entered in listing order
         return subdirs
 
-    def enter(dfd: int, name: str, s: Sealed, st: os.stat_result, flags_: int) -> int | None:
+    def enter(dfd: int, name: str, s: Sealed, st: os.stat_result) -> int | None:
         """Open one entry, confirm it is the one just listed, check it; its descriptor or None."""
         try:
-            fd = os.open(name, flags_, dir_fd=dfd)
-        except OSError as e:
-            why = "became a symbolic link" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
-            report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {why}")
+            fd, fst = open_listed_at(dfd, name, st)
+        except UnsafeEntry as e:
+            if e.drift is None:
+                report(FreezeCode.IMAGE_CHANGED, s.path, "cannot open: became a symbolic link")
+            elif e.drift is Drift.TYPE or e.drift is Drift.REPLACED:
+                report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
+            else:  # the same inode, its link count or special bits changed since it was listed
+                report(FreezeCode.IMAGE_CHANGED, s.path, f"the entry changed while it was checked ({e.drift.value})")
             return None
-        fst = os.fstat(fd)
-        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
-            report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
+        except OSError as e:
+            report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {e.strerror}")
             return None
         check_entry(fd if backend.needs_fd else None, fst, s)
         return fd
@@ -271,7 +271,7 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
                 os.close(dfd)
                 continue
             name, s, st = pending.pop()
-            fd = enter(dfd, name, s, st, _O_DIR)
+            fd = enter(dfd, name, s, st)
             if fd is None:
                 continue
             try:

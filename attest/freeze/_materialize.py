@@ -3,8 +3,9 @@
 Rules (DESIGN.md "Freeze and store", THREATS.md A and B):
 
 1. The source is walked like the inventory walker walks a tree: root opened component by
-   component without following links, directories through descriptors, every entry decided
-   from ``fstat`` of the opened descriptor cross-checked against its listing. Symlinks,
+   component without following links, directories through descriptors, every entry judged by
+   :func:`attest._safefs.classify` and opened with :func:`attest._safefs.open_listed_at`
+   (decided from ``fstat`` of the opened descriptor, cross-checked against its listing). Symlinks,
    special files, hard-linked files and setuid/setgid/sticky modes are refused with the
    inventory's codes; entries the attested inventory does not list are ``EXTRA``, listed
    entries the source lacks are ``MISSING``. Only listed entries are copied.
@@ -27,6 +28,14 @@ Rules (DESIGN.md "Freeze and store", THREATS.md A and B):
    entry is sealed.
 
 The bytes copied here decide nothing: the caller verifies the sealed copy afterwards.
+
+The steps, in :class:`_Materializer`: :meth:`~_Materializer.run` walks the source (rule 1);
+:meth:`~_Materializer.visit` judges one listed entry; :meth:`~_Materializer.enter_dir` opens a
+source directory and creates its staging twin; :meth:`~_Materializer.copy_file` is one copy
+job (rules 1-3); :meth:`~_Materializer.finish` collects a directory's jobs in post-order and
+hands it to :meth:`~_Materializer.sealer`, the sealing thread (rules 4-5).
+
+    >>> findings, sealed = materialize("src", attested_inventory, staging_fd, backend)
 """
 
 from __future__ import annotations
@@ -42,18 +51,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._safefs import O_DIR, O_FILE, O_NEW
+from .._safefs import O_DIR, O_NEW, Drift, Kind, UnsafeEntry, classify, open_listed_at, open_regular_at
 from ..errors import EnvironmentFailure, Finding
-from ..inventory import EntryType, Inventory, InventoryCode, open_root
-from ..inventory._walk import compile_ignore
+from ..inventory import Entry, EntryType, Inventory, InventoryCode, open_root
+from ..inventory._ignore import compile_ignore
+from ..inventory._names import display_name
 from ._backends import Backend
 from ._codes import FreezeCode
 from ._image import Sealed, snapshot
 
-_O_DIR = O_DIR
-_O_SRC = O_FILE
-_O_DST = O_NEW
-_O_SEAL = O_FILE
 _SYNC_FILE_RANGE_WRITE = 2
 # Python 3.11 has no os.sync_file_range: call the C library's (it releases the GIL).
 try:
@@ -62,7 +68,6 @@ try:
     _sync_file_range.restype = ctypes.c_int
 except (OSError, AttributeError):  # no wrapper: the seal writes back by itself, only later
     _sync_file_range = None
-_SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 # Filesystems whose copy_file_range never shares extents (no reflink support).
 _NO_REFLINK = frozenset({"ext2", "ext3", "ext4", "tmpfs", "ramfs"})
 
@@ -122,6 +127,9 @@ class _Copied:
     ino: int
 
 
+_Job = Future[tuple[_Copied | None, Finding | None]]
+
+
 @dataclass(slots=True)
 class _Dir:
     src: int
@@ -132,7 +140,7 @@ class _Dir:
     expected: set[str]
     lane: int = 0
     seen: set[str] = field(default_factory=set)
-    pending: list[Future[tuple[_Copied | None, Finding | None]]] = field(default_factory=list)
+    pending: list[_Job] = field(default_factory=list)
     copied: list[_Copied] = field(default_factory=list)
 
 
@@ -146,6 +154,15 @@ def _umask() -> int:
     except (OSError, ValueError):
         pass
     return 0o777  # unknown: always fchmod
+
+
+def _default_open_dirs() -> int:
+    """Copied directories wait, open, for the sealing pass: at most 128 of them, and never
+    more than an eighth of the descriptors this process may open (each holds two)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 128 if soft == resource.RLIM_INFINITY else max(4, min(128, soft // 8))
 
 
 def materialize(
@@ -173,74 +190,205 @@ def materialize(
     then them, so the writeback waits of the seal overlap the copying of later files.
     """
     if max_open_dirs is None:
-        # Copied directories wait, open, for the sealing pass: at most 128 of them, and never
-        # more than an eighth of the descriptors this process may open (each holds two).
-        import resource
+        max_open_dirs = _default_open_dirs()
+    m = _Materializer(expected, dst_root, backend, workers, progress, max_findings, max_open_dirs)
+    return m.run(open_root(source), dst_root)
 
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        max_open_dirs = 128 if soft == resource.RLIM_INFINITY else max(4, min(128, soft // 8))
-    spec = compile_ignore(expected.ignore)
-    want = expected.by_path()
-    children: dict[str, set[str]] = {}
-    for e in expected.entries:
-        parent, _, name = e.path.rpartition("/")
-        children.setdefault(parent, set()).add(name)
-    mask = backend.mode_mask
-    umask = _umask()
-    use_cfr = fs_type(os.fstat(dst_root).st_dev) in _NO_REFLINK
-    flush = backend.seal_writes_back
-    findings: list[Finding] = []
-    sealed: list[Sealed] = []
-    files = 0
-    nbytes = 0
 
-    def report(code: str, path: str, detail: str) -> None:
-        if len(findings) < max_findings:
-            findings.append(Finding(code, path, detail))
+class _Materializer:
+    """One materialization: the attested layout, the copy options, and what was found and sealed."""
 
-    def seal(fd: int, rel: str, is_dir: bool, mode: int, chmod: bool = True) -> Sealed:
+    def __init__(
+        self,
+        expected: Inventory,
+        dst_root: int,
+        backend: Backend,
+        workers: int,
+        progress: Progress | None,
+        max_findings: int,
+        max_open_dirs: int,
+    ) -> None:
+        self.spec = compile_ignore(expected.ignore)
+        self.want = expected.by_path()
+        self.children: dict[str, set[str]] = {}
+        for e in expected.entries:
+            parent, _, name = e.path.rpartition("/")
+            self.children.setdefault(parent, set()).add(name)
+        self.backend = backend
+        self.mask = backend.mode_mask
+        self.umask = _umask()
+        self.use_cfr = fs_type(os.fstat(dst_root).st_dev) in _NO_REFLINK
+        self.flush = backend.seal_writes_back
+        self.workers = workers
+        self.progress = progress
+        self.max_findings = max_findings
+        self.max_open_dirs = max_open_dirs
+        self.findings: list[Finding] = []
+        self.sealed: list[Sealed] = []
+        self.files = 0
+        self.nbytes = 0
+        self.dirs_listed = 0
+        self.lanes: list[ThreadPoolExecutor] = []
+        # Rule 5: the sealing thread owns (and closes) the staging descriptor of every
+        # directory put in this queue; the bounded queue also bounds the open descriptors.
+        self.to_seal: queue.Queue[_Dir | None] = queue.Queue(maxsize=max(1, max_open_dirs))
+        self.seal_failure: list[BaseException] = []
+
+    def report(self, code: str, path: str, detail: str) -> None:
+        if len(self.findings) < self.max_findings:
+            self.findings.append(Finding(code, path, detail))
+
+    # -- the walk (main thread) -------------------------------------------------------------
+
+    def run(self, src_root: int, dst_root: int) -> tuple[list[Finding], list[Sealed]]:
+        """Walk the source from ``src_root`` (which this closes), copying into ``dst_root``."""
+        # One single-threaded lane per worker, a directory's files all in one lane: two threads
+        # creating in one directory would only contend for its lock.
+        self.lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="attest-copy") for _ in range(self.workers)]
+        sealing = threading.Thread(target=self.sealer, name="attest-seal", daemon=True)
+        sealing.start()
+        stack: list[_Dir] = []
+        done_dirs: list[_Dir] = []  # listed, waiting for their file jobs; the root last of all
         try:
-            if chmod:
-                os.fchmod(fd, mode)
-            backend.seal(fd)
-        except OSError as e:
-            raise EnvironmentFailure(FreezeCode.BACKEND_UNAVAILABLE, f"cannot seal with {backend.name!r}: {e.strerror}", rel or ".") from e
-        return snapshot(fd, rel, is_dir)
+            try:
+                listing = _safe_listing(src_root)
+            except BaseException:
+                os.close(src_root)
+                raise
+            stack.append(_Dir(src_root, os.dup(dst_root), "", 0o755, listing, self.children.get("", set())))
+            while stack:
+                top = stack[-1]
+                dent = next(top.listing, None)
+                if dent is None:
+                    stack.pop()
+                    done_dirs.append(top)
+                    # Bound the open descriptors: finish the oldest listed directories first.
+                    while len(done_dirs) > self.max_open_dirs:
+                        self.finish(done_dirs.pop(0))
+                    continue
+                sub = self.visit(top, dent)
+                if sub is not None:
+                    stack.append(sub)
+            # Directories in the order they were listed: children before parents, the root last.
+            while done_dirs:
+                self.finish(done_dirs.pop(0))
+        finally:
+            for d in (*stack, *done_dirs):
+                for fut in d.pending:
+                    fut.cancel()
+            for lane in self.lanes:
+                lane.shutdown(wait=True)
+            for d in (*stack, *done_dirs):
+                os.close(d.src)
+                os.close(d.dst)
+            # Every handed directory is sealed (or closed, after a failure) before we return.
+            self.to_seal.put(None)
+            sealing.join()
+        if self.seal_failure:
+            raise self.seal_failure[0]
+        if self.progress is not None:
+            self.progress(self.files, self.nbytes)
+        self.sealed.sort(key=lambda s: (s.path != "", s.path))
+        return self.findings, self.sealed
 
-    def copy_job(sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[_Copied | None, Finding | None]:
+    def visit(self, top: _Dir, dent: os.DirEntry[str]) -> _Dir | None:
+        """Judge one listed entry of ``top`` (rule 1): queue its copy, or return it to enter."""
+        report = self.report
+        name = dent.name
+        rel = f"{top.rel}/{name}" if top.rel else name
+        shown = display_name(rel)
+        try:
+            st = dent.stat(follow_symlinks=False)
+        except OSError as e:
+            report(InventoryCode.CHANGED_DURING_WALK, shown, f"cannot stat: {e.strerror}")
+            return None
+        if self.spec is not None and self.spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
+            return None
+        entry = self.want.get(rel)
+        if entry is None or name not in top.expected:
+            report(InventoryCode.EXTRA, shown, "the source has an entry the attested inventory does not list")
+            return None
+        top.seen.add(name)
+        kind = classify(st)
+        if kind is Kind.SYMLINK:
+            report(InventoryCode.SYMLINK, rel, "symbolic links are never materialized")
+            return None
+        if kind is Kind.SPECIAL:
+            report(InventoryCode.SPECIAL_FILE, rel, "special files are never materialized")
+            return None
+        if kind is Kind.SPECIAL_MODE:
+            report(InventoryCode.SPECIAL_MODE, rel, "the source has setuid, setgid or sticky bits")
+            return None
+        is_dir = kind is Kind.DIR
+        if is_dir != (entry.type is EntryType.DIR):
+            report(InventoryCode.TYPE_CHANGED, rel, f"attested a {entry.type.value}, the source has a {'dir' if is_dir else 'file'}")
+            return None
+        if is_dir:
+            return self.enter_dir(top, name, rel, st, entry)
+        if kind is Kind.HARDLINK:
+            report(InventoryCode.HARDLINK, rel, f"the source file has {st.st_nlink} links")
+            return None
+        if self.findings:
+            return None  # already failing: keep walking to report everything, copy nothing
+        size = entry.size or 0
+        self.files += 1
+        self.nbytes += size
+        job = (top.src, top.dst, name, rel, st, size, entry.mode)
+        top.pending.append(self.lanes[top.lane].submit(self.copy_file, *job) if self.lanes else _run_inline(self.copy_file, *job))
+        if self.progress is not None and self.files % 256 == 0:
+            self.progress(self.files, self.nbytes)
+        return None
+
+    def enter_dir(self, top: _Dir, name: str, rel: str, listed: os.stat_result, entry: Entry) -> _Dir | None:
+        """Open the source directory ``name`` (rule 1) and create its private staging twin."""
+        try:
+            sfd, _ = open_listed_at(top.src, name, listed)
+        except OSError as e:
+            problem = _open_finding(e, rel, "the directory was replaced during the copy")
+            self.report(problem.code, rel, problem.detail)
+            return None
+        try:
+            listing = _safe_listing(sfd)
+        except BaseException:
+            os.close(sfd)
+            raise
+        expected = self.children.get(rel, set())
+        if self.findings:
+            return _Dir(sfd, os.dup(sfd), rel, entry.mode, listing, expected)
+        try:
+            os.mkdir(name, 0o700, dir_fd=top.dst)
+            dfd = os.open(name, O_DIR, dir_fd=top.dst)
+        except OSError as e:
+            os.close(sfd)
+            raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
+        self.dirs_listed += 1
+        return _Dir(sfd, dfd, rel, entry.mode, listing, expected, self.dirs_listed % max(1, self.workers))
+
+    # -- one copy job (a copy lane) ---------------------------------------------------------
+
+    def copy_file(self, sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[_Copied | None, Finding | None]:
         # Rule 1: open by name under the directory descriptor, decide from fstat.
         try:
-            sfd = os.open(name, _O_SRC, dir_fd=sdir)
+            sfd, fst = open_listed_at(sdir, name, listed)
         except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                return None, Finding(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link during the copy")
-            if e.errno == errno.ENOENT:
-                return None, Finding(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished during the copy")
-            return None, Finding(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
+            return None, _open_finding(e, rel, "the entry was replaced during the copy")
         try:
-            fst = os.fstat(sfd)
-            if (fst.st_dev, fst.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(fst.st_mode):
-                return None, Finding(InventoryCode.CHANGED_DURING_WALK, rel, "the entry was replaced during the copy")
-            if fst.st_nlink > 1:
-                return None, Finding(InventoryCode.HARDLINK, rel, f"the source file has {fst.st_nlink} links")
-            if fst.st_mode & _SPECIAL_BITS:
-                return None, Finding(InventoryCode.SPECIAL_MODE, rel, "the source has setuid, setgid or sticky bits")
             if fst.st_size != size:
                 # Only ever a reason to fail: success is decided from the frozen copy alone.
                 return None, Finding(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {fst.st_size} bytes; the attested size is {size}")
             # Rule 2: a new inode, never a link; rule 3: the attested mode.
-            final = mode & ~mask
+            final = mode & ~self.mask
             try:
-                dfd = os.open(name, _O_DST, final, dir_fd=ddir)
+                dfd = os.open(name, O_NEW, final, dir_fd=ddir)
             except OSError as e:
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
             try:
                 try:
                     if size:
-                        _copy(sfd, dfd, size, use_cfr)
-                        if flush:
+                        _copy(sfd, dfd, size, self.use_cfr)
+                        if self.flush:
                             start_writeback(dfd)
-                    if final & umask:
+                    if final & self.umask:
                         os.fchmod(dfd, final)
                     ino = os.fstat(dfd).st_ino
                 except OSError as e:
@@ -251,184 +399,91 @@ def materialize(
         finally:
             os.close(sfd)
 
-    # Rule 5: the sealing thread. It owns (and closes) the staging descriptor of every
-    # directory put in its queue; the bounded queue also bounds the open descriptors.
-    to_seal: queue.Queue[_Dir | None] = queue.Queue(maxsize=max(1, max_open_dirs))
-    seal_failure: list[BaseException] = []
+    # -- post-order: collecting a directory, sealing it -------------------------------------
 
-    def seal_dir(d: _Dir) -> None:
-        for c in d.copied:
-            try:
-                fd = os.open(c.name, _O_SEAL, dir_fd=d.dst)
-            except OSError as e:
-                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot reopen in staging: {e.strerror}", c.rel) from e
-            try:
-                fst = os.fstat(fd)
-                if fst.st_ino != c.ino or not stat.S_ISREG(fst.st_mode):
-                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged file is not the inode that was created", c.rel)
-                sealed.append(seal(fd, c.rel, False, 0, chmod=False))
-            finally:
-                os.close(fd)
-        sealed.append(seal(d.dst, d.rel, True, d.mode & ~mask))
-
-    def sealer() -> None:
-        while True:
-            d = to_seal.get()
-            if d is None:
-                return
-            try:
-                if not seal_failure and not findings:
-                    seal_dir(d)
-            except BaseException as e:  # noqa: BLE001 - re-raised by the main thread after the join
-                seal_failure.append(e)
-            finally:
-                os.close(d.dst)
-
-    def finish(d: _Dir) -> None:
+    def finish(self, d: _Dir) -> None:
         """Post-order: every file of ``d`` is copied; hand ``d`` to the sealing thread."""
         handed = False
         try:
             for fut in d.pending:
                 got, problem = fut.result()
                 if problem is not None:
-                    report(problem.code, problem.path or "", problem.detail)
+                    self.report(problem.code, problem.path or "", problem.detail)
                 elif got is not None:
                     d.copied.append(got)
             for name in sorted(d.expected - d.seen):
                 rel = f"{d.rel}/{name}" if d.rel else name
-                report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
-            if not findings and not seal_failure:
-                to_seal.put(d)
+                self.report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
+            if not self.findings and not self.seal_failure:
+                self.to_seal.put(d)
                 handed = True
         finally:
             os.close(d.src)
             if not handed:
                 os.close(d.dst)
 
-    def run_inline(fn: Callable[..., tuple[_Copied | None, Finding | None]], *a: object) -> Future[tuple[_Copied | None, Finding | None]]:
-        fut: Future[tuple[_Copied | None, Finding | None]] = Future()
-        try:
-            fut.set_result(fn(*a))
-        except BaseException as e:  # noqa: BLE001 - re-raised by finish() through fut.result()
-            fut.set_exception(e)
-        return fut
+    def sealer(self) -> None:
+        """The sealing thread (rule 5): seal each handed directory's files, then the directory."""
+        while True:
+            d = self.to_seal.get()
+            if d is None:
+                return
+            try:
+                if not self.seal_failure and not self.findings:
+                    self.seal_dir(d)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the main thread after the join
+                self.seal_failure.append(e)
+            finally:
+                os.close(d.dst)
 
-    src_root = open_root(source)
-    # One single-threaded lane per worker, a directory's files all in one lane: two threads
-    # creating in one directory would only contend for its lock.
-    lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="attest-copy") for _ in range(workers)]
-    sealing = threading.Thread(target=sealer, name="attest-seal", daemon=True)
-    sealing.start()
-    dirs_listed = 0
-    stack: list[_Dir] = []
-    done_dirs: list[_Dir] = []  # listed, waiting for their file jobs; the root last of all
-    try:
+    def seal_dir(self, d: _Dir) -> None:
+        for c in d.copied:
+            try:
+                fd, fst = open_regular_at(d.dst, c.name)
+            except UnsafeEntry as e:
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged file is not the inode that was created", c.rel) from e
+            except OSError as e:
+                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot reopen in staging: {e.strerror}", c.rel) from e
+            try:
+                if fst.st_ino != c.ino:
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged file is not the inode that was created", c.rel)
+                self.sealed.append(self.seal(fd, c.rel, False, 0, chmod=False))
+            finally:
+                os.close(fd)
+        self.sealed.append(self.seal(d.dst, d.rel, True, d.mode & ~self.mask))
+
+    def seal(self, fd: int, rel: str, is_dir: bool, mode: int, chmod: bool = True) -> Sealed:
         try:
-            listing = _safe_listing(src_root)
-        except BaseException:
-            os.close(src_root)
-            raise
-        stack.append(_Dir(src_root, os.dup(dst_root), "", 0o755, listing, children.get("", set())))
-        while stack:
-            top = stack[-1]
-            dent = next(top.listing, None)
-            if dent is None:
-                stack.pop()
-                done_dirs.append(top)
-                # Bound the open descriptors: finish the oldest listed directories first.
-                while len(done_dirs) > max_open_dirs:
-                    finish(done_dirs.pop(0))
-                continue
-            name = dent.name
-            rel = f"{top.rel}/{name}" if top.rel else name
-            shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            try:
-                st = dent.stat(follow_symlinks=False)
-            except OSError as e:
-                report(InventoryCode.CHANGED_DURING_WALK, shown, f"cannot stat: {e.strerror}")
-                continue
-            fmt = stat.S_IFMT(st.st_mode)
-            if spec is not None and spec.match_file(rel + "/" if fmt == stat.S_IFDIR else rel):
-                continue
-            entry = want.get(rel)
-            if entry is None or name not in top.expected:
-                report(InventoryCode.EXTRA, shown, "the source has an entry the attested inventory does not list")
-                continue
-            top.seen.add(name)
-            if fmt == stat.S_IFLNK:
-                report(InventoryCode.SYMLINK, rel, "symbolic links are never materialized")
-                continue
-            if fmt not in (stat.S_IFDIR, stat.S_IFREG):
-                report(InventoryCode.SPECIAL_FILE, rel, "special files are never materialized")
-                continue
-            if st.st_mode & _SPECIAL_BITS:
-                report(InventoryCode.SPECIAL_MODE, rel, "the source has setuid, setgid or sticky bits")
-                continue
-            is_dir = fmt == stat.S_IFDIR
-            if is_dir != (entry.type is EntryType.DIR):
-                report(InventoryCode.TYPE_CHANGED, rel, f"attested a {entry.type.value}, the source has a {'dir' if is_dir else 'file'}")
-                continue
-            if not is_dir:
-                if st.st_nlink > 1:
-                    report(InventoryCode.HARDLINK, rel, f"the source file has {st.st_nlink} links")
-                    continue
-                if findings:
-                    continue  # already failing: keep walking to report everything, copy nothing
-                size = entry.size or 0
-                files += 1
-                nbytes += size
-                job = (top.src, top.dst, name, rel, st, size, entry.mode)
-                top.pending.append(lanes[top.lane].submit(copy_job, *job) if lanes else run_inline(copy_job, *job))
-                if progress is not None and files % 256 == 0:
-                    progress(files, nbytes)
-                continue
-            try:
-                sfd = os.open(name, _O_DIR, dir_fd=top.src)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link during the copy")
-                elif e.errno == errno.ENOENT:
-                    report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished during the copy")
-                else:
-                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
-                continue
-            fst = os.fstat(sfd)
-            if (fst.st_dev, fst.st_ino, stat.S_IFMT(fst.st_mode)) != (st.st_dev, st.st_ino, fmt) or fst.st_mode & _SPECIAL_BITS:
-                os.close(sfd)
-                report(InventoryCode.CHANGED_DURING_WALK, rel, "the directory was replaced during the copy")
-                continue
-            if findings:
-                stack.append(_Dir(sfd, os.dup(sfd), rel, entry.mode, _safe_listing(sfd), children.get(rel, set())))
-                continue
-            try:
-                os.mkdir(name, 0o700, dir_fd=top.dst)
-                dfd = os.open(name, _O_DIR, dir_fd=top.dst)
-            except OSError as e:
-                os.close(sfd)
-                raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
-            dirs_listed += 1
-            stack.append(_Dir(sfd, dfd, rel, entry.mode, _safe_listing(sfd), children.get(rel, set()), dirs_listed % max(1, workers)))
-        # Directories in the order they were listed: children before parents, the root last.
-        while done_dirs:
-            finish(done_dirs.pop(0))
-    finally:
-        for d in (*stack, *done_dirs):
-            for fut in d.pending:
-                fut.cancel()
-        for lane in lanes:
-            lane.shutdown(wait=True)
-        for d in (*stack, *done_dirs):
-            os.close(d.src)
-            os.close(d.dst)
-        # Every handed directory is sealed (or closed, after a failure) before we return.
-        to_seal.put(None)
-        sealing.join()
-    if seal_failure:
-        raise seal_failure[0]
-    if progress is not None:
-        progress(files, nbytes)
-    sealed.sort(key=lambda s: (s.path != "", s.path))
-    return findings, sealed
+            if chmod:
+                os.fchmod(fd, mode)
+            self.backend.seal(fd)
+        except OSError as e:
+            raise EnvironmentFailure(FreezeCode.BACKEND_UNAVAILABLE, f"cannot seal with {self.backend.name!r}: {e.strerror}", rel or ".") from e
+        return snapshot(fd, rel, is_dir)
+
+
+def _open_finding(e: OSError, rel: str, replaced: str) -> Finding:
+    """The finding for a source entry that :func:`open_listed_at` refused (``replaced``: its detail for a swap)."""
+    if isinstance(e, UnsafeEntry):
+        if e.drift is None:
+            return Finding(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link during the copy")
+        if e.drift is Drift.LINKS and e.st is not None:
+            return Finding(InventoryCode.HARDLINK, rel, f"the source file has {e.st.st_nlink} links")
+        if e.drift is Drift.MODE:
+            return Finding(InventoryCode.SPECIAL_MODE, rel, "the source has setuid, setgid or sticky bits")
+        return Finding(InventoryCode.CHANGED_DURING_WALK, rel, replaced)
+    if isinstance(e, FileNotFoundError):
+        return Finding(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished during the copy")
+    return Finding(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
+
+
+def _run_inline(fn: Callable[..., tuple[_Copied | None, Finding | None]], *a: object) -> _Job:
+    fut: _Job = Future()
+    try:
+        fut.set_result(fn(*a))
+    except BaseException as e:  # noqa: BLE001 - re-raised by finish() through fut.result()
+        fut.set_exception(e)
+    return fut
 
 
 def _safe_listing(fd: int) -> Iterator[os.DirEntry[str]]:

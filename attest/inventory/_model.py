@@ -18,6 +18,7 @@ from typing import Any
 from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
+from ._ignore import compile_ignore
 from ._names import NAME_POLICY, check_path, sort_key
 
 FORMAT = "https://attest.dev/inventory/v1"
@@ -169,8 +170,6 @@ class Inventory:
                 what = "repeated" if keys[i - 1] == keys[i] else "out of order"
                 raise _bad(f"entry is {what} (entries must be sorted by path components)", entries[i].path)
         _check_closed(entries)
-        from ._walk import compile_ignore
-
         compile_ignore(tuple(ignore))
         return cls(entries, tuple(ignore))
 

@@ -159,6 +159,23 @@ def check_name(name: str) -> tuple[InventoryCode, str] | None:
     return None
 
 
+# Printable ASCII without "/" and "\\", at most NAME_MAX bytes: check_name accepts such a
+# name unless it is "." or ".." or a reserved spelling of .git, so a walker listing many
+# names may skip check_name's byte-by-byte scan for it (and must still check those three).
+PLAIN_NAME = re.compile(rf"[\x20-\x2e\x30-\x5b\x5d-\x7e]{{1,{NAME_MAX}}}").fullmatch
+
+
+def display_name(name: str) -> str:
+    """A name (or path) as a person can read it, even when it is not UTF-8 (bytes as ``\\xNN``)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def entry_path(prefix: str, name: str) -> str:
+    """The inventory path of ``name`` in the directory at ``prefix`` (``""`` for the root)."""
+    rel = name if name.isascii() else display_name(name)
+    return f"{prefix}/{rel}" if prefix else rel
+
+
 def collision_key(name: str) -> str:
     """Key under which two sibling names are the same on a case-folding or normalizing filesystem."""
     if name.isascii():

@@ -1,0 +1,36 @@
+"""Ignore patterns: gitignore style (pathspec), only ever the ones an inventory records.
+
+The walker, the inventory parser and the freeze copier compile the same recorded patterns
+here, so a verifier skips exactly what the producer skipped (DESIGN.md "Closed inventory").
+
+    >>> spec = compile_ignore(("__pycache__/", "*.pyc"))
+    >>> spec.match_file("pkg/__pycache__/")
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InputError
+from ._codes import InventoryCode
+
+
+def compile_ignore(patterns: Sequence[str]) -> Any:
+    """Compile gitignore-style patterns with pathspec, or None when there are none.
+
+    Raises :class:`InputError` (``BAD_IGNORE``) for a pattern that is not one line or does not
+    compile. pathspec is imported only when there are patterns.
+    """
+    if not patterns:
+        return None
+    for p in patterns:
+        if not isinstance(p, str) or "\n" in p or "\r" in p or "\x00" in p:
+            raise InputError(InventoryCode.BAD_IGNORE, f"ignore pattern {p!r} is not a single line")
+    import pathspec
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(list(patterns))
+    except Exception as e:  # pathspec raises several types for malformed patterns
+        raise InputError(InventoryCode.BAD_IGNORE, f"ignore patterns do not compile: {e}") from e

@@ -35,6 +35,8 @@ class CommonCode(ReasonCode):
     TOO_DEEP = "TOO_DEEP"
     NOT_CANONICAL = "NOT_CANONICAL"
     BAD_OUTPUT_PATH = "BAD_OUTPUT_PATH"
+    # A command-line usage mistake: contradictory options, or an option without its required companion.
+    USAGE = "USAGE"
     INTERNAL = "INTERNAL"
 
 

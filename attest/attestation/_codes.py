@@ -41,4 +41,3 @@ class AttestationCode(ReasonCode):
     BAD_KEY = "BAD_KEY"
     KEY_EXISTS = "KEY_EXISTS"
     SIGNING_FAILED = "SIGNING_FAILED"
-    USAGE = "USAGE"

@@ -182,7 +182,7 @@ def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
     elif kind == "ecdsa-p256":
         private = ec.generate_private_key(ec.SECP256R1())
     else:
-        raise InputError(AttestationCode.USAGE, f"key type {kind!r} is not one of {', '.join(KEY_KINDS)}")
+        raise InputError(CommonCode.USAGE, f"key type {kind!r} is not one of {', '.join(KEY_KINDS)}")
     path = Path(out)
     pub_path = public_key_path(path)
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -275,7 +275,7 @@ def load_signer(key: str, *, public_key: str | os.PathLike[str] | None = None) -
         path = key.split(":", 1)[1]
         pub = load_signer(path).public_key
     else:
-        raise InputError(AttestationCode.USAGE, f"a {scheme}: key URI needs its public key (--public-key PEM)", key)
+        raise InputError(CommonCode.USAGE, f"a {scheme}: key URI needs its public key (--public-key PEM)", key)
     try:
         ssl_key = SSlibKey.from_crypto(pub, keyid=key_id(pub))
         inner = SslSigner.from_priv_key_uri(key, ssl_key)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._json import canonical_bytes
-from ..errors import InputError, VerificationError
+from ..errors import CommonCode, InputError, VerificationError
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
 from ._keys import Signer, verify_signature
@@ -75,22 +75,22 @@ def sign_statement(
         EnvironmentFailure: ``SIGNING_FAILED`` when keyless signing (Fulcio, Rekor) fails.
     """
     if fmt not in FORMATS:
-        raise InputError(AttestationCode.USAGE, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+        raise InputError(CommonCode.USAGE, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     payload = statement_payload(statement)
     if isinstance(signer, KeylessSigner):
         if fmt != "bundle":
-            raise InputError(AttestationCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
+            raise InputError(CommonCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
         from ._sigstore import sign_dsse_keyless
 
         token = signer.identity_token or _ambient_token()
         return sign_dsse_keyless(payload, token, staging=signer.staging)
     signers: list[Signer] = list(signer) if isinstance(signer, Sequence) else [signer]
     if not signers:
-        raise InputError(AttestationCode.USAGE, "no signer given")
+        raise InputError(CommonCode.USAGE, "no signer given")
     if len({s.key_id for s in signers}) != len(signers):
-        raise InputError(AttestationCode.USAGE, "the same key is given twice")
+        raise InputError(CommonCode.USAGE, "the same key is given twice")
     if fmt == "bundle" and len(signers) != 1:
-        raise InputError(AttestationCode.USAGE, "a Sigstore bundle holds exactly one signature")
+        raise InputError(CommonCode.USAGE, "a Sigstore bundle holds exactly one signature")
     envelope = _envelope(payload, signers)
     if fmt == "dsse":
         return canonical_bytes(envelope.to_json()) + b"\n"
@@ -116,5 +116,5 @@ def _ambient_token() -> str:
     except Exception as e:
         raise InputError(AttestationCode.SIGNING_FAILED, f"ambient OIDC credential detection failed: {e}") from e
     if not found:
-        raise InputError(AttestationCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")
+        raise InputError(CommonCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")
     return str(found)

@@ -215,7 +215,7 @@ def verify_tree_attestation(
             FAILED summary that cannot be written adds a ``SIGNING_FAILED`` finding.
     """
     if (summary_out is None) != (summary_signer is None):
-        raise InputError(AttestationCode.USAGE, "a verification summary needs both an output path and a signing key")
+        raise InputError(CommonCode.USAGE, "a verification summary needs both an output path and a signing key")
     data = read_attestation(attestation)
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     verified: VerifiedStatement | None = None

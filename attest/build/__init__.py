@@ -26,13 +26,13 @@ from ._install import (
     verify_installation,
 )
 from ._lock import Lock, LockedPackage, LockedWheel, load_lock, parse_pylock, parse_requirements
+from ._outputs import BuildResult
 from ._promote import PromotionFacts, PromotionPlan, PromotionResult, dump_pins, parse_pins, plan_promotion
 from ._rebuild import RebuildReport
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
 from ._sandbox import SYSTEM_PATHS, Sandbox, clean_env, confine_argv, give_to_uid, pick_step_uid, python_roots, readonly_roots
 from ._skill import build_skill
-from ._store import BuildResult
 
 __all__ = [
     "SYSTEM_PATHS",

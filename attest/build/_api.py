@@ -10,17 +10,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import InputError
+from ..errors import CommonCode, InputError
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
 from ._lock import load_lock
+from ._outputs import BuildResult
 from ._promote import PromotionResult, promote
 from ._rebuild import RebuildReport, rebuild_check, sign_vsa
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
-from ._store import BuildResult
 
 
 def default_state() -> str:
@@ -117,14 +117,14 @@ def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = N
     the inventory diff's codes), so the caller can still sign a FAILED verdict.
 
     Raises:
-        InputError: ``BAD_RECIPE`` (a bad recipe, or ``vsa_out`` without ``key``), and the
+        InputError: ``BAD_RECIPE`` (a bad recipe), ``USAGE`` (``vsa_out`` without ``key``), and the
             input codes of the builds (``NOT_FULL_SHA``, ``NOT_IN_CACHE``, ...).
         VerificationError: a build that fails on its own (see :func:`build_runtime`).
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` and the builds' environment codes.
     """
     recipe = load_recipe(recipe_path)
     if vsa_out is not None and key is None:
-        raise InputError(BuildCode.BAD_RECIPE, "--vsa needs --key to sign it")
+        raise InputError(CommonCode.USAGE, "--vsa needs --key to sign it")
     if isinstance(recipe, RuntimeRecipe):
         sandbox = Sandbox.establish(allow_unisolated_network=allow_unisolated_network)
         report = rebuild_check(recipe, rev, state, cache=cache or default_cache(state), sandbox=sandbox, python=python)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._fs import write_atomic
 from ._common import BUILDER_ID
-from ._store import BuildResult, input_digest, write_manifest
+from ._outputs import BuildResult, input_digest, write_manifest
 
 BUILD_TYPES = {
     "runtime": "https://attest.dev/build-types/runtime/v1",

@@ -60,7 +60,7 @@ MAX_ATTESTATION_BYTES = 64 << 20
 INSTALLATIONS = "installations"
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
-# An input-addressed build name (attest.build._store.store_name): 32 hex, a dash, the recipe name.
+# An input-addressed build name (attest.build._outputs.store_name): 32 hex, a dash, the recipe name.
 _BUILD_NAME = re.compile(r"[0-9a-f]{32}-[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _PIN_FIELDS = ("name", "inventory", "root", "source_repository", "source_revision", "installer_repository",
                "installer_revision", "attestation", "provenance")
@@ -478,7 +478,7 @@ def _copy_into(parent_fd: int, tmp: str, source: str, installed: Inventory, root
     from .._safefs import O_DIR
     from ..freeze._materialize import materialize
     from ..inventory import check_tree
-    from ._store import _Unsealed
+    from ._outputs import _Unsealed
 
     fd = os.open(tmp, O_DIR, dir_fd=parent_fd)
     try:

@@ -34,12 +34,12 @@ from ..errors import Finding, InputError, VerificationError
 from ..git import verify_full_sha
 from ._attest import attest_build
 from ._codes import BuildCode
+from ._outputs import BuildResult
 from ._rebuild import RebuildReport, rebuild_check
 from ._recipe import RuntimeRecipe, SkillRecipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
-from ._store import BuildResult
 
 if TYPE_CHECKING:
     from ..attestation import Policy, VerifiedStatement

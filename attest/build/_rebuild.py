@@ -23,11 +23,11 @@ from typing import Any
 from ..errors import Finding
 from ..inventory import diff_inventories
 from ._codes import BuildCode
+from ._outputs import BuildResult, remove_tree
 from ._recipe import RuntimeRecipe, SkillRecipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
-from ._store import BuildResult, remove_tree
 
 REBUILD_UMASK = 0o077
 MAX_DIFF_BYTES = 256 * 1024

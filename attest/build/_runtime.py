@@ -44,9 +44,7 @@ from ._codes import BuildCode
 from ._common import builder_identity, ensure_state, make_staging
 from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
 from ._lock import Lock, load_lock
-from ._recipe import RuntimeRecipe
-from ._sandbox import Sandbox, pick_step_uid, python_roots, worker_roots
-from ._store import (
+from ._outputs import (
     BuildResult,
     find_leaks,
     input_digest,
@@ -59,6 +57,8 @@ from ._store import (
     take_single_file,
     write_manifest,
 )
+from ._recipe import RuntimeRecipe
+from ._sandbox import Sandbox, pick_step_uid, python_roots, worker_roots
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from ..errors import VerificationError
 from ..git import GitRepo, verify_full_sha
 from ..inventory import Entry, EntryType, Inventory, diff_inventories, inventory_tree
 from ._common import builder_identity, ensure_state, make_staging
+from ._outputs import BuildResult, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
 from ._recipe import SkillRecipe
 from ._sandbox import SOURCE_DATE_EPOCH
-from ._store import BuildResult, input_digest, normalize_tree, publish, remove_tree, reuse, store_name, write_manifest
 
 
 def skill_inputs(recipe: SkillRecipe, rev: str, tree: str, subtree: str, installer_rev: str | None) -> dict[str, object]:

@@ -53,12 +53,12 @@ def attest(
 ) -> None:
     """Inventory PATH and write a signed in-toto statement of it (closed-tree predicate)."""
     from .._fs import write_atomic
-    from ..attestation import AttestationCode, KeylessSigner, closed_tree_statement, load_signer, sign_statement
-    from ..errors import InputError
+    from ..attestation import KeylessSigner, closed_tree_statement, load_signer, sign_statement
+    from ..errors import CommonCode, InputError
     from ..inventory import inventory_tree
 
     if sigstore == (key is not None):
-        raise InputError(AttestationCode.USAGE, "give exactly one of --key KEY or --sigstore")
+        raise InputError(CommonCode.USAGE, "give exactly one of --key KEY or --sigstore")
     signer = KeylessSigner(identity_token, staging) if sigstore else load_signer(str(key), public_key=public_key)
     with progress_bar("hashing", json_mode) as progress:
         inv = inventory_tree(path, ignore=ignore, progress=progress)
@@ -113,11 +113,11 @@ def verify(
     json_mode: bool = JsonOption,
 ) -> None:
     """Exit 0 only if the attestation verifies under the policy and PATH matches its inventory exactly."""
-    from ..attestation import AttestationCode, load_policy, load_signer, verify_tree_attestation
-    from ..errors import InputError
+    from ..attestation import load_policy, load_signer, verify_tree_attestation
+    from ..errors import CommonCode, InputError
 
     if (summary is None) != (key is None):
-        raise InputError(AttestationCode.USAGE, "--summary and --key go together")
+        raise InputError(CommonCode.USAGE, "--summary and --key go together")
     pol = load_policy(policy)
     signer = load_signer(key) if key is not None else None
     with progress_bar("checking", json_mode) as progress:

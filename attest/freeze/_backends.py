@@ -108,7 +108,13 @@ class StatxReader:
 
 
 class Backend(Protocol):
-    """How an image is sealed, how its seal is re-checked, and how a consumer is confined."""
+    """How an image is sealed, how its seal is re-checked, and how a consumer is confined.
+
+    Raises:
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` from :meth:`probe`.
+        OSError: from :meth:`seal` (the caller reports it); :meth:`holds` returns why a seal
+            does not hold instead of raising, and :meth:`wrap` raises nothing.
+    """
 
     name: ClassVar[str]
     guarantee: ClassVar[str]
@@ -142,6 +148,14 @@ def _unavailable(name: str, detail: str) -> EnvironmentFailure:
 
 
 class ImmutableBackend:
+    """The ``immutable`` backend: the Linux immutable inode flag on every entry.
+
+    Raises:
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` from :meth:`probe` (no
+            ``CAP_LINUX_IMMUTABLE``, or a filesystem without inode flags).
+        OSError: from :meth:`seal` (the flag ioctls).
+    """
+
     name: ClassVar[str] = "immutable"
     guarantee: ClassVar[str] = (
         "Linux immutable inode flag on every file and directory: no process, root included, can "
@@ -187,6 +201,12 @@ class ImmutableBackend:
 
 
 class ReadonlyBackend:
+    """The ``readonly`` backend: write bits removed, owned by the deployment user.
+
+    Raises:
+        OSError: from :meth:`seal` (``fstat``/``fchmod``); :meth:`probe` always succeeds.
+    """
+
     name: ClassVar[str] = "readonly"
     guarantee: ClassVar[str] = (
         "write bits removed, owned by the deployment user: holds only against processes of another "
@@ -247,6 +267,14 @@ exec "$@"
 
 
 class RoBindBackend(ReadonlyBackend):
+    """The ``ro-bind`` backend: ``readonly`` at rest, a read-only bind mount for ``attest exec``.
+
+    Raises:
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` from :meth:`probe` (no ``unshare``/``mount``
+            in :data:`TOOL_PATH`, or no private mount namespace).
+        OSError: from :meth:`seal`, as for ``readonly``.
+    """
+
     name: ClassVar[str] = "ro-bind"
     guarantee: ClassVar[str] = (
         "at rest like 'readonly'; the command of 'attest exec' sees every image through a read-only "
@@ -292,6 +320,11 @@ DEFAULT_BACKEND = "immutable"
 
 
 def get_backend(name: str) -> Backend:
+    """The registered backend called ``name``.
+
+    Raises:
+        InputError: ``UNKNOWN_BACKEND`` for a name not in :data:`BACKENDS`.
+    """
     try:
         return BACKENDS[name]
     except KeyError:

@@ -267,6 +267,9 @@ def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str
     the rest). ``paths`` maps upper-cased image names to paths. A reference to an image that was
     not given, or a rest with an empty, ``.`` or ``..`` component (which could leave the image),
     is ``BAD_IMAGE_REF``: the literal text is never run. Anything else is unchanged.
+
+    Raises:
+        InputError: ``BAD_IMAGE_REF``.
     """
     out: list[str] = []
     for arg in argv:
@@ -306,6 +309,17 @@ def run_from_images(
     ``confine``: wraps the command (``(argv, images, run_dir, cwd) -> (argv, descriptors to
     pass)``), for a caller that runs it in a confinement of its own (the review step does);
     the descriptors are closed after the command. The backends' own wrapping is then not used.
+
+    Raises:
+        InputError: ``BAD_EXEC_ENV`` (no command, a bad ``stdout``, a variable both passed and
+            set or holding a NUL), ``ENV_REFUSED``, ``BAD_IMAGE_REF`` (no image, a malformed or
+            colliding name, ``cwd_image`` not among them, a bad ``$ATTEST_IMAGE_`` reference),
+            ``EXEC_FAILED`` (the command cannot be started).
+        VerificationError: ``NOT_IN_STORE`` and the codes of :func:`verify_image` for an image
+            that does not hold before the run, ``IMAGE_CHANGED_DURING_EXEC`` after it,
+            ``STATE_SYMLINK`` (a link or non-directory planted in the state
+            directory); whatever ``before`` raises.
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
     if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
         raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")

@@ -59,6 +59,10 @@ class Image:
     ``path`` is the frozen tree, ``identity`` the attested inventory identity it verified
     against, ``backend`` the seal, ``sealed`` the per-entry record, ``reused`` whether this
     freeze reused an already stored image.
+
+    Raises:
+        Nothing: ``record_bytes`` and ``to_json`` encode fields that were validated when the
+        image was made or read back (:func:`image_from_record`).
     """
 
     path: str
@@ -145,6 +149,10 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
     the backend's own seal (the immutable flag, the absent write bits) is read from every
     entry too; without it only presence, inode and change time are compared (any change of
     the seal itself moves the change time).
+
+    Raises:
+        Nothing: every problem is a returned finding (``IMAGE_CHANGED``,
+        ``IMAGE_NOT_IMMUTABLE``), an image root that cannot be opened safely included.
     """
     backend: Backend = BACKENDS[image.backend]
     # Per directory: name -> sealed entry (the root is checked on its own).

@@ -35,7 +35,11 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class RetainedBytes:
-    """Verified bytes of ``path`` in the image ``identity``; ``data`` is never re-read from disk."""
+    """Verified bytes of ``path`` in the image ``identity``; ``data`` is never re-read from disk.
+
+    Raises:
+        EnvironmentFailure: ``SEAL_FAILED`` from :meth:`memfd` (see :func:`sealed_memfd`).
+    """
 
     identity: str
     path: str
@@ -43,12 +47,21 @@ class RetainedBytes:
     data: bytes
 
     def memfd(self, name: str = "attest-retained") -> int:
-        """A new sealed memfd holding ``data`` (the caller closes it)."""
+        """A new sealed memfd holding ``data`` (the caller closes it).
+
+        Raises:
+            EnvironmentFailure: ``SEAL_FAILED``.
+        """
         return sealed_memfd(self.data, name)
 
 
 def sealed_memfd(data: bytes, name: str = "attest-retained") -> int:
-    """A memfd holding ``data``, sealed so no process can write, resize or unseal it."""
+    """A memfd holding ``data``, sealed so no process can write, resize or unseal it.
+
+    Raises:
+        EnvironmentFailure: ``SEAL_FAILED`` (the kernel refuses or drops a seal).
+        OSError: from ``memfd_create`` or the writes.
+    """
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         view = memoryview(data)
@@ -63,7 +76,11 @@ def sealed_memfd(data: bytes, name: str = "attest-retained") -> int:
 
 
 def seal_memfd(fd: int) -> None:
-    """Add every seal to the memfd ``fd`` (no write mapping may exist) and confirm they hold."""
+    """Add every seal to the memfd ``fd`` (no write mapping may exist) and confirm they hold.
+
+    Raises:
+        EnvironmentFailure: ``SEAL_FAILED``.
+    """
     try:
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
@@ -74,7 +91,16 @@ def seal_memfd(fd: int) -> None:
 
 
 def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> RetainedBytes:
-    """Read ``path`` of the frozen ``image`` once and return its bytes if they hash to ``sha256``."""
+    """Read ``path`` of the frozen ``image`` once and return its bytes if they hash to ``sha256``.
+
+    Raises:
+        InputError: ``BAD_PATH`` and the name codes for a malformed ``path``;
+            ``RETAINED_MISMATCH`` for a file over ``max_bytes``; ``BAD_ROOT`` when the image
+            root is missing.
+        VerificationError: ``RETAINED_MISMATCH`` (not a sealed file of the image, or the bytes
+            read do not hash to ``sha256``), ``IMAGE_CHANGED`` (a component cannot be opened,
+            or the file is not the sealed inode), ``IMAGE_NOT_IMMUTABLE``, ``ROOT_SYMLINK``.
+    """
     problem = check_path(path)
     if problem is not None:
         raise InputError(problem[0], problem[1], path)

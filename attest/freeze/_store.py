@@ -82,7 +82,20 @@ def _effective(expected: Inventory, mask: int) -> Inventory:
 
 
 class Store:
-    """The content-addressed store under a deployment-managed state directory."""
+    """The content-addressed store under a deployment-managed state directory.
+
+    Raises:
+        VerificationError: ``NOT_IN_STORE`` (``resolve``/``get``: a reference that is not an
+            image of this store, or no such entry), ``BAD_RECORD`` and the seal and content
+            codes of :func:`verify_image` (``get``/``lookup``: an entry that no longer holds),
+            ``STATE_SYMLINK`` (a link or non-directory planted in the state
+            directory).
+        InputError: ``BAD_IMAGE_REF`` (``gc``: a kept identity that is not ``sha256:<64 hex>``).
+        EnvironmentFailure: ``STATE_INSECURE`` (the state directory or an ancestor is shared)
+            and ``STAGING_FAILED`` (a state subdirectory cannot be opened or created).
+        ``tree_path`` raises nothing; ``ls`` and ``gc`` report entries that do not hold as
+        findings (``StoreEntry.problems``, ``GcResult.broken``) instead of raising.
+    """
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
         self.state_dir = os.path.abspath(os.fspath(state_dir))
@@ -278,6 +291,12 @@ class Store:
 
 @dataclass(frozen=True, slots=True)
 class StoreEntry:
+    """One line of ``store ls``: an image, its seal, its last use, and its problems if checked.
+
+    Raises:
+        Nothing.
+    """
+
     identity: str
     path: str
     backend: str | None
@@ -300,6 +319,12 @@ class StoreEntry:
 
 @dataclass(frozen=True, slots=True)
 class GcResult:
+    """What :meth:`Store.gc` removed and kept, and the kept images that no longer hold.
+
+    Raises:
+        Nothing.
+    """
+
     removed: tuple[str, ...]
     kept: tuple[str, ...]
     dry_run: bool
@@ -372,6 +397,13 @@ def verify_image(image: Image, *, progress: Progress | None = None) -> None:
        re-made, and the record rewritten, by whoever holds the capability: only the content
        read now, after the seal was confirmed, decides);
     3. nothing sealed moved while it was verified.
+
+    Raises:
+        VerificationError: step 1: ``IMAGE_NOT_IMMUTABLE`` / ``IMAGE_CHANGED``; ``BAD_RECORD``
+            (no inventory of the image's identity); step 2: ``IMAGE_CHANGED`` followed by the
+            inventory differences (``MISSING``, ``EXTRA``, ``DIGEST_MISMATCH``, ...); step 3:
+            ``CHANGED_AFTER_FREEZE``.
+        InputError: ``UNKNOWN_BACKEND`` for an image whose backend is not registered.
     """
     problems = check_image(image)
     if problems:
@@ -409,7 +441,18 @@ def freeze_tree(
     clock: Callable[[], float] = time.time,
     workers: int = 2,
 ) -> Image:
-    """Freeze ``source`` into the store, verified against ``expected``; see the module docstring."""
+    """Freeze ``source`` into the store, verified against ``expected``; see the module docstring.
+
+    Raises:
+        InputError: ``UNKNOWN_BACKEND``; ``UNREADABLE`` (the source is missing or not a
+            directory).
+        VerificationError: the materialization's findings (``MISSING``, ``EXTRA``,
+            ``DIGEST_MISMATCH``, ``SYMLINK``, ``HARDLINK``, ...), ``CHANGED_AFTER_FREEZE``,
+            ``STORE_CONFLICT`` (the identity is stored under another backend, or occupied by an
+            entry that does not hold), ``STAGING_EXISTS``, ``STATE_SYMLINK`` (a link or non-directory planted in the state
+            directory).
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
+    """
     seal_with = get_backend(backend)
     store = Store(state_dir)
     hexid = expected.digest_hex

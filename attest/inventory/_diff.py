@@ -49,6 +49,11 @@ def diff_entries(expected: Inventory, actual: list[Entry], suppressed: set[str] 
 
 
 def diff_inventories(expected: Inventory, actual: Inventory) -> list[Finding]:
+    """Every difference between two inventories, sorted by path (``MISSING``, ``EXTRA``, ...).
+
+    Raises:
+        Nothing: differences are returned as findings.
+    """
     findings = diff_entries(expected, list(actual.entries))
     return sorted(findings, key=_order)
 
@@ -67,6 +72,12 @@ def check_tree(
     """Every difference between the tree at ``root`` and ``expected``, walk findings included.
 
     The walk applies exactly the ignore patterns recorded in ``expected``.
+
+    Raises:
+        InputError: ``BAD_ROOT`` (the root is missing or not a directory), ``BAD_IGNORE``.
+        VerificationError: ``ROOT_SYMLINK`` (the root is or passes through a symlink, or is
+            under ``/proc``). Everything below the root is a returned finding.
+        EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
     scan = scan_tree(root, ignore=expected.ignore, limits=limits, progress=progress)
     # A path the walk already refused (a symlink where a file was expected, ...) is reported
@@ -88,6 +99,14 @@ def verify_tree(
     Returns the inventory that was observed, whose identity then equals ``expected``'s.
     With ``exact`` no ignore pattern of ``expected`` is applied: a frozen image, copied from
     the listed entries only, must hold exactly those (an ignored path there is ``EXTRA``).
+
+    Raises:
+        InputError: ``BAD_ROOT``, ``BAD_IGNORE``.
+        VerificationError: with every finding: the differences (``MISSING``, ``EXTRA``,
+            ``TYPE_CHANGED``, ``MODE_CHANGED``, ``DIGEST_MISMATCH``), the walk's refusals
+            (``SYMLINK``, ``HARDLINK``, ``SPECIAL_FILE``, ``BAD_NAME``, ...), and
+            ``ROOT_SYMLINK`` for the root itself.
+        EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
     scan = scan_tree(root, ignore=() if exact else expected.ignore, limits=limits, progress=progress)
     suppressed = {f.path for f in scan.findings if f.path is not None}

@@ -26,8 +26,10 @@ def hash_fd(fd: int, size: int, buf: bytearray | None = None) -> tuple[str, int]
     Returns ``(hex, bytes read)``; a count other than ``size`` means the file is not the size
     its ``fstat`` said (it grew or shrank while it was read). A small file is usually one
     ``read`` of ``size + 1`` bytes: fewer bytes than asked means end of file for a regular
-    file. ``buf`` (at least :data:`CHUNK` bytes, reused per thread) serves larger files;
-    raises ``OSError`` from the reads.
+    file. ``buf`` (at least :data:`CHUNK` bytes, reused per thread) serves larger files.
+
+    Raises:
+        OSError: from the reads (no attest error: the caller turns it into a finding).
     """
     if size <= SMALL:
         data = os.read(fd, size + 1)

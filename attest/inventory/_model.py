@@ -34,7 +34,12 @@ class EntryType(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One path below the root. Files carry size and SHA-256; directories carry neither."""
+    """One path below the root. Files carry size and SHA-256; directories carry neither.
+
+    Raises:
+        Nothing: the constructor and ``to_json`` do not validate; an inventory validates
+        its entries (:meth:`Inventory.from_entries`, :meth:`Inventory.from_json`).
+    """
 
     path: str
     type: EntryType
@@ -97,7 +102,17 @@ def _entry_from_json(raw: Any, index: int) -> Entry:
 
 @dataclass(frozen=True)
 class Inventory:
-    """A closed inventory. Construct with :meth:`from_entries` or :meth:`from_bytes`."""
+    """A closed inventory. Construct with :meth:`from_entries` or :meth:`from_bytes`.
+
+    Raises:
+        InputError: from the ``from_*`` constructors: ``BAD_INVENTORY`` (unknown or missing
+            fields, wrong format or name policy, unsorted or repeated entries, a parent that
+            is not a directory entry, a bad mode, size or digest), ``BAD_PATH`` and the name
+            codes (``BAD_NAME``, ``PATH_TOO_LONG``, ...), ``SPECIAL_MODE``, ``BAD_IGNORE``;
+            ``from_bytes`` also ``NOT_CANONICAL`` and the strict-JSON codes (``BAD_JSON``,
+            ``DUPLICATE_KEY``, ``TOO_LARGE``, ``TOO_DEEP``). ``to_json`` and ``by_path``
+            raise nothing.
+    """
 
     entries: tuple[Entry, ...]
     ignore: tuple[str, ...] = ()

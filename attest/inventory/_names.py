@@ -184,7 +184,14 @@ def collision_key(name: str) -> str:
 
 
 def check_path(path: str) -> tuple[InventoryCode, str] | None:
-    """Validate a relative ``/``-separated path as written in an inventory, without normalizing it."""
+    """Validate a relative ``/``-separated path as written in an inventory, without normalizing it.
+
+    Returns ``(code, detail)`` for the first problem (``BAD_PATH``, ``PATH_TOO_LONG``, a name
+    code such as ``BAD_NAME`` or ``RESERVED_NAME``), or None.
+
+    Raises:
+        Nothing: a problem is returned, never raised.
+    """
     if not isinstance(path, str) or path == "":
         return InventoryCode.BAD_PATH, "the path is empty"
     if path.startswith("/"):
@@ -203,7 +210,12 @@ def check_path(path: str) -> tuple[InventoryCode, str] | None:
 
 
 def sort_key(path: str) -> tuple[bytes, ...]:
-    """Order of the inventory: by path components, bytewise on their UTF-8 encoding."""
+    """Order of the inventory: by path components, bytewise on their UTF-8 encoding.
+
+    Raises:
+        UnicodeEncodeError: for a path with lone surrogates (not valid UTF-8); paths that
+            passed :func:`check_path` or the walker never have them.
+    """
     # Splitting the encoded path gives the same components (UTF-8 never encodes another code
     # point with the byte of "/") and is twice as fast as encoding each component.
     return tuple(path.encode("utf-8").split(b"/"))

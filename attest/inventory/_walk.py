@@ -90,11 +90,24 @@ class ScanResult:
     ignore: tuple[str, ...] = ()
 
     def inventory(self) -> Inventory:
+        """The entries as a sorted closed inventory.
+
+        Raises:
+            InputError: ``BAD_INVENTORY`` (a repeated entry, or a parent that is not a
+                directory entry); a walk without findings never produces either.
+        """
         return Inventory.from_entries(self.entries, self.ignore)
 
 
 def open_root(root: str | os.PathLike[str]) -> int:
-    """Open ``root`` as a directory, refusing symlinks in every component (rule 1)."""
+    """Open ``root`` as a directory, refusing symlinks in every component (rule 1).
+
+    Raises:
+        InputError: ``BAD_ROOT`` (a component is missing, not a directory, or cannot be
+            opened).
+        VerificationError: ``ROOT_SYMLINK`` (a component is a symlink, or the path is under
+            ``/proc``).
+    """
     path = os.path.abspath(os.fspath(root))
     parts = [p for p in path.split("/") if p]
     if parts[:1] == ["proc"]:
@@ -352,10 +365,15 @@ def scan_tree(
 ) -> ScanResult:
     """Walk ``root`` and return every admissible entry and every finding.
 
-    Raises :class:`InputError` / :class:`VerificationError` only for the root itself;
-    everything below the root becomes a finding so a check can report all of them.
+    Everything below the root becomes a finding so a check can report all of them.
     ``workers`` threads share the walk; with ``workers <= 1`` and no ``progress`` it runs
     in the calling thread.
+
+    Raises:
+        InputError: ``BAD_ROOT`` and ``BAD_IGNORE``, for the root and the patterns only.
+        VerificationError: ``ROOT_SYMLINK``, for the root only.
+        EnvironmentFailure: ``INTERNAL`` when the second walking process fails or answers
+            malformed.
     """
     with _GcPaused():
         return _scan(root, ignore, limits, progress, workers)
@@ -510,7 +528,15 @@ def inventory_tree(
     limits: Limits = DEFAULT_LIMITS,
     progress: Progress | None = None,
 ) -> Inventory:
-    """The closed inventory of ``root``; raises :class:`VerificationError` with every finding."""
+    """The closed inventory of ``root``.
+
+    Raises:
+        InputError: ``BAD_ROOT``, ``BAD_IGNORE``.
+        VerificationError: with every finding of the walk (``SYMLINK``, ``HARDLINK``,
+            ``SPECIAL_FILE``, ``SPECIAL_MODE``, ``BAD_NAME``, ``TOO_MANY_ENTRIES``, ...), or
+            ``ROOT_SYMLINK``.
+        EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
+    """
     with _GcPaused():
         result = scan_tree(root, ignore=ignore, limits=limits, progress=progress)
         if result.findings:

@@ -241,7 +241,7 @@ def test_fetch_failed_for_missing_local_wheel(project: Project) -> None:
 
 
 def test_staging_path_leak_is_found(tmp_path: Path) -> None:
-    from attest.build._store import find_leaks
+    from attest.build._outputs import find_leaks
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "a.txt").write_bytes(b"built in /tmp/stage-1234/out\n")
@@ -253,7 +253,7 @@ def test_staging_path_leak_is_found(tmp_path: Path) -> None:
 def test_tampered_build_record_is_a_store_conflict(project: Project, sandbox: Sandbox) -> None:
     import json as _json
 
-    from attest.build._store import manifest_path
+    from attest.build._outputs import manifest_path
 
     recipe = load_recipe(project.skill_recipe)
     result = build_skill(recipe, project.sha, str(project.store), installer_rev=project.sha)

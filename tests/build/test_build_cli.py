@@ -55,6 +55,9 @@ def test_cli_failures_exit_nonzero_with_codes(project: Project, tmp_path: Path, 
     assert rc == 2 and doc["errors"][0]["code"] == "NOT_IN_CACHE"
     rc, doc = run(capsys, "fetch", "--lock", str(tmp_path / "missing.toml"), "--into", str(project.cache))
     assert rc == 2 and doc["errors"][0]["code"] == "UNREADABLE"
+    # A usage mistake has the one usage code, not a recipe's.
+    rc, doc = run(capsys, "rebuild", "--check", str(project.recipe), "--rev", project.sha, "--store", state, "--vsa", str(tmp_path / "v.json"))
+    assert rc == 2 and doc["errors"][0]["code"] == "USAGE" and not (tmp_path / "v.json").exists()
     # An unreproducible toolchain: exit 1, every differing entry listed.
     sha = make_toolchain_repo(project.repo, noisy=True)
     run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))

@@ -25,8 +25,8 @@ import pytest
 from support.build import Project, make_toolchain_repo
 
 from attest.build import BuildCode, Sandbox, build_runtime, fetch, load_lock, load_recipe
+from attest.build._outputs import take_output, take_single_file
 from attest.build._sandbox import STEP_UID_RANGE
-from attest.build._store import take_output, take_single_file
 from attest.errors import AttestError
 
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -294,7 +294,7 @@ def test_the_toolchain_wheel_cannot_shadow_or_add_distributions(project: Project
 
 
 def test_the_leak_scan_finds_a_path_across_a_chunk_boundary_and_reads_in_bounded_chunks(tmp_path: Path) -> None:
-    from attest.build._store import find_leaks
+    from attest.build._outputs import find_leaks
 
     needle = b"/var/lib/attest/build-staging/stage-0123456789abcdef"
     tree = tmp_path / "t"

@@ -150,7 +150,7 @@ def test_a_record_claiming_a_weaker_sandbox_is_not_reused(project: Project, sand
     import json
 
     from attest.build import BuildCode
-    from attest.build._store import manifest_path
+    from attest.build._outputs import manifest_path
 
     recipe = load_recipe(project.recipe)
     fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)

@@ -44,8 +44,8 @@ from attest.build import (
 )
 from attest.build._attest import attest_build, file_digest
 from attest.build._install import Ancestor, check_claim, destination_problem, installed_inventory
+from attest.build._outputs import BuildResult
 from attest.build._promote import dump_pins, parse_pins, promote
-from attest.build._store import BuildResult
 from attest.errors import AttestError, InputError, VerificationError
 from attest.inventory import Entry, EntryType, Inventory, inventory_tree
 

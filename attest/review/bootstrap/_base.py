@@ -74,7 +74,11 @@ ObjectIds = Mapping[str, tuple[str, str]]
 
 @dataclass(frozen=True, slots=True)
 class BaseSnapshot:
-    """The trusted-base snapshot: a frozen image whose every object id was recomputed after its seal."""
+    """The trusted-base snapshot: a frozen image whose every object id was recomputed after its seal.
+
+    Raises:
+        Nothing: made by :func:`snapshot_base`; check it again with :func:`verify_base_snapshot`.
+    """
 
     commit: str
     tree: str
@@ -112,13 +116,20 @@ def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
     """The raw bytes of the git tree object holding ``entries``, in git's order (pure).
 
     ``object_id("tree", encode_tree(parse_tree(raw, fmt)), fmt)`` is the id of ``raw``.
+
+    Raises:
+        ValueError: for an entry whose ``oid`` is not hex (never one that :func:`parse_tree` read).
     """
     return b"".join(e.mode.encode("ascii") + b" " + e.name.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(e.oid)
                     for e in sorted(entries, key=_git_order))
 
 
 def diff_object_ids(expected: ObjectIds, recomputed: ObjectIds) -> list[Finding]:
-    """``BASE_OBJECT_MISMATCH`` for every path below the root whose mode or id differs, or that only one side has (pure)."""
+    """``BASE_OBJECT_MISMATCH`` for every path below the root whose mode or id differs, or that only one side has (pure).
+
+    Raises:
+        Nothing: the differences are returned.
+    """
     out: list[Finding] = []
     for path in sorted((set(expected) | set(recomputed)) - {""}, key=sort_key):
         want, got = expected.get(path), recomputed.get(path)
@@ -146,8 +157,14 @@ def _describe(item: tuple[str, str] | None) -> str:
 def base_tree_objects(repo: GitRepo, tree: str) -> dict[str, tuple[str, str]]:
     """The mode and id of every path of ``tree`` from the object database (each tree re-hashed).
 
-    Raises ``BASE_SYMLINK`` / ``BASE_GITLINK`` listing every link and submodule in the tree, and
-    the git layer's ``TREE_TOO_LARGE`` beyond its entry and depth caps.
+    Raises:
+        VerificationError: ``BASE_SYMLINK`` / ``BASE_GITLINK`` listing every link and submodule
+            in the tree; ``TREE_TOO_LARGE`` beyond the git layer's entry and depth caps;
+            the git layer's object checks (``OBJECT_MISSING``,
+            ``OBJECT_HASH_MISMATCH``, ``WRONG_OBJECT_TYPE``, ``BAD_TREE_NAME``, ``BAD_TREE_MODE``,
+            ``BAD_TREE_ORDER``, ``MALFORMED_OBJECT``).
+        InputError: ``NOT_FULL_SHA``.
+        EnvironmentFailure: ``GIT_FAILED``.
     """
     ids: dict[str, tuple[str, str]] = {"": (MODE_TREE, tree)}
     refused: list[Finding] = []
@@ -198,6 +215,13 @@ def recompute_tree(root: str | os.PathLike[str], fmt: ObjectFormat) -> Recompute
     ``fstat`` of the descriptor opened for it and cross-checked against its listing
     (:mod:`attest._safefs`). A file is a blob of mode 100755 when its owner-execute bit is set
     (git's own rule), else 100644; a directory is a tree. Anything else is a finding.
+
+    Raises:
+        InputError: ``BAD_ROOT`` (the root is missing or not a directory).
+        VerificationError: ``ROOT_SYMLINK``; ``TREE_TOO_LARGE`` (more entries, depth or file
+            bytes than the git layer's caps). Entries below the root that no git object can
+            stand for are returned findings (``SYMLINK``, ``SPECIAL_FILE``, ``HARDLINK``,
+            ``SPECIAL_MODE``, ``CHANGED_DURING_WALK``).
     """
     from ..._safefs import Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
     from ...inventory import open_root
@@ -273,6 +297,11 @@ def verify_tree_ids(root: str | os.PathLike[str], fmt: ObjectFormat, tree: str, 
     ``BASE_TREE_MISMATCH`` when the root differs, then (with ``expected``, from
     :func:`base_tree_objects`) ``BASE_OBJECT_MISMATCH`` for every path that differs, and the
     walker's codes for any entry no git object can stand for.
+
+    Raises:
+        VerificationError: ``BASE_TREE_MISMATCH`` first, then ``BASE_OBJECT_MISMATCH`` and the
+            walker's codes (``SYMLINK``, ``SPECIAL_FILE``, ...); those of :func:`recompute_tree`.
+        InputError: ``BAD_ROOT``.
     """
     got = recompute_tree(root, fmt)
     findings: list[Finding] = []
@@ -315,7 +344,7 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
         EnvironmentFailure: the backend or staging cannot be established.
     """
     from ...build._common import make_staging
-    from ...build._store import remove_tree
+    from ...build._outputs import remove_tree
     from ...freeze._state import open_state, state_lock
     from ...freeze._store import HELD_STAGING
 
@@ -361,6 +390,12 @@ def verify_base_snapshot(snapshot: BaseSnapshot) -> None:
     The seal, then every byte against the image's inventory, then the seal again
     (:func:`attest.freeze.verify_image`); then every object id recomputed from the frozen
     bytes must give the snapshot's tree, and the seal must not have moved meanwhile.
+
+    Raises:
+        VerificationError: the codes of :func:`attest.freeze.verify_image` (``IMAGE_CHANGED``,
+            ``IMAGE_NOT_IMMUTABLE``, ``CHANGED_AFTER_FREEZE``, the inventory differences), then
+            ``BASE_TREE_MISMATCH`` / ``BASE_OBJECT_MISMATCH``, ``CHANGED_AFTER_FREEZE``.
+        InputError: ``UNKNOWN_BACKEND``, ``BAD_ROOT``.
     """
     verify_image(snapshot.image)
     fmt: ObjectFormat = "sha256" if snapshot.object_format == "sha256" else "sha1"

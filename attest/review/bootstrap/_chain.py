@@ -49,7 +49,11 @@ STEP_NAMES = ("skill", "identity", "base", "config", "runtime", "check", "paths"
 
 @dataclass(frozen=True, slots=True)
 class Established:
-    """Everything steps 1-8 established, each a frozen, verified object."""
+    """Everything steps 1-8 established, each a frozen, verified object.
+
+    Raises:
+        Nothing.
+    """
 
     skill: BootstrapImage
     identity: Identity
@@ -70,7 +74,11 @@ def _utc(t: _dt.datetime) -> str:
 
 
 def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, Any]:
-    """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md."""
+    """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md.
+
+    Raises:
+        InputError: ``INTERNAL`` for a naive ``time`` (the clock must be timezone-aware).
+    """
     from ...attestation import statement, subject
     from ...policy import CONFIG_PATH, LOCK_PATH
 
@@ -99,6 +107,12 @@ def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class BootstrapResult:
+    """What :func:`bootstrap` produced: the signed handoff, its digest, what it established.
+
+    Raises:
+        Nothing.
+    """
+
     handoff: str
     handoff_digest: str
     established: Established
@@ -123,7 +137,13 @@ class BootstrapResult:
 
 
 def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], time: _dt.datetime, *, fmt: str = "dsse") -> tuple[str, str]:
-    """Step 9: sign the handoff statement and write it atomically; return (path, sha256:<hex>)."""
+    """Step 9: sign the handoff statement and write it atomically; return (path, sha256:<hex>).
+
+    Raises:
+        InputError: ``INTERNAL`` (a naive ``time``), ``USAGE`` (an unknown ``fmt``),
+            ``SIGNING_FAILED`` (the key backend failed), ``BAD_OUTPUT_PATH`` (``out`` cannot be
+            written).
+    """
     from ..._fs import write_atomic
     from ...attestation import sign_statement
 
@@ -177,6 +197,17 @@ def bootstrap(
     ``runner`` runs step 6's managed check; the default is :class:`ImageCheckRunner`, which runs the
     runtime image's own ``bin/attest`` with ``attest exec``. The result's ``timings`` hold each
     step's wall time.
+
+    Raises:
+        BootstrapError: (an ``AttestError`` with the exit code of its cause) carrying ``step``
+            and the cause's findings: step 1 ``BAD_PINS`` / ``BAD_RUNTIME_PINS``, the policy's
+            codes, ``BOOTSTRAP_INPUT_IN_TREE``, ``BAD_KEY``, ``SKILL_IMAGE_MISMATCH``; step 2
+            ``BAD_IDENTITY``, ``HOST_READ_FAILED``, ``HOST_MISMATCH``, ``API_TREE_MISMATCH``;
+            step 3 ``BASE_*``; step 4 ``PR_REVIEW_NOT_ENABLED`` and the policy codes; step 5
+            ``LOCK_TOOLCHAIN_NOT_PINNED``, ``RUNTIME_ATTESTATION_*``, ``RUNTIME_*_MISMATCH``;
+            step 6 ``CHECK_FAILED``, ``CHECK_BAD_OUTPUT``, ``CHECK_MISMATCH``; step 7
+            ``PROCEDURE_NOT_REPRODUCED``; step 8 ``BUNDLE_MISMATCH``; any step the freeze and
+            git layers' codes, and ``BOOTSTRAP_IO`` for an ``OSError``.
     """
     from ...attestation import load_policy, load_signer, signer_key_file
     from ...git import GitRepo, repository_locations

@@ -46,7 +46,13 @@ class RuntimePins:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentPins:
-    """Every pin the bootstrap uses: the promoted toolchain, its runtime and its skill."""
+    """Every pin the bootstrap uses: the promoted toolchain, its runtime and its skill.
+
+    Raises:
+        InputError: from ``from_bytes`` / ``from_file``: ``BAD_PINS`` (not TOML, or a bad
+            ``[skill]`` table), ``BAD_RUNTIME_PINS`` (the ``[toolchain]`` or ``[runtime]`` table
+            missing or malformed); ``from_file`` also ``UNREADABLE`` and ``TOO_LARGE``.
+    """
 
     toolchain_repository: str
     toolchain_revision: str
@@ -102,6 +108,9 @@ def check_inputs_outside(inputs: Mapping[str, Any], roots: Mapping[str, Any]) ->
 
     Inside by any of :func:`attest.attestation._tree.policy_source_inside`'s tests: resolved path,
     (st_dev, st_ino) of an ancestor, or location in the filesystem through the mount table.
+
+    Raises:
+        Nothing: every input inside a root is a returned finding.
     """
     from ...attestation._tree import policy_source_inside
 
@@ -120,6 +129,11 @@ def verify_inputs_outside(inputs: Mapping[str, str], roots: Mapping[str, str]) -
     """Raise ``BOOTSTRAP_INPUT_IN_TREE`` unless every input path lies outside every root (absent roots are skipped).
 
     An input file with more than one hard link is refused too: its other names cannot be found.
+
+    Raises:
+        VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``, one finding per input inside a root or
+            with more than one hard link.
+        InputError: ``UNREADABLE`` (an input that cannot be examined).
     """
     from ...attestation._tree import Placement, _placement, _read_mounts
     from ...errors import CommonCode

@@ -12,6 +12,10 @@ class BootstrapError(AttestError):
 
     Carries the findings of the error that stopped it and keeps its exit code (2: bad usage or
     unreadable input, 1: verification failed, or a guarantee could not be established).
+
+    Raises:
+        Nothing: it is the exception :func:`bootstrap` raises; constructing and ``to_json``
+        raise nothing.
     """
 
     def __init__(self, step: int, cause: AttestError) -> None:

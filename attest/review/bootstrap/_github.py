@@ -55,6 +55,14 @@ class GitHubIdentity:
 
     ``token`` (None: anonymous reads) is sent to ``api_url`` only and never shown, not even in
     ``repr``. Construction validates every option, so a bad one fails before any step runs.
+
+    Raises:
+        InputError: from the constructor: ``BAD_HOST_OPTIONS`` (a malformed ``--github``,
+            ``--pr`` or ``--api-url``, or a token a header cannot carry). From ``resolve``:
+            ``HOST_READ_FAILED`` (a read gave no complete JSON answer), ``BAD_IDENTITY`` (a
+            response without a field, or holding the token), ``NOT_FULL_SHA``.
+        VerificationError: from ``resolve``: ``HOST_MISMATCH`` (an answer for another
+            repository, pull request, base repository or commit).
     """
 
     full_name: str
@@ -180,6 +188,12 @@ def host_adapter(
     names (unset or empty: ``BAD_HOST_OPTIONS``); without ``token_env`` it is ``GITHUB_TOKEN`` if
     set, but only for the default API URL: a token found implicitly is never sent to a URL the
     operator named without also naming the token.
+
+    Raises:
+        InputError: ``BAD_HOST_OPTIONS``: not exactly one adapter, ``--pr``/``--token-env``/
+            ``--api-url`` with ``--identity``, ``--github`` without ``--pr``, a ``--token-env``
+            that is not a variable name or names an unset or empty variable, and whatever
+            :class:`GitHubIdentity` refuses.
     """
     problems: list[str] = []
     if (identity is None) == (github is None):

@@ -41,6 +41,11 @@ class HostIdentity:
     adapter, whose file has no such field): never used as the tree, only compared with the objects'
     (:func:`establish_identity`). It takes no part in ``==``: two resolutions are the same identity
     whichever adapter made them, and the base tree that counts is always the objects'.
+
+    Raises:
+        InputError: from ``from_json``: ``BAD_IDENTITY`` (not exactly the documented fields, a
+            non-positive or unsafe integer, a malformed ``full_name``), ``NOT_FULL_SHA`` (a base
+            or head that is not a full lowercase commit id). The ``*_json`` methods raise nothing.
     """
 
     repository_id: int
@@ -90,7 +95,12 @@ class HostIdentity:
 
 
 def load_identity(path: str | os.PathLike[str]) -> HostIdentity:
-    """Parse an identity file strictly (duplicate keys, non-integers, short SHAs, extra fields: errors)."""
+    """Parse an identity file strictly (duplicate keys, non-integers, short SHAs, extra fields: errors).
+
+    Raises:
+        InputError: ``UNREADABLE``, ``TOO_LARGE``; ``BAD_IDENTITY`` (not strict JSON, or not the
+            documented shape); ``NOT_FULL_SHA``.
+    """
     from ..._json import loads_strict
 
     where = os.fspath(path)
@@ -103,14 +113,26 @@ def load_identity(path: str | os.PathLike[str]) -> HostIdentity:
 
 
 class HostAdapter(Protocol):
-    """Where the identities come from (offline file, or a hosting API)."""
+    """Where the identities come from (offline file, or a hosting API).
+
+    Raises:
+        InputError: from ``resolve``: ``BAD_IDENTITY``, ``NOT_FULL_SHA``, and the adapter's read
+            codes (``UNREADABLE``, ``HOST_READ_FAILED``).
+        VerificationError: from ``resolve``: ``HOST_MISMATCH`` (a hosting API whose answers
+            disagree with the request or each other).
+    """
 
     def resolve(self) -> HostIdentity: ...
 
 
 @dataclass(frozen=True, slots=True)
 class IdentityFile:
-    """The offline host adapter (``--identity FILE``)."""
+    """The offline host adapter (``--identity FILE``).
+
+    Raises:
+        InputError: from ``resolve``, the codes of :func:`load_identity` (``UNREADABLE``,
+            ``TOO_LARGE``, ``BAD_IDENTITY``, ``NOT_FULL_SHA``).
+    """
 
     path: str
 
@@ -135,6 +157,13 @@ def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
     """Step 2: the host's identities; base and head full SHAs of the repository's format; the base tree from objects.
 
     When the adapter reports the API's base tree, it must be the objects' tree (``API_TREE_MISMATCH``).
+
+    Raises:
+        InputError: the adapter's codes (see :class:`HostAdapter`); ``NOT_FULL_SHA`` (a base,
+            head or API tree id that is not a full id of the repository's format).
+        VerificationError: ``API_TREE_MISMATCH``, ``HOST_MISMATCH``; the git layer's codes for
+            the base commit (``OBJECT_MISSING``, ``WRONG_OBJECT_TYPE``, ``MALFORMED_OBJECT``, ...).
+        EnvironmentFailure: ``GIT_FAILED``.
     """
     from ...git import verify_full_sha
 

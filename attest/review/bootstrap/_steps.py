@@ -52,7 +52,11 @@ class BootstrapImage:
 
 
 def decide_image(image: Image, identity: str, code: BootstrapCode, what: str) -> list[Finding]:
-    """The frozen or stored ``image`` must be exactly the attested inventory ``identity`` (pure)."""
+    """The frozen or stored ``image`` must be exactly the attested inventory ``identity`` (pure).
+
+    Raises:
+        Nothing: a difference is a returned finding with ``code``.
+    """
     if image.identity != identity:
         return [Finding(code, image.path, f"the {what} image is {image.identity}; the attestation names {identity}")]
     return []
@@ -60,7 +64,17 @@ def decide_image(image: Image, identity: str, code: BootstrapCode, what: str) ->
 
 def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir: str | os.PathLike[str],
                     pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str) -> BootstrapImage:
-    """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified."""
+    """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified.
+
+    Raises:
+        VerificationError: the codes of :func:`attest.build.verify_installation`
+            (``INSTALL_INPUT_IN_TREE``, ``INSTALL_PINS_MISMATCH``, ``INSTALLED_ROOT_MISMATCH``, the
+            attestation and inventory codes); ``SKILL_IMAGE_MISMATCH``; ``NOT_IN_STORE`` and the
+            codes of :func:`attest.freeze.verify_image` for the pinned skill image; those of
+            :func:`attest.freeze.freeze_tree`.
+        InputError: ``UNREADABLE``, ``TOO_LARGE``, ``UNKNOWN_BACKEND``.
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
+    """
     from ...build import installed_root_of, verify_installation
     from ...build._install import installed_inventory
     from ...freeze import Store, freeze_tree
@@ -87,7 +101,15 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
 
 
 def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], *, backend: str) -> BaseSnapshot:
-    """Step 3: :func:`snapshot_base` of the base commit, whose tree must be step 2's."""
+    """Step 3: :func:`snapshot_base` of the base commit, whose tree must be step 2's.
+
+    Raises:
+        VerificationError: ``BASE_SYMLINK``, ``BASE_GITLINK``, ``BASE_TREE_MISMATCH``,
+            ``BASE_OBJECT_MISMATCH``, ``SHALLOW_REPOSITORY``, the git layer's object codes and
+            the freeze codes.
+        InputError: ``NOT_FULL_SHA``, ``UNKNOWN_BACKEND``.
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STAGING_FAILED``, ``GIT_FAILED``.
+    """
     from ._base import snapshot_base
 
     return snapshot_base(repo, identity.base_sha, os.fspath(state_dir), backend=backend, tree=identity.base_tree)
@@ -113,7 +135,12 @@ class Authority:
 
 
 def decide_authority(config: Any, lock: Any) -> list[Finding]:
-    """Agreement of config and lock, full SHAs, ``pr-review`` enabled (pure)."""
+    """Agreement of config and lock, full SHAs, ``pr-review`` enabled (pure).
+
+    Raises:
+        Nothing: the problems are returned (the agreement codes of
+        :func:`attest.policy.check_agreement`, ``TOOLCHAIN_NOT_FULL_SHA``, ``PR_REVIEW_NOT_ENABLED``).
+    """
     from ...git import is_full_sha
     from ...policy import CONFIG_PATH, LOCK_PATH, PolicyCode, check_agreement
     from ...policy._render import planned_outputs
@@ -129,7 +156,14 @@ def decide_authority(config: Any, lock: Any) -> list[Finding]:
 
 
 def read_authority(base: BaseSnapshot) -> Authority:
-    """Step 4: both authority files from the frozen snapshot only, both valid, agreeing, pr-review enabled."""
+    """Step 4: both authority files from the frozen snapshot only, both valid, agreeing, pr-review enabled.
+
+    Raises:
+        VerificationError: a file missing or reached through a link (the policy layer's path
+            codes); the findings of :func:`decide_authority` (``PR_REVIEW_NOT_ENABLED``, ...).
+        InputError: the codes of :meth:`attest.policy.PolicyConfig.from_bytes` (``YAML_*``, ...)
+            and :meth:`attest.policy.PolicyLock.from_bytes` (``NOT_CANONICAL``, ``BAD_JSON``, ...).
+    """
     from ...policy import CONFIG_PATH, LOCK_PATH, PathRole, PolicyConfig, PolicyLock
     from ...policy._config import MAX_CONFIG_BYTES
     from ...policy._lock import MAX_LOCK_BYTES
@@ -168,7 +202,11 @@ class RuntimeImage:
 
 
 def decide_lock_toolchain(lock: Any, pins: DeploymentPins) -> list[Finding]:
-    """The base lock's toolchain repository and revision must be the pinned ones (pure)."""
+    """The base lock's toolchain repository and revision must be the pinned ones (pure).
+
+    Raises:
+        Nothing: a difference is a returned ``LOCK_TOOLCHAIN_NOT_PINNED`` finding.
+    """
     from ...policy import LOCK_PATH
 
     got = (lock.toolchain.repository, lock.toolchain.revision)
@@ -180,7 +218,11 @@ def decide_lock_toolchain(lock: Any, pins: DeploymentPins) -> list[Finding]:
 
 
 def decide_runtime_claim(statement: Mapping[str, Any], inventory_identity: str, pins: DeploymentPins) -> list[Finding]:
-    """Every field of a verified runtime statement that differs from the pins (pure)."""
+    """Every field of a verified runtime statement that differs from the pins (pure).
+
+    Raises:
+        Nothing: each difference is a returned ``RUNTIME_PREDICATE_MISMATCH`` finding.
+    """
     pred = statement.get("predicate")
     rt = pins.runtime
     if not isinstance(pred, dict):
@@ -214,6 +256,15 @@ def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Any, s
 
     ``attestation`` defaults to ``STATE/builds/<pinned runtime name>.runtime.json``, where
     `attest promote` wrote it.
+
+    Raises:
+        VerificationError: ``LOCK_TOOLCHAIN_NOT_PINNED``, ``RUNTIME_ATTESTATION_MISSING``,
+            ``RUNTIME_ATTESTATION_MISMATCH``, the codes of
+            :func:`attest.attestation.verify_attestation_bytes` and of the tree statement,
+            ``RUNTIME_PREDICATE_MISMATCH``, ``RUNTIME_IMAGE_MISMATCH``, ``NOT_IN_STORE`` and the
+            codes of :func:`attest.freeze.verify_image`.
+        InputError: ``UNREADABLE``, ``TOO_LARGE``.
+        EnvironmentFailure: ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
     from ...attestation import RUNTIME_PREDICATE, tree_inventory, verify_attestation_bytes
     from ...freeze import Store
@@ -288,6 +339,12 @@ class ImageCheckRunner:
 
 @dataclass(frozen=True, slots=True)
 class ReproducedOutput:
+    """One output the managed check reproduced: path, renderer, context and SHA-256.
+
+    Raises:
+        Nothing.
+    """
+
     path: str
     renderer: str
     context: str | None
@@ -298,7 +355,12 @@ class ReproducedOutput:
 
 
 def decide_check(run: CheckRun, authority: Authority) -> tuple[list[Finding], tuple[ReproducedOutput, ...]]:
-    """Judge the managed check's exit status and ``--json`` report against step 4 (pure)."""
+    """Judge the managed check's exit status and ``--json`` report against step 4 (pure).
+
+    Raises:
+        Nothing: the problems are returned (``CHECK_FAILED`` with the check's own codes,
+        ``CHECK_BAD_OUTPUT``, ``CHECK_MISMATCH``).
+    """
     from ..._json import loads_strict
     from ...errors import AttestError
 
@@ -342,7 +404,14 @@ def decide_check(run: CheckRun, authority: Authority) -> tuple[list[Finding], tu
 
 def run_managed_check(runtime: RuntimeImage, base: BaseSnapshot, authority: Authority,
                       runner: PolicyCheckRunner) -> tuple[ReproducedOutput, ...]:
-    """Step 6: the managed check over the frozen base, from the runtime image; its reproduced outputs."""
+    """Step 6: the managed check over the frozen base, from the runtime image; its reproduced outputs.
+
+    Raises:
+        VerificationError: the findings of :func:`decide_check` (``CHECK_FAILED``,
+            ``CHECK_BAD_OUTPUT``, ``CHECK_MISMATCH``).
+        AttestError: whatever ``runner`` raises (for :class:`ImageCheckRunner`, the codes of
+            :func:`attest.freeze.run_from_images`).
+    """
     found, outputs = decide_check(runner(runtime, base), authority)
     _raise(found)
     return outputs
@@ -363,7 +432,12 @@ class ProcedureFile:
 
 def decide_procedure_paths(paths: Sequence[str], reads: Mapping[str, bytes | Finding],
                            reproduced: Sequence[ReproducedOutput]) -> list[Finding]:
-    """SKILL.md and every declared reference: a confined Skill path, a regular file reached through no link, reproduced (pure)."""
+    """SKILL.md and every declared reference: a confined Skill path, a regular file reached through no link, reproduced (pure).
+
+    Raises:
+        Nothing: the problems are returned (the policy layer's path codes, the read findings,
+        ``PROCEDURE_NOT_REPRODUCED``).
+    """
     from ...policy import PR_REVIEW_SKILL_V1, PathRole, check_authority_path
 
     by_path = {o.path: o for o in reproduced}
@@ -390,7 +464,14 @@ def decide_procedure_paths(paths: Sequence[str], reads: Mapping[str, bytes | Fin
 
 
 def check_procedure_paths(base: BaseSnapshot, reproduced: Sequence[ReproducedOutput]) -> tuple[ProcedureFile, ...]:
-    """Step 7: read SKILL.md and its declared references from the frozen snapshot through descriptors; judge them."""
+    """Step 7: read SKILL.md and its declared references from the frozen snapshot through descriptors; judge them.
+
+    Raises:
+        VerificationError: SKILL.md missing or unsafe (the policy layer's path codes); the
+            findings of :func:`decide_procedure_paths` (``PROCEDURE_NOT_REPRODUCED``, ...).
+        InputError: ``SKILL_FRONT_MATTER`` and the codes of
+            :meth:`attest.policy.SkillFrontMatter.from_bytes`.
+    """
     from ...policy import SKILL_DIR, PathRole, SkillFrontMatter
     from ...policy._tree import RepositoryRoot
 
@@ -419,7 +500,9 @@ DIR_MODE = 0o555
 def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], lock: Any) -> Any:
     """The closed inventory the bundle must have: each file (relative to the Skill directory) with its reproduced digest.
 
-    Raises ``BUNDLE_MISMATCH`` when a reproduced digest is not the lock's or the file's (pure).
+    Raises:
+        VerificationError: ``BUNDLE_MISMATCH`` when a reproduced digest is not the lock's or
+            the file's (pure).
     """
     from ...inventory import Entry, EntryType, Inventory
     from ...policy import SKILL_DIR
@@ -451,7 +534,14 @@ class ProcedureBundle:
 
 def freeze_procedure(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], authority: Authority,
                      state_dir: str | os.PathLike[str], *, backend: str) -> ProcedureBundle:
-    """Step 8: copy the procedure files into private staging, freeze, verify the frozen bundle against the reproduced digests."""
+    """Step 8: copy the procedure files into private staging, freeze, verify the frozen bundle against the reproduced digests.
+
+    Raises:
+        VerificationError: ``BUNDLE_MISMATCH``; the codes of :func:`attest.freeze.freeze_tree`.
+        InputError: ``UNKNOWN_BACKEND``.
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
+        OSError: writing the staging copy (:func:`bootstrap` reports it as ``BOOTSTRAP_IO``).
+    """
     from ...freeze import freeze_tree
     from ...policy import SKILL_DIR
 

@@ -32,8 +32,7 @@ from ._model import (
     TrustConfig,
     Verdict,
 )
-from ._wrap import MAX_OUTPUT_BYTES, WrapResult, wrap_failure, wrap_output
-from ._wrap import Finding as ReviewFinding
+from ._wrap import MAX_OUTPUT_BYTES, ReviewFinding, WrapResult, wrap_failure, wrap_output
 
 __all__ = [
     "DEFAULT_API_URL",

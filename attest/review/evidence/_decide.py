@@ -81,19 +81,31 @@ def app_reviews(config: TrustConfig, reviews: Iterable[Review], head_sha: str) -
 
 
 def is_bound(config: TrustConfig, run: Run, head_sha: str) -> bool:
-    """The run belongs to this pull request and exact head: by run-name or a PR entry."""
+    """The run belongs to this pull request and exact head: by run-name or a PR entry.
+
+    Raises:
+        Nothing.
+    """
     if run.display_title == config.run_name(head_sha):
         return True
     return any(ref.number == config.pr and ref.head_sha == head_sha for ref in run.pull_requests)
 
 
 def qualifying_runs(config: TrustConfig, runs: Iterable[Run], head_sha: str) -> tuple[Run, ...]:
-    """Runs of the base-controlled workflow, pull_request_target, bound to this PR and head."""
+    """Runs of the base-controlled workflow, pull_request_target, bound to this PR and head.
+
+    Raises:
+        Nothing.
+    """
     return tuple(r for r in runs if r.event == TRUSTED_EVENT and r.path == config.workflow and is_bound(config, r, head_sha))
 
 
 def latest_run(runs: Iterable[Run]) -> Run | None:
-    """The latest generation, max (run_number, run_attempt, id); None if any attempt is missing."""
+    """The latest generation, max (run_number, run_attempt, id); None if any attempt is missing.
+
+    Raises:
+        Nothing.
+    """
     runs = tuple(runs)
     if not runs or any(r.run_attempt is None for r in runs):
         return None
@@ -125,7 +137,12 @@ def _blocking_reason(review: Review) -> str | None:
 
 
 def decide(config: TrustConfig, evidence: Evidence) -> Verdict:
-    """The canonical ``trusted_producer`` verdict for ``evidence`` under ``config``."""
+    """The canonical ``trusted_producer`` verdict for ``evidence`` under ``config``.
+
+    Raises:
+        Nothing: pure; every outcome, a missing or failed read included, is the returned
+        verdict (``false`` or ``unknown`` with its reason code).
+    """
     try:
         return _decide(config, evidence)
     except _Stop as stop:

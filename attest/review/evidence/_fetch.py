@@ -57,7 +57,12 @@ STAGES = ("pull_request", "reviews", "review_edits", "runs", "jobs", "final_pull
 
 
 def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdict]:
-    """Read the evidence stage by stage; return what was read and the verdict over it."""
+    """Read the evidence stage by stage; return what was read and the verdict over it.
+
+    Raises:
+        Nothing on purpose: a failed read becomes a :class:`ReadFailure` and so an ``unknown``
+        verdict (``HTTP_ERROR``, ``RESPONSE_SHAPE``, ...).
+    """
     ev = Evidence()
     for stage in STAGES:
         verdict = decide(config, ev)
@@ -72,5 +77,9 @@ def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdic
 
 
 def evaluate(config: TrustConfig, client: GitHubClient) -> Verdict:
-    """The ``trusted_producer`` verdict for ``config``'s pull request, read through ``client``."""
+    """The ``trusted_producer`` verdict for ``config``'s pull request, read through ``client``.
+
+    Raises:
+        Nothing on purpose: every failure is the returned verdict's code (see :func:`collect`).
+    """
     return collect(config, client)[1]

@@ -244,7 +244,18 @@ def parse_next_link(values: list[str]) -> str | None:
 
 
 class GitHubClient:
-    """GET-only JSON client bound to one API origin."""
+    """GET-only JSON client bound to one API origin.
+
+    Raises:
+        InputError: from the constructor: ``BAD_CONFIG`` (an ``--api-url`` that is not an
+            origin, carries a query, or uses http for a non-loopback host), ``TOKEN_MISSING``
+            (a token a header cannot carry).
+        FetchFailed: (``attest.review.evidence._http``; :func:`collect` turns it into an
+            ``unknown`` verdict) from ``get_object`` / ``get_list`` / ``get_nodes``:
+            ``HTTP_ERROR``, ``HTTP_STATUS``, ``RESPONSE_TOO_LARGE``, ``RESPONSE_NOT_JSON``,
+            ``RESPONSE_SHAPE``, ``TOO_MANY_PAGES``, ``BAD_LINK``, ``FOREIGN_LINK``,
+            ``GRAPHQL_ERROR``. ``target`` and ``graphql_target`` raise nothing.
+    """
 
     def __init__(self, api_url: str, *, token: str | None, limits: HttpLimits) -> None:
         try:

@@ -63,6 +63,11 @@ class Markers:
 
 
 def parse_markers(body: str) -> Markers:
+    """Count the ``opencode-review`` marker lines of a review body (one trailing CR allowed).
+
+    Raises:
+        Nothing: a marker line that does not parse is counted in ``malformed``.
+    """
     clean = diagnostic = malformed = 0
     findings: list[int] = []
     runs: list[tuple[int, int]] = []

@@ -50,7 +50,11 @@ def _printable(text: str, limit: int = 300) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The canonical ``trusted_producer`` value with one reason code and a sentence."""
+    """The canonical ``trusted_producer`` value with one reason code and a sentence.
+
+    Raises:
+        Nothing: a verdict is a value; ``false`` and ``unknown`` are returned, never raised.
+    """
 
     trusted: Trust
     code: EvidenceCode
@@ -98,6 +102,10 @@ class TrustConfig:
 
     No field has a default here (the CLI supplies the documented defaults); every field is
     validated so a typo cannot silently widen what is trusted.
+
+    Raises:
+        InputError: ``BAD_CONFIG`` from the constructor, one finding per bad field (repo, pr,
+            App login, the shared Actions login, workflow, job). ``run_name`` raises nothing.
     """
 
     repo: str
@@ -183,6 +191,14 @@ def _list(value: Any, what: str) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PullRequest:
+    """The pull-request fields the decision reads: number, head and base commits and repositories.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
+    """
+
     number: int
     head_sha: str
     head_repo: str | None  # None: the head repository is gone (deleted fork)
@@ -202,6 +218,14 @@ class PullRequest:
 
 @dataclass(frozen=True, slots=True)
 class Review:
+    """One pull-request review: author login, state, reviewed commit, body and GraphQL node id.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
+    """
+
     id: int
     login: str | None  # None: the author account is gone
     state: str
@@ -237,6 +261,11 @@ class ReviewEdit:
 
     Anyone with write access to the repository can edit a review's body (GitHub: "Managing
     disruptive comments"); the REST review object carries no edit marker, GraphQL does.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
     """
 
     id: int  # fullDatabaseId: the REST review id
@@ -276,6 +305,14 @@ class PullRef:
 
 @dataclass(frozen=True, slots=True)
 class Run:
+    """One workflow run: event, workflow path, run number and attempt, status, bound pull requests.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
+    """
+
     id: int
     display_title: str | None
     event: str
@@ -308,6 +345,14 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """One job of a workflow-run attempt: name, run, attempt, status and conclusion.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
+    """
+
     id: int
     name: str
     run_id: int

@@ -52,8 +52,13 @@ class _Diagnostic(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
-    """One review finding, as the model must emit it (see docs/evidence.md)."""
+class ReviewFinding:
+    """One review finding, as the model must emit it (see docs/evidence.md).
+
+    Raises:
+        _Diagnostic: (internal) from ``from_json`` with ``BAD_FINDING``; :func:`wrap_output`
+            turns it into a diagnostic review, never an exception.
+    """
 
     path: str
     severity: str
@@ -62,7 +67,7 @@ class Finding:
     detail: str = ""
 
     @classmethod
-    def from_json(cls, value: Any, index: int) -> Finding:
+    def from_json(cls, value: Any, index: int) -> ReviewFinding:
         where = f"finding {index}"
         if not isinstance(value, dict):
             raise _Diagnostic(C.BAD_FINDING, f"{where} is not an object")
@@ -108,12 +113,16 @@ def _code_span(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WrapResult:
-    """The review to post (``review``) and what it says."""
+    """The review to post (``review``) and what it says.
+
+    Raises:
+        Nothing.
+    """
 
     outcome: Outcome
     code: C | None  # the diagnostic reason; None for clean and findings reviews
     reason: str
-    findings: tuple[Finding, ...]
+    findings: tuple[ReviewFinding, ...]
     review: dict[str, str]
 
     @property
@@ -146,7 +155,7 @@ def _check_identity(head_sha: str, base_sha: str, run_id: int, run_attempt: int)
         raise InputError(C.BAD_CONFIG, "; ".join(problems))
 
 
-def parse_output(raw: bytes) -> tuple[Finding, ...]:
+def parse_output(raw: bytes) -> tuple[ReviewFinding, ...]:
     """The findings of one well-formed block, or :class:`_Diagnostic` naming what is wrong."""
     if len(raw) > MAX_OUTPUT_BYTES:
         raise _Diagnostic(C.OUTPUT_TOO_LARGE, f"the model output is {len(raw)} bytes; the limit is {MAX_OUTPUT_BYTES}")
@@ -185,17 +194,17 @@ def parse_output(raw: bytes) -> tuple[Finding, ...]:
         raise _Diagnostic(C.FINDINGS_NOT_ARRAY, f"the findings are a JSON {type(value).__name__}, not an array")
     if len(value) > MAX_FINDINGS:
         raise _Diagnostic(C.TOO_MANY_FINDINGS, f"{len(value)} findings; at most {MAX_FINDINGS} are allowed")
-    return tuple(Finding.from_json(item, i) for i, item in enumerate(value, 1))
+    return tuple(ReviewFinding.from_json(item, i) for i, item in enumerate(value, 1))
 
 
-def _render_finding(n: int, f: Finding) -> list[str]:
+def _render_finding(n: int, f: ReviewFinding) -> list[str]:
     where = _code_span(f.path) + (f":{f.line}" if f.line is not None else "")
     out = [f"{n}. **{f.severity}** {where}: {_safe(f.title, MAX_TITLE)}"]
     out.extend(f"   {_safe(line, MAX_DETAIL)}".rstrip() for line in f.detail.strip("\n").split("\n") if f.detail.strip())
     return out
 
 
-def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Finding, ...], head_sha: str, base_sha: str,
+def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[ReviewFinding, ...], head_sha: str, base_sha: str,
             run_id: int, run_attempt: int) -> WrapResult:
     short = head_sha[:12]
     run = ((run_id, run_attempt),)
@@ -228,7 +237,13 @@ def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Findi
 
 
 def wrap_output(raw: bytes, *, head_sha: str, base_sha: str, run_id: int, run_attempt: int) -> WrapResult:
-    """The review for the model's raw output; a diagnostic review for anything malformed."""
+    """The review for the model's raw output; a diagnostic review for anything malformed.
+
+    Raises:
+        InputError: ``BAD_CONFIG`` for a malformed head or base sha, run id or attempt. A
+            malformed model output is a diagnostic result (``OUTPUT_TOO_LARGE``,
+            ``NO_FINDINGS_BLOCK``, ``BAD_FINDING``, ...), not an exception.
+    """
     _check_identity(head_sha, base_sha, run_id, run_attempt)
     ident = (head_sha, base_sha, run_id, run_attempt)
     try:
@@ -241,6 +256,10 @@ def wrap_output(raw: bytes, *, head_sha: str, base_sha: str, run_id: int, run_at
 
 
 def wrap_failure(code: C, reason: str, *, head_sha: str, base_sha: str, run_id: int, run_attempt: int) -> WrapResult:
-    """The diagnostic review for a model result that could not even be read."""
+    """The diagnostic review for a model result that could not even be read.
+
+    Raises:
+        InputError: ``BAD_CONFIG`` for a malformed head or base sha, run id or attempt.
+    """
     _check_identity(head_sha, base_sha, run_id, run_attempt)
     return _result("diagnostic", code, reason, (), head_sha, base_sha, run_id, run_attempt)

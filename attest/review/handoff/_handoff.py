@@ -41,7 +41,12 @@ class HandoffImage:
 
 @dataclass(frozen=True, slots=True)
 class Handoff:
-    """A verified handoff: who it is for, what was established, and the four images."""
+    """A verified handoff: who it is for, what was established, and the four images.
+
+    Raises:
+        Nothing: made by :func:`parse_handoff`, which validates every field; ``to_json``
+        only encodes them.
+    """
 
     attestation_digest: str
     signers: tuple[str, ...]
@@ -94,7 +99,13 @@ def _str(value: Any, what: str, pattern: re.Pattern[str] | None = None) -> str:
 
 
 def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers: tuple[str, ...]) -> Handoff:
-    """Read a verified statement as a :class:`Handoff` (pure); raise ``VerificationError`` otherwise."""
+    """Read a verified statement as a :class:`Handoff` (pure); raise ``VerificationError`` otherwise.
+
+    Raises:
+        VerificationError: ``HANDOFF_WRONG_PREDICATE`` (not a ``review-handoff/v1``
+            statement), ``HANDOFF_MALFORMED`` (a predicate field missing, extra or of the wrong
+            type), ``HANDOFF_SUBJECT_MISMATCH`` (the subjects are not exactly the four images).
+    """
     if statement.get("predicateType") != HANDOFF_PREDICATE:
         raise VerificationError(HandoffCode.HANDOFF_WRONG_PREDICATE,
                                 f"the statement's predicate type is {str(statement.get('predicateType'))[:200]!r}, not {HANDOFF_PREDICATE}")

@@ -24,6 +24,12 @@ _OPTIONAL = {"path", "line", "side"}
 
 @dataclass(frozen=True, slots=True)
 class ResultFinding:
+    """One finding of the provider-neutral review result (see :func:`parse_result`).
+
+    Raises:
+        Nothing: made by :func:`parse_result`, which validates every field.
+    """
+
     id: str
     severity: str
     blocking: bool
@@ -42,6 +48,12 @@ class ResultFinding:
 
 @dataclass(frozen=True, slots=True)
 class ReviewResult:
+    """The provider-neutral review result: whether it is complete, its limitations and findings.
+
+    Raises:
+        Nothing: made by :func:`parse_result`, which validates every field.
+    """
+
     complete: bool
     limitations: tuple[str, ...]
     findings: tuple[ResultFinding, ...]
@@ -79,7 +91,12 @@ def _finding(i: int, doc: Any) -> ResultFinding:
 
 
 def parse_result(data: bytes) -> ReviewResult:
-    """Parse a reviewer's output strictly (one JSON object, no duplicate keys, no extra fields)."""
+    """Parse a reviewer's output strictly (one JSON object, no duplicate keys, no extra fields).
+
+    Raises:
+        VerificationError: ``REVIEW_RESULT_INVALID`` for output that is not strict JSON (too
+            large, a duplicate key, too deep, ...) or not exactly the result's shape.
+    """
     from ..._json import loads_strict
 
     try:

@@ -40,7 +40,11 @@ from ._result import MAX_RESULT_BYTES, ReviewResult, parse_result
 
 
 def decide_images(handoff: Handoff, images: Mapping[str, Any]) -> list[Finding]:
-    """Whether the verified store images are exactly the handoff's (pure: identity, path, backend, bundle files)."""
+    """Whether the verified store images are exactly the handoff's (pure: identity, path, backend, bundle files).
+
+    Raises:
+        Nothing: every difference is a returned ``HANDOFF_IMAGE_MISMATCH`` finding.
+    """
     found: list[Finding] = []
     for name in IMAGE_NAMES:
         want, got = handoff.images[name], images.get(name.upper())
@@ -65,7 +69,11 @@ def decide_images(handoff: Handoff, images: Mapping[str, Any]) -> list[Finding]:
 
 @dataclass(frozen=True, slots=True)
 class Confinement:
-    """How the reviewer ran: confined (and with which uid and network), or unconfined on request."""
+    """How the reviewer ran: confined (and with which uid and network), or unconfined on request.
+
+    Raises:
+        Nothing.
+    """
 
     confined: bool
     network: str  # "none" (its own empty network namespace) or "host"
@@ -96,6 +104,9 @@ def decide_interpreter_paths(interp: Any, *, forbidden: Sequence[str]) -> tuple[
     version) and each libpython file, never a parent directory: whatever else a runtime
     attestation names, the reviewer's root gains nothing more. A path that is not absolute and
     normal, not of its kind's name, or under ``forbidden`` is refused.
+
+    Raises:
+        Nothing: a refusal is a returned ``HANDOFF_IMAGE_MISMATCH`` finding (with no paths).
     """
     def bad(detail: str) -> tuple[list[Finding], tuple[str, ...]]:
         return [Finding(HandoffCode.HANDOFF_IMAGE_MISMATCH, None, f"the runtime attestation's interpreter: {detail}")], ()
@@ -169,6 +180,12 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
 
     Each image is opened (``O_NOFOLLOW|O_DIRECTORY``) and must be the verified, sealed root (same
     device and inode as sealed) before its descriptor is bound read-only at its path.
+
+    Raises:
+        Nothing itself. The callback raises ``VerificationError`` (``HANDOFF_IMAGE_MISMATCH``: an
+        image path no longer leads to the sealed root), ``EnvironmentFailure``
+        (``NETWORK_NOT_ISOLATED``: no free uid, or the confinement tools are missing) and
+        ``OSError`` from opening an image.
     """
     from ..._safefs import O_DIR
     from ...build import confine_argv, give_to_uid, pick_step_uid
@@ -204,6 +221,12 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
 
 @dataclass(frozen=True, slots=True)
 class ReviewRun:
+    """What :func:`run_review_step` did: the handoff, the parsed result and where it was written.
+
+    Raises:
+        Nothing.
+    """
+
     handoff: Handoff
     result: ReviewResult
     result_path: str

@@ -29,7 +29,11 @@ ROLES = ("semantic", "adapter")
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """One bound projection: its role, the configured and locked output, and the locked digest."""
+    """One bound projection: its role, the configured and locked output, and the locked digest.
+
+    Raises:
+        Nothing: made by :func:`bind_outputs` once every check passed.
+    """
 
     role: str
     path: str
@@ -149,6 +153,10 @@ def decide_bindings(config: Any, lock: Any, reproduced_outputs: Sequence[Reprodu
     ``kinds`` maps a path to what each of its components is in the base tree, from the root down
     (:class:`attest._safefs.Kind`, ``None`` for an absent one), as
     :func:`attest.policy.check_authority_path` takes them; without it only the spelling is judged.
+
+    Raises:
+        Nothing: every problem is a returned finding (``REVIEW_BINDING_*``, each unsafe path
+        followed by the policy layer's path code).
     """
     return _decide(config, lock, reproduced_outputs, semantic, adapter, kinds)[0]
 
@@ -175,7 +183,13 @@ def _decide(config: Any, lock: Any, reproduced: Sequence[ReproducedOutput], sema
 
 def bind_outputs(config: Any, lock: Any, reproduced_outputs: Sequence[ReproducedOutput], semantic: str, adapter: str,
                  *, kinds: Mapping[str, Sequence[Any]] | None = None) -> Bindings:
-    """The two bindings, or raise ``VerificationError`` with every finding of :func:`decide_bindings`."""
+    """The two bindings, or raise ``VerificationError`` with every finding of :func:`decide_bindings`.
+
+    Raises:
+        VerificationError: with every finding: ``REVIEW_BINDING_MISSING``, ``_UNSAFE``,
+            ``_INEXACT``, ``_DUPLICATE``, ``_DISABLED``, ``_ROLE_SWAPPED``, ``_UNSUPPORTED``,
+            ``_AMBIGUOUS``, ``_CONTEXT_MISMATCH``, ``_NOT_REPRODUCED``.
+    """
     found, bindings = _decide(config, lock, reproduced_outputs, semantic, adapter, kinds)
     if found or bindings is None:
         raise VerificationError(findings=found)

@@ -70,7 +70,12 @@ class HandoffEvidence:
 
 
 def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> HandoffEvidence:
-    """Read the outputs and the config and lock digests of an already verified and parsed handoff (pure)."""
+    """Read the outputs and the config and lock digests of an already verified and parsed handoff (pure).
+
+    Raises:
+        VerificationError: ``HANDOFF_MALFORMED`` (a config or lock digest that is not a
+            SHA-256, or outputs that are not ``{path, renderer, context, sha256}``).
+    """
     pred = statement["predicate"]
     digests: list[str] = []
     for key in ("config", "lock"):
@@ -83,7 +88,13 @@ def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> 
 
 
 def verify_handoff_evidence(path: str | os.PathLike[str], policy: Any) -> HandoffEvidence:
-    """Step 1: verify the handoff under ``policy`` once and read all of it from those verified bytes."""
+    """Step 1: verify the handoff under ``policy`` once and read all of it from those verified bytes.
+
+    Raises:
+        InputError: the file is unreadable or not an attestation (``UNREADABLE``, ``BAD_JSON``, ...).
+        VerificationError: no trusted signature (the attestation layer's codes), or
+            ``HANDOFF_WRONG_PREDICATE``, ``HANDOFF_MALFORMED``, ``HANDOFF_SUBJECT_MISMATCH``.
+    """
     from ...attestation import verify_attestation_file
     from ..handoff import parse_handoff
 
@@ -97,7 +108,12 @@ def verify_handoff_evidence(path: str | os.PathLike[str], policy: Any) -> Handof
 
 
 def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
-    """The host's identities against the handoff's (pure): each difference its own code."""
+    """The host's identities against the handoff's (pure): each difference its own code.
+
+    Raises:
+        Nothing: the differences are returned (``REVIEW_REPOSITORY_CHANGED``,
+        ``REVIEW_PULL_REQUEST_CHANGED``, ``REVIEW_BASE_MOVED``).
+    """
     found: list[Finding] = []
     if (host.repository_id, host.full_name) != (handoff.repository_id, handoff.full_name):
         found.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
@@ -118,7 +134,14 @@ def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
 
 
 def path_kinds(repo: Any, tree: str, path: str) -> list[Any]:
-    """What each component of ``path`` is in ``tree``, from the root down (``None``: absent), from objects."""
+    """What each component of ``path`` is in ``tree``, from the root down (``None``: absent), from objects.
+
+    Raises:
+        InputError: ``NOT_FULL_SHA``.
+        VerificationError: the codes of :meth:`attest.git.GitRepo.read_tree` (``OBJECT_MISSING``,
+            ``WRONG_OBJECT_TYPE``, ``BAD_TREE_NAME``, ``MALFORMED_OBJECT``, ...).
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
     from ...policy import kind_of_git_mode
 
     kinds: list[Any] = []
@@ -142,7 +165,11 @@ def path_kinds(repo: Any, tree: str, path: str) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class ReviewStart:
-    """A started review: what was established, the retained projections, and the state that records it."""
+    """A started review: what was established, the retained projections, and the state that records it.
+
+    Raises:
+        Nothing: ``state`` and ``to_json`` encode what :func:`review_start` established.
+    """
 
     review: str
     state_path: str
@@ -204,7 +231,12 @@ class ReviewStart:
 
 
 def review_id(state: dict[str, Any]) -> str:
-    """The content-derived id of a review state: the first 32 hex digits of SHA-256 of its canonical bytes."""
+    """The content-derived id of a review state: the first 32 hex digits of SHA-256 of its canonical bytes.
+
+    Raises:
+        InputError: ``BAD_JSON`` for a state that RFC 8785 cannot encode
+            (never for a :meth:`ReviewStart.state`).
+    """
     from ..._json import canonical_bytes
 
     return hashlib.sha256(canonical_bytes(state)).hexdigest()[:32]
@@ -215,6 +247,12 @@ def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]
 
     Through descriptors of the private state directory: a temp file created there (never an
     existing one), fsync, ``rename`` onto the name, fsync of the directory.
+
+    Raises:
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` (the file cannot be written or renamed),
+            ``STATE_INSECURE``, ``STAGING_FAILED`` (``STATE/reviews`` cannot be opened or made).
+        VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
+            directory).
     """
     from ..._json import canonical_bytes
     from ..._safefs import O_NEW
@@ -254,7 +292,11 @@ def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]
 
 
 def describe_host(host: HostAdapter) -> dict[str, Any]:
-    """How to ask the host again (recheck): the identity file, or the GitHub repository, pull request and API URL (never a token)."""
+    """How to ask the host again (recheck): the identity file, or the GitHub repository, pull request and API URL (never a token).
+
+    Raises:
+        Nothing.
+    """
     from ..bootstrap import GitHubIdentity, IdentityFile
 
     if isinstance(host, IdentityFile):

@@ -24,6 +24,7 @@ import pytest
 import test_bootstrap
 from support.gitrepo import git
 from test_bootstrap import Consumer, Deployment, make_consumer, run
+from test_review_exec import unique_consumer
 
 from attest.attestation import Envelope, load_policy, load_signer, parse_statement, sign_statement
 from attest.errors import AttestError, InputError, VerificationError
@@ -47,16 +48,6 @@ READONLY = [a for p in HOST_PYTHON for a in ("--readonly", p)]
 
 def codes(err: AttestError) -> set[str]:
     return {f.code for f in err.findings}
-
-
-def unique_consumer(dep: Deployment, tmp: Path, tag: str) -> Consumer:
-    """A consumer whose base snapshot no other test shares (so tampering with it harms no one)."""
-    c = make_consumer(tmp / "consumer", dep.sha)
-    (c.path / f"unique-{tag}.txt").write_text(f"{tmp} {tag}\n")
-    git(c.path, "add", "-A")
-    git(c.path, "commit", "-qm", "unique")
-    base = git(c.path, "rev-parse", "HEAD")
-    return Consumer(c.path, base, base)
 
 
 def statement_of(path: Path) -> dict[str, Any]:

@@ -53,9 +53,11 @@ class ReportedFailure(AttestError):
     ``{"ok": false, "errors": [...]}``; ``text`` replaces the generic stderr summary.
     """
 
-    def __init__(self, error: AttestError, *, document: dict[str, Any] | None = None, text: str | None = None) -> None:
+    def __init__(self, error: AttestError, *, document: dict[str, Any] | None = None, text: str | None = None,
+                 exit_code: int | None = None) -> None:
         super().__init__(findings=error.findings)
-        self.exit_code = error.exit_code
+        # ``exit_code``: a command whose own exit status is another program's (attest exec) says its failures apart.
+        self.exit_code = error.exit_code if exit_code is None else exit_code
         self.error = error
         self.document = document
         self.text = text

@@ -87,7 +87,25 @@ def exec_(
     env: list[str] = EnvOption,
     json_mode: bool = JsonOption,
 ) -> None:
-    """Run CMD from frozen, still-sealed store images only, in a clean environment; its exit status is passed through."""
+    """Run CMD from frozen, still-sealed store images only, in a clean environment; its exit status is passed through.
+
+    As env(1) and timeout(1): 127 the command was not found, 126 it could not be executed, 125
+    attest exec itself failed (a bad image or variable, an image that does not hold or changed);
+    any other status is the command's own.
+    """
+    from ..errors import AttestError
+    from ..freeze import FreezeCode
+
+    try:
+        rc = _exec(command, image, state_dir, cwd, env)
+    except AttestError as err:
+        statuses = {str(FreezeCode.COMMAND_NOT_FOUND): 127, str(FreezeCode.COMMAND_NOT_EXECUTABLE): 126}
+        status = statuses.get(str(err.findings[0].code), 125)
+        raise ReportedFailure(err, exit_code=status) from err
+    raise typer.Exit(code=rc)
+
+
+def _exec(command: list[str], image: list[str], state_dir: Path, cwd: Optional[str], env: list[str]) -> int:
     from ..errors import InputError
     from ..freeze import FreezeCode, run_from_images
 
@@ -101,8 +119,7 @@ def exec_(
         images[name] = ref
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
-    rc = run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
-    raise typer.Exit(code=rc)
+    return run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
 
 
 def store_ls(

@@ -30,7 +30,9 @@ class FreezeCode(ReasonCode):
     BAD_IMAGE_REF = "BAD_IMAGE_REF"
     BAD_EXEC_ENV = "BAD_EXEC_ENV"
     ENV_REFUSED = "ENV_REFUSED"
-    EXEC_FAILED = "EXEC_FAILED"
+    EXEC_FAILED = "EXEC_FAILED"                  # the command could not be started, for another reason than the two below
+    COMMAND_NOT_FOUND = "COMMAND_NOT_FOUND"      # the command does not exist (attest exec: exit 127, as env(1))
+    COMMAND_NOT_EXECUTABLE = "COMMAND_NOT_EXECUTABLE"  # the command exists but cannot be executed (attest exec: exit 126)
     IMAGE_CHANGED_DURING_EXEC = "IMAGE_CHANGED_DURING_EXEC"
     # Retained bytes.
     RETAINED_MISMATCH = "RETAINED_MISMATCH"

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -314,7 +315,8 @@ def run_from_images(
         InputError: ``BAD_EXEC_ENV`` (no command, a bad ``stdout``, a variable both passed and
             set or holding a NUL), ``ENV_REFUSED``, ``BAD_IMAGE_REF`` (no image, a malformed or
             colliding name, ``cwd_image`` not among them, a bad ``$ATTEST_IMAGE_`` reference),
-            ``EXEC_FAILED`` (the command cannot be started).
+            ``COMMAND_NOT_FOUND`` / ``COMMAND_NOT_EXECUTABLE`` / ``EXEC_FAILED`` (the command
+            cannot be started: not found, found but not executable, another reason).
         VerificationError: ``NOT_IN_STORE`` and the codes of :func:`verify_image` for an image
             that does not hold before the run, ``IMAGE_CHANGED_DURING_EXEC`` after it,
             ``STATE_SYMLINK`` (a link or non-directory planted in the state
@@ -390,7 +392,10 @@ def run_from_images(
                 try:
                     done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, pass_fds=tuple(passed), check=False, stdout=stdout)
                 except OSError as e:
-                    raise InputError(FreezeCode.EXEC_FAILED, f"cannot run the command: {e.strerror}", argv[0]) from e
+                    code = {errno.ENOENT: FreezeCode.COMMAND_NOT_FOUND, errno.ENOTDIR: FreezeCode.COMMAND_NOT_FOUND,
+                            errno.EACCES: FreezeCode.COMMAND_NOT_EXECUTABLE, errno.ENOEXEC: FreezeCode.COMMAND_NOT_EXECUTABLE,
+                            errno.EISDIR: FreezeCode.COMMAND_NOT_EXECUTABLE}.get(e.errno or 0, FreezeCode.EXEC_FAILED)
+                    raise InputError(code, f"cannot run the command: {e.strerror}", argv[0]) from e
                 finally:
                     for fd in passed:
                         os.close(fd)

@@ -93,7 +93,8 @@ def test_a_policy_inside_the_source_is_refused(src: Path, state: Path, signed: t
 
 
 def test_cli_usage_errors_exit_2_without_traceback(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["exec", "--state-dir", str(state), "--image", "noequals", "--", "true"]) == 2
+    # exec's own failures are 125 (its exit status is otherwise the command's, as with env(1))
+    assert main(["exec", "--state-dir", str(state), "--image", "noequals", "--", "true"]) == 125
     err = capsys.readouterr().err
     assert "BAD_IMAGE_REF" in err and "Traceback" not in err
     assert main(["freeze", ".", "--attestation", "x", "--policy", "y", "--state-dir", str(state), "--backend", "nope"]) == 2

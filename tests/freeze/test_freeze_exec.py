@@ -99,11 +99,30 @@ def test_fixed_variables_cannot_be_overridden(src: Path, expected: Inventory, st
     assert err.value.code == "BAD_EXEC_ENV"
 
 
-def test_a_command_that_cannot_start_is_reported(src: Path, expected: Inventory, state: Path) -> None:
+@pytest.mark.parametrize(("argv", "code"), [(["/nonexistent/command"], "COMMAND_NOT_FOUND"),
+                                           (["$ATTEST_IMAGE_T/README"], "COMMAND_NOT_EXECUTABLE"),   # a file without x bits
+                                           (["$ATTEST_IMAGE_T/lib"], "COMMAND_NOT_EXECUTABLE"),     # a directory
+                                           (["/" + "x" * 300], "EXEC_FAILED")])                     # ENAMETOOLONG
+def test_a_command_that_cannot_start_is_reported(src: Path, expected: Inventory, state: Path, argv: list[str], code: str) -> None:
     image = freeze_tree(src, expected, state, backend="immutable")
     with pytest.raises(InputError) as err:
-        run_from_images(state, {"t": image.path}, ["/nonexistent/command"])
-    assert err.value.code == "EXEC_FAILED"
+        run_from_images(state, {"t": image.path}, argv)
+    assert err.value.code == code
+
+
+def test_exec_failures_exit_as_env_does(src: Path, expected: Inventory, state: Path, tmp_path: Path) -> None:
+    """125 attest exec failed, 126 not executable, 127 not found; anything else is the command's (issue 16, item 6)."""
+    from attest.cli import main
+
+    image = freeze_tree(src, expected, state, backend="immutable")
+    base = ["exec", "--state-dir", str(state), "--image", f"t={image.path}", "--"]
+    assert main([*base, "/nonexistent/command"]) == 127
+    assert main([*base, "$ATTEST_IMAGE_T/README"]) == 126
+    assert main([*base, "/bin/sh", "-c", "exit 125"]) == 125              # the command's own 125 (ambiguous, as with env)
+    assert main([*base, "/bin/sh", "-c", "exit 3"]) == 3
+    assert main(["exec", "--state-dir", str(state), "--image", "t=sha256:" + "0" * 64, "--", "/bin/true"]) == 125  # NOT_IN_STORE
+    assert main(["exec", "--state-dir", str(state), "--image", f"t={image.path}", "--env", "LD_PRELOAD=/x", "--", "/bin/true"]) == 125
+    assert main([*base, "$ATTEST_IMAGE_NOPE/x"]) == 125                    # BAD_IMAGE_REF
 
 
 def test_a_command_that_writes_a_readonly_image_as_root_fails_closed(src: Path, expected: Inventory, state: Path) -> None:

@@ -13,16 +13,36 @@ import typer
 from ..errors import AttestError, Finding
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"attest {__version__}")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version, help="Print the version and exit."),
+) -> None:
+    """Reproducible builds and signed attestations of closed trees.
+
+    Exit codes: 0 ok, 1 verification failed, 2 bad usage or unreadable input (attest exec: the
+    command's own, or 125/126/127 for its own failures).
+    """
+
+
 def new_app() -> typer.Typer:
     """A fresh top-level app with no commands; ``attest.cli.build_app`` registers them."""
-    return typer.Typer(
+    app = typer.Typer(
         name="attest",
-        help="Reproducible builds and signed attestations of closed trees. Exit codes: 0 ok, 1 verification failed, 2 bad usage or unreadable input.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
+    app.callback()(_root)
+    return app
 
 
 JsonOption = typer.Option(False, "--json", help="Print one JSON object (machine-readable) instead of text.")

@@ -33,3 +33,14 @@ def test_main_called_fifty_times_registers_each_command_once(capsys: pytest.Capt
 def test_a_missing_command_module_is_an_error_not_an_omission() -> None:
     with pytest.raises(ModuleNotFoundError):
         build_app((*COMMAND_MODULES, "_no_such_commands"))
+
+
+def test_version_and_short_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """`attest --version` and `-h` everywhere (issue 16, item 5)."""
+    from attest import __version__
+    from attest.cli import main
+
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"attest {__version__}\n"
+    for args in (["-h"], ["inventory", "-h"], ["review", "exec", "-h"], ["store", "gc", "-h"]):
+        assert main(args) == 0, args
+        assert capsys.readouterr().out.startswith("Usage: attest"), args

@@ -34,10 +34,17 @@ def main() -> int:
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + sys.version.encode()).hexdigest()
     python = VENV / "bin" / "python"
     if not python.exists() or not STAMP.exists() or STAMP.read_text().strip() != wanted:
-        print("bootstrap: creating .venv and installing attest with its test extras and just", file=sys.stderr)
+        import time
+
+        started = time.monotonic()
+        print(f"bootstrap: creating {VENV} ...", file=sys.stderr, flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        print("bootstrap: installing attest with its test extras and just from the package registry "
+              "(pip; about 20 s on a fresh machine) ...", file=sys.stderr, flush=True)
         run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", ".[test]", "rust-just")
         STAMP.write_text(wanted + "\n")
+        print(f"bootstrap: .venv ready in {time.monotonic() - started:.0f} s; running `just {' '.join(sys.argv[1:]) or '--list'}`",
+              file=sys.stderr, flush=True)
     recipe = sys.argv[1:] or ["--list"]
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(VENV))
     return subprocess.run([os.fspath(VENV / "bin" / "just"), *recipe], cwd=ROOT, env=env).returncode

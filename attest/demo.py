@@ -249,10 +249,14 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
         skill_recipe=str(repo / "builders" / "skill.toml"),
         state=str(state),
     )
-    for name, old, new in result.changes:
-        say(f"   {name}: {old!r} -> {new!r}")
     if not result.changes:
         say("   the pins already name this promotion; nothing changed")
+    elif all(old is None for _, old, _ in result.changes):
+        tables = sorted({name.split(".")[0] for name, _, _ in result.changes})
+        say(f"   first promotion: {pins} written with {len(result.changes)} pins ({', '.join(tables)}), toolchain {sha[:12]}")
+    else:  # a re-promotion: every pin that moved, and only those
+        for name, old, new in result.changes:
+            say(f"   {name}: {old!r} -> {new!r}")
     return sha
 
 

@@ -452,7 +452,8 @@ def _kind(fmt: int) -> str:
 def _report_kind(kind: Kind, st: os.stat_result, rel: str, report: Report) -> None:
     """The finding for a listed entry that :func:`classify` did not find a plain file or directory."""
     if kind is Kind.SYMLINK:
-        report(InventoryCode.SYMLINK, rel, "symbolic links are not allowed in a closed tree")
+        report(InventoryCode.SYMLINK, rel, "symbolic links are not allowed in a closed tree (to leave it out, give an ignore "
+               "pattern for its path, e.g. `--ignore PATH`; the inventory records the pattern)")
     elif kind is Kind.SPECIAL:
         report(InventoryCode.SPECIAL_FILE, rel, f"{_kind(stat.S_IFMT(st.st_mode))} is not allowed in a closed tree")
     elif kind is Kind.SPECIAL_MODE:

@@ -53,7 +53,8 @@ def test_inventory_of_a_rejected_tree_fails_with_codes(capsys, sample_tree: Path
     os.symlink("README", sample_tree / "link")
     code, out, _ = run(capsys, "inventory", str(sample_tree), "--json")
     assert code == 1
-    assert json.loads(out)["errors"] == [{"code": "SYMLINK", "path": "link", "detail": "symbolic links are not allowed in a closed tree"}]
+    assert json.loads(out)["errors"] == [{"code": "SYMLINK", "path": "link", "detail": "symbolic links are not allowed in a closed tree (to leave it out, give an ignore "
+                                                  "pattern for its path, e.g. `--ignore PATH`; the inventory records the pattern)"}]
 
 
 @pytest.mark.parametrize(

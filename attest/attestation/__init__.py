@@ -5,6 +5,7 @@ layer's). The smallest real use:
 
     >>> from attest.attestation import closed_tree_statement, load_policy, load_signer, sign_statement
     >>> data = sign_statement(closed_tree_statement("tree", inv), load_signer("release.pem"), fmt="bundle")
+    >>> both = add_signatures(sign_statement(stmt, load_signer("a.pem")), load_signer("b.pem"))
     >>> verified = verify_attestation_bytes(data, load_policy("/etc/attest/policy.toml"))
     >>> closed_tree_inventory(verified).identity
 """
@@ -35,7 +36,7 @@ from ._policy import (
     load_policy,
     parse_policy,
 )
-from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, sign_statement, statement_payload
+from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, add_signatures, sign_statement, signing_keys, statement_payload
 from ._slsa import ResourceRef, slsa_provenance, verification_summary
 from ._statement import (
     CLOSED_TREE_PREDICATE,
@@ -90,6 +91,7 @@ __all__ = [
     "SslibSigner",
     "TreeVerification",
     "VerifiedStatement",
+    "add_signatures",
     "check_policy_outside",
     "closed_tree_inventory",
     "closed_tree_statement",
@@ -103,6 +105,7 @@ __all__ = [
     "public_key_path",
     "sign_statement",
     "signer_key_file",
+    "signing_keys",
     "slsa_provenance",
     "statement",
     "statement_payload",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,20 +107,54 @@ def _decide_roles(signers: tuple[str, ...], policy: Policy, predicate_type: str 
     return allowed
 
 
-def _decide(verified: list[str], policy: Policy, tried: list[str]) -> tuple[str, ...]:
-    """Pure threshold decision: distinct trusted signers, in policy order, at least ``threshold``."""
+_MAX_LISTED = 8
+
+
+def _listing(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_MAX_LISTED])
+    return shown + (f" and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else "")
+
+
+def _present_and_trusted(hints: Sequence[str] | None, policy: Policy) -> str:
+    """What the attestation claims and what the policy trusts, so a user can see which key is missing."""
+    parts = []
+    if hints is not None:
+        # Hints come from the attestation: unauthenticated, so quoted (repr escapes control
+        # characters) and cut short; they never decided anything above.
+        shown = [repr(h[:80]) if h else "(none)" for h in hints]
+        parts.append(f"{len(hints)} signature(s) with key id hints (unauthenticated) {_listing(shown) or '(none)'}")
+    parts.append(f"the policy trusts {_listing([s.id for s in policy.signers])}")
+    return "; ".join(parts)
+
+
+def _decide(verified: list[str], policy: Policy, tried: list[str], hints: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Pure threshold decision: distinct trusted signers, in policy order, at least ``threshold``.
+
+    ``hints`` are the key ids the attestation names (one per signature; None where the format
+    carries none): shown in the detail, never used to decide.
+    """
     distinct = tuple(dict.fromkeys(verified))
     if not distinct:
         detail = "no signature verifies under any signer the policy trusts"
         if tried:
             detail += " (" + "; ".join(t[:300] for t in tried[:4]) + ")"
-        raise VerificationError(AttestationCode.NO_TRUSTED_SIGNATURE, detail)
+        raise VerificationError(AttestationCode.NO_TRUSTED_SIGNATURE, f"{detail}; {_present_and_trusted(hints, policy)}")
     if len(distinct) < policy.threshold:
         raise VerificationError(
             AttestationCode.THRESHOLD_NOT_MET,
-            f"{len(distinct)} distinct trusted signer(s) ({', '.join(distinct)}); the policy requires {policy.threshold}",
+            f"{len(distinct)} distinct trusted signer(s) ({', '.join(distinct)}); the policy requires {policy.threshold}; "
+            + _present_and_trusted(hints, policy),
         )
     return distinct
+
+
+def _key_id_hints(doc: dict[str, Any], envelope: Envelope) -> tuple[str, ...]:
+    """The key ids the attestation names: each DSSE ``keyid``, or a key-based bundle's ``hint``."""
+    material = doc.get("verificationMaterial")
+    if isinstance(material, dict) and isinstance(material.get("publicKey"), dict):
+        hint = material["publicKey"].get("hint", "")
+        return (hint if isinstance(hint, str) else "",)
+    return tuple(s.keyid for s in envelope.signatures)
 
 
 def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
@@ -197,7 +232,7 @@ def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
         found, tried = _key_signers(envelope, policy), []  # (4)
     else:
         raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "neither a DSSE envelope (payloadType) nor a Sigstore bundle (mediaType)")
-    signers = _decide(found, policy, tried)  # (5)
+    signers = _decide(found, policy, tried, _key_id_hints(doc, envelope))  # (5)
     statement = parse_statement(envelope.payload)  # (6)
     signers = _decide_roles(signers, policy, statement["predicateType"])  # (7)
     return VerifiedStatement(envelope.payload, statement, statement["predicateType"], signers, digest, fmt)

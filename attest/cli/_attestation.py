@@ -1,20 +1,24 @@
-"""`attest keygen`, `attest attest`, `attest verify-attestation`, `attest verify`."""
+"""`attest keygen`, `attest attest`, `attest sign`, `attest verify-attestation`, `attest verify`."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from ._app import JsonOption, print_json, progress_bar
 
+if TYPE_CHECKING:
+    from ..attestation import Signer
+
 
 def register(app: typer.Typer) -> None:
     app.command("keygen")(keygen)
     app.command("attest")(attest)
+    app.command("sign")(sign)
     app.command("verify-attestation")(verify_attestation)
     app.command("verify")(verify)
 
@@ -38,10 +42,21 @@ def keygen(
         print(f"wrote {output} (private, 0600) and {pub}")
 
 
+def _load_signers(keys: list[str], public_key: Path | None) -> list[Signer]:
+    from ..attestation import load_signer
+    from ..errors import CommonCode, InputError
+
+    if public_key is not None and len(keys) != 1:
+        # Which of several keys it belongs to would be a guess: one KMS/HSM key per call.
+        raise InputError(CommonCode.USAGE, "--public-key goes with exactly one key; add further keys with `attest sign --add`")
+    return [load_signer(k, public_key=public_key) for k in keys]
+
+
 def attest(
     path: Path = typer.Argument(..., help="Root of the tree to attest."),
-    key: Optional[str] = typer.Option(None, "--key", help="Private key: a PEM path or a securesystemslib key URI."),
-    public_key: Optional[Path] = typer.Option(None, "--public-key", help="Public key PEM for a KMS/HSM key URI."),
+    key: list[str] = typer.Option([], "--key", metavar="KEY", help="Private key: a PEM path or a securesystemslib key URI. "
+                                  "Repeatable: one DSSE envelope with one signature per key."),
+    public_key: Optional[Path] = typer.Option(None, "--public-key", metavar="PATH", help="Public key PEM for a KMS/HSM key URI (with one --key)."),
     output: Path = typer.Option(..., "-o", "--output", help="Attestation file to write (atomically)."),
     fmt: str = typer.Option("dsse", "--format", help="dsse (DSSE envelope) or bundle (Sigstore bundle v0.3)."),
     name: Optional[str] = typer.Option(None, "--name", help="Subject name (default: the directory's name)."),
@@ -53,13 +68,14 @@ def attest(
 ) -> None:
     """Inventory PATH and write a signed in-toto statement of it (closed-tree predicate)."""
     from .._fs import write_atomic
-    from ..attestation import KeylessSigner, closed_tree_statement, load_signer, sign_statement
+    from ..attestation import KeylessSigner, closed_tree_statement, sign_statement, signing_keys
     from ..errors import CommonCode, InputError
     from ..inventory import inventory_tree
 
-    if sigstore == (key is not None):
-        raise InputError(CommonCode.USAGE, "give exactly one of --key KEY or --sigstore")
-    signer = KeylessSigner(identity_token, staging) if sigstore else load_signer(str(key), public_key=public_key)
+    if sigstore == bool(key):
+        raise InputError(CommonCode.USAGE, "give --key KEY (repeatable) or --sigstore: one of the two")
+    # Keys are loaded and their number checked before the tree is hashed.
+    signer = KeylessSigner(identity_token, staging) if sigstore else signing_keys(_load_signers(key, public_key), fmt)
     with progress_bar("hashing", json_mode) as progress:
         inv = inventory_tree(path, ignore=ignore, progress=progress)
     subject_name = name or path.resolve().name or "/"
@@ -72,6 +88,36 @@ def attest(
         print_json({"ok": True, "output": str(output), "subject": subject_name, "identity": inv.identity, "attestation_digest": digest})
     else:
         print(f"wrote {output}: subject {subject_name} {inv.identity}, attestation {digest}")
+
+
+def sign(
+    envelope: Path = typer.Argument(..., help="DSSE envelope (in-toto payload) to add signatures to."),
+    add: list[str] = typer.Option(..., "--add", metavar="KEY", help="Key that signs the envelope's payload as it is: a PEM path "
+                                  "or a securesystemslib key URI. Repeatable."),
+    public_key: Optional[Path] = typer.Option(None, "--public-key", metavar="PATH", help="Public key PEM for a KMS/HSM key URI (with one --add)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="PATH", help="Envelope to write (atomically); may be ENVELOPE itself."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Add signatures to a DSSE envelope over its exact payload, so several parties can meet a threshold in turn.
+
+    Checks nothing about trust; refuses a Sigstore bundle (one signature only), a key that
+    has already signed, and more than 32 signatures.
+    """
+    import hashlib
+
+    from .._fs import read_bounded, write_atomic
+    from ..attestation import MAX_ATTESTATION_BYTES, add_signatures
+
+    signers = _load_signers(add, public_key)
+    data = add_signatures(read_bounded(envelope, what="envelope", max_bytes=MAX_ATTESTATION_BYTES), signers)
+    write_atomic(output, data, what="envelope")
+    added = [s.key_id for s in signers]
+    count = len(json.loads(data)["signatures"])
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if json_mode:
+        print_json({"ok": True, "output": str(output), "added": added, "signatures": count, "attestation_digest": digest})
+    else:
+        print(f"wrote {output}: added {len(added)} signature(s) ({', '.join(added)}), {count} in all, attestation {digest}")
 
 
 def verify_attestation(
@@ -108,7 +154,7 @@ def verify(
     policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path, never from inside PATH."),
     attestation_digest: Optional[str] = typer.Option(None, "--attestation-digest", help="Pin: the attestation file must have this sha256:<hex>."),
     summary: Optional[Path] = typer.Option(None, "--summary", help="Write a signed SLSA VSA (PASSED or FAILED) here; needs --key."),
-    key: Optional[str] = typer.Option(None, "--key", help="Key that signs the --summary."),
+    key: list[str] = typer.Option([], "--key", metavar="KEY", help="Key that signs the --summary (one)."),
     summary_format: str = typer.Option("dsse", "--summary-format", help="dsse or bundle, for --summary."),
     json_mode: bool = JsonOption,
 ) -> None:
@@ -116,10 +162,13 @@ def verify(
     from ..attestation import load_policy, load_signer, verify_tree_attestation
     from ..errors import CommonCode, InputError
 
-    if (summary is None) != (key is None):
+    if (summary is None) != (not key):
         raise InputError(CommonCode.USAGE, "--summary and --key go together")
+    if len(key) > 1:
+        # Silently signing with the last of several keys is what this refuses.
+        raise InputError(CommonCode.USAGE, "--summary is signed by one --key")
     pol = load_policy(policy)
-    signer = load_signer(key) if key is not None else None
+    signer = load_signer(key[0]) if key else None
     with progress_bar("checking", json_mode) as progress:
         result = verify_tree_attestation(
             path, attestation, pol,

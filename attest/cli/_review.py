@@ -1,4 +1,4 @@
-"""`attest review exec` (the review step from the handoff's four images) and `attest review stand-in` (docs/review.md)."""
+"""`attest review start`, `recheck`, `exec` (the review step from the handoff's four images) and `stand-in` (docs/review.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_json
+from ._app import JsonOption, ReportedFailure, print_json
 from ._freeze import EnvOption, StateDirOption, parse_env_options
 
 
@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         rich_markup_mode=None,
     )
     sub.command("start")(start_review)
+    sub.command("recheck")(recheck_review)
     sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
     sub.command("stand-in")(stand_in)
     app.add_typer(sub, name="review")
@@ -68,6 +69,38 @@ def start_review(
     for role, kept in doc["projections"].items():
         print(f"  {role + ':':<11} {kept['path']} ({kept['sha256']}, retained)")
     print(f"  state:      {doc['state']}")
+
+
+def recheck_review(
+    state_dir: Path = StateDirOption,
+    review: str = typer.Option(..., "--review", help="The review id `attest review start` (or a refresh) printed."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="With a --github review: NAME of the environment variable "
+                                            "holding the API token, never printed or recorded (default: GITHUB_TOKEN if set, and "
+                                            "only for the default API URL)."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Re-resolve a started review and decide proceed, refresh, restart or fail (exit 0 for proceed and refresh, 1 otherwise)."""
+    import os
+
+    from .._fs import check_directory_path
+    from ..errors import VerificationError
+    from ..review.procedure import recheck_review as recheck
+    check_directory_path(state_dir, what="--state-dir")
+    got = recheck(state_dir=state_dir, review=review, token_env=token_env, environ=os.environ)
+    doc = got.to_json()
+    lines = [f"{got.outcome.outcome.upper()} review {got.state.review}: {got.outcome.reason}"]
+    lines += [f"  {f.code}: {f.detail}" for f in got.outcome.findings if f.code != got.outcome.reason or len(got.outcome.findings) > 1]
+    if got.outcome.outcome == "refresh":
+        lines.append(f"  refreshed: review {got.current_review} (generation {doc['current']['generation']}, "
+                     f"{doc['changed_paths']} changed path(s)); review {got.state.review} and every analysis of it are stale")
+    elif got.outcome.outcome == "restart":
+        lines.append("  discarded: run `attest bootstrap` again; nothing of the old root is reused")
+    if not got.outcome.ok:
+        raise ReportedFailure(VerificationError(findings=got.outcome.findings), document={**doc, "errors": doc["findings"]}, text="\n".join(lines) + "\n")
+    if json_mode:
+        print_json(doc)
+        return
+    print("\n".join(lines))
 
 
 def exec_review(

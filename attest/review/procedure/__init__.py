@@ -4,7 +4,9 @@
 requires the same repository, pull request and base, checks the frozen base against the base
 tree, resolves the head, requires exactly one merge base, computes the changed surface, binds
 the semantic and adapter projections (:func:`decide_bindings`, pure), retains their exact bytes
-from the frozen base and writes the review state.
+from the frozen base and writes the review state. :func:`recheck_review` (``attest review
+recheck``) re-resolves what a state records and decides ``proceed``, ``refresh``, ``restart`` or
+``fail`` (:func:`decide_recheck`, pure).
 
     >>> from attest.attestation import load_policy
     >>> from attest.review.bootstrap import IdentityFile
@@ -27,7 +29,21 @@ from ._bindings import (
     decide_bindings,
     parse_reproduced_outputs,
 )
-from ._codes import BindingCode, ReviewStartCode
+from ._codes import BindingCode, RecheckCode, ReviewStartCode
+from ._recheck import (
+    OUTCOMES,
+    RECHECKS_DIR,
+    Recheck,
+    RecheckFacts,
+    RecheckOutcome,
+    ReviewState,
+    check_review_id,
+    decide_recheck,
+    host_from_state,
+    load_review_state,
+    parse_review_state,
+    recheck_review,
+)
 from ._start import (
     REVIEWS_DIR,
     STATE_FORMAT,
@@ -41,9 +57,12 @@ from ._start import (
     review_start,
     verify_handoff_evidence,
     write_review_state,
+    write_state_file,
 )
 
 __all__ = [
+    "OUTCOMES",
+    "RECHECKS_DIR",
     "REVIEWS_DIR",
     "ROLES",
     "SEMANTIC_RENDERER",
@@ -53,17 +72,29 @@ __all__ = [
     "BindingCode",
     "Bindings",
     "HandoffEvidence",
+    "Recheck",
+    "RecheckCode",
+    "RecheckFacts",
+    "RecheckOutcome",
     "ReviewStart",
     "ReviewStartCode",
+    "ReviewState",
     "bind_outputs",
+    "check_review_id",
     "decide_bindings",
     "decide_identity",
+    "decide_recheck",
     "describe_host",
     "handoff_evidence",
+    "host_from_state",
+    "load_review_state",
     "parse_reproduced_outputs",
+    "parse_review_state",
     "path_kinds",
+    "recheck_review",
     "review_id",
     "review_start",
     "verify_handoff_evidence",
     "write_review_state",
+    "write_state_file",
 ]

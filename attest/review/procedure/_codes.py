@@ -23,6 +23,23 @@ class ReviewStartCode(ReasonCode):
     REVIEW_STATE_FAILED = "REVIEW_STATE_FAILED"                  # the review state could not be written under STATE/reviews/
 
 
+class RecheckCode(ReasonCode):
+    """Why ``attest review recheck`` decided as it did, and why it could not read a review (docs/review.md)."""
+
+    # The decision's reasons (fail and restart reuse the ReviewStartCode and git codes of the same facts).
+    REVIEW_UNCHANGED = "REVIEW_UNCHANGED"                # proceed: every identity is the state's
+    REVIEW_HEAD_MOVED = "REVIEW_HEAD_MOVED"              # refresh: the pull request's head is another commit
+    REVIEW_MERGE_BASE_MOVED = "REVIEW_MERGE_BASE_MOVED"  # refresh: the one merge base is another commit
+    # The review state itself.
+    REVIEW_ID_INVALID = "REVIEW_ID_INVALID"              # --review is not 32 lowercase hex digits
+    REVIEW_STATE_MISSING = "REVIEW_STATE_MISSING"        # no STATE/reviews/<id>.json
+    REVIEW_STATE_MALFORMED = "REVIEW_STATE_MALFORMED"    # not canonical JSON of the documented shape (or a malformed recheck record)
+    REVIEW_STATE_TAMPERED = "REVIEW_STATE_TAMPERED"      # its content does not hash to its id, or the id is not the file's name
+    REVIEW_SUPERSEDED = "REVIEW_SUPERSEDED"              # an earlier recheck refreshed it into another review
+    REVIEW_DISCARDED = "REVIEW_DISCARDED"                # an earlier recheck restarted it: every result of its root is discarded
+    REVIEW_FAILED = "REVIEW_FAILED"                      # an earlier recheck failed it
+
+
 class BindingCode(ReasonCode):
     """Why an output binding (``--semantic`` / ``--adapter``) fails closed; one code per kind of failure."""
 
@@ -38,4 +55,4 @@ class BindingCode(ReasonCode):
     REVIEW_BINDING_NOT_REPRODUCED = "REVIEW_BINDING_NOT_REPRODUCED"      # not among the handoff's reproduced outputs, or reproduced with other bytes
 
 
-__all__ = ["BindingCode", "ReviewStartCode"]
+__all__ = ["BindingCode", "RecheckCode", "ReviewStartCode"]

@@ -242,29 +242,25 @@ def review_id(state: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_bytes(state)).hexdigest()[:32]
 
 
-def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]:
-    """Step 9: write ``{"review": id, **state}`` atomically to ``STATE/reviews/<id>.json``; return (id, path).
+def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
+    """Write ``data`` atomically to ``STATE/sub/name`` (mode 0600); return its path.
 
     Through descriptors of the private state directory: a temp file created there (never an
     existing one), fsync, ``rename`` onto the name, fsync of the directory.
 
     Raises:
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` (the file cannot be written or renamed),
-            ``STATE_INSECURE``, ``STAGING_FAILED`` (``STATE/reviews`` cannot be opened or made).
+            ``STATE_INSECURE``, ``STAGING_FAILED`` (``STATE/sub`` cannot be opened or made).
         VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
             directory).
     """
-    from ..._json import canonical_bytes
     from ..._safefs import O_NEW
     from ...freeze._state import open_state, open_sub, random_name
 
-    ident = review_id(state)
-    data = canonical_bytes({"review": ident, **state})
-    name = f"{ident}.json"
-    where = os.path.join(state_dir, REVIEWS_DIR, name)
+    where = os.path.join(state_dir, sub, name)
     state_fd = open_state(state_dir, create=False)
     try:
-        dfd = open_sub(state_fd, REVIEWS_DIR, os.path.join(state_dir, REVIEWS_DIR))
+        dfd = open_sub(state_fd, sub, os.path.join(state_dir, sub))
     finally:
         os.close(state_fd)
     tmp = random_name(".tmp")
@@ -288,7 +284,22 @@ def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]
             raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot write the review state: {e.strerror}", where) from e
     finally:
         os.close(dfd)
-    return ident, where
+    return where
+
+
+def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]:
+    """Step 9: write ``{"review": id, **state}`` atomically to ``STATE/reviews/<id>.json``; return (id, path).
+
+    Raises:
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` (the file cannot be written or renamed),
+            ``STATE_INSECURE``, ``STAGING_FAILED`` (``STATE/reviews`` cannot be opened or made).
+        VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
+            directory).
+    """
+    from ..._json import canonical_bytes
+
+    ident = review_id(state)
+    return ident, write_state_file(state_dir, REVIEWS_DIR, f"{ident}.json", canonical_bytes({"review": ident, **state}))
 
 
 def describe_host(host: HostAdapter) -> dict[str, Any]:
@@ -409,4 +420,5 @@ __all__ = [
     "review_start",
     "verify_handoff_evidence",
     "write_review_state",
+    "write_state_file",
 ]

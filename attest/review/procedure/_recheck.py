@@ -1,0 +1,494 @@
+"""`attest review recheck` (BOOTSTRAP.md "Review procedure"; ADR-0008 "Review procedure").
+
+:func:`recheck_review` reads a review state strictly (:func:`load_review_state`), asks the host
+again through the adapter the state records, re-reads base and head from GITDIR's objects,
+recomputes the complete merge-base set and lets :func:`decide_recheck` (pure) decide exactly one
+outcome, in this precedence (the first that applies wins; every applicable finding is reported):
+
+1. ``fail``: the repository (``REVIEW_REPOSITORY_CHANGED``) or the pull request
+   (``REVIEW_PULL_REQUEST_CHANGED``) changed, or base and head have no merge base
+   (``NO_MERGE_BASE``) or several (``MULTIPLE_MERGE_BASES``);
+2. ``restart``: the base commit (``REVIEW_BASE_MOVED``) or the base tree
+   (``REVIEW_BASE_TREE_MISMATCH``) moved: the whole bootstrap must run again, and every result of
+   the old root is discarded, even when the reproduced procedure bytes would be identical;
+3. ``refresh``: only the head (``REVIEW_HEAD_MOVED``) or the merge base
+   (``REVIEW_MERGE_BASE_MOVED``) moved: the changed surface is recomputed into a new review state
+   (``refresh.generation`` one higher, ``refresh.previous`` the old id) and the old review is
+   superseded, so every analysis of it is stale;
+4. ``proceed`` (``REVIEW_UNCHANGED``): nothing moved.
+
+Every outcome but ``proceed`` closes the old review with a recheck record,
+``STATE/rechecks/<id>.json``: a later recheck (and serialize) of it fails with
+``REVIEW_SUPERSEDED``, ``REVIEW_DISCARDED`` or ``REVIEW_FAILED``.
+
+    >>> got = recheck_review(state_dir="/var/lib/attest", review="0f3c...")
+    >>> got.outcome.outcome, got.outcome.reason, got.current_review
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
+from ..bootstrap import HostAdapter
+from ._codes import RecheckCode, ReviewStartCode
+from ._start import REVIEWS_DIR, STATE_FORMAT, review_id, write_review_state, write_state_file
+
+RECHECKS_DIR = "rechecks"
+MAX_STATE_BYTES = 64 << 20
+MAX_RECORD_BYTES = 64 << 10
+Outcome = Literal["proceed", "refresh", "restart", "fail"]
+OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # ascending precedence
+_ID = re.compile(r"[0-9a-f]{32}\Z")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
+                         "merge_base", "images", "config", "lock", "context", "projections", "surface"})
+_HOST_KEYS = {"identity": {"adapter", "path"}, "github": {"adapter", "repository", "pr", "api_url"}}
+_RECORD_KEYS = frozenset({"review", "state", "outcome", "reason", "superseded_by"})
+_CLOSED = {"refresh": RecheckCode.REVIEW_SUPERSEDED, "restart": RecheckCode.REVIEW_DISCARDED, "fail": RecheckCode.REVIEW_FAILED}
+
+
+# -- the parsed state and the facts of now -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewState:
+    """A review state as :func:`parse_review_state` read it: the fields recheck compares, and the whole document.
+
+    Raises:
+        Nothing.
+    """
+
+    review: str
+    digest: str  # "sha256:<hex>" of the state file's bytes
+    doc: dict[str, Any]
+    repository_id: int
+    full_name: str
+    pull_request_id: int
+    number: int
+    base_commit: str
+    base_tree: str
+    object_format: str
+    head: str
+    merge_base: str
+    repo: str
+    host: dict[str, Any]
+    generation: int  # 0 for a started review; one more on every refresh
+
+
+@dataclass(frozen=True, slots=True)
+class RecheckFacts:
+    """What is true now: the host's identities, base tree and head from objects, the complete merge-base set.
+
+    Raises:
+        Nothing.
+    """
+
+    repository_id: int
+    full_name: str
+    pull_request_id: int
+    number: int
+    base_commit: str
+    base_tree: str
+    head: str
+    merge_bases: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repository": {"id": self.repository_id, "full_name": self.full_name},
+                "pull_request": {"id": self.pull_request_id, "number": self.number},
+                "base": {"commit": self.base_commit, "tree": self.base_tree}, "head": self.head,
+                "merge_bases": list(self.merge_bases)}
+
+
+@dataclass(frozen=True, slots=True)
+class RecheckOutcome:
+    """Exactly one outcome, its reason code (the first finding of the deciding class) and every finding.
+
+    Raises:
+        Nothing.
+    """
+
+    outcome: Outcome
+    reason: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("proceed", "refresh")
+
+
+def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
+    """The recheck decision (pure): fail > restart > refresh > proceed; see the module docstring.
+
+    Raises:
+        Nothing: every difference is a finding of the outcome.
+    """
+    from ...git import GitCode
+
+    fail: list[Finding] = []
+    restart: list[Finding] = []
+    refresh: list[Finding] = []
+    if (now.repository_id, now.full_name) != (state.repository_id, state.full_name):
+        fail.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
+                            f"the host names repository {now.repository_id} {now.full_name!r}; the review "
+                            f"{state.repository_id} {state.full_name!r}"))
+    if (now.pull_request_id, now.number) != (state.pull_request_id, state.number):
+        fail.append(Finding(ReviewStartCode.REVIEW_PULL_REQUEST_CHANGED, None,
+                            f"the host names pull request {now.pull_request_id} #{now.number}; the review "
+                            f"{state.pull_request_id} #{state.number}"))
+    bases = sorted(set(now.merge_bases))
+    if not bases:
+        fail.append(Finding(GitCode.NO_MERGE_BASE, None, f"the base {now.base_commit} and the head {now.head} have unrelated "
+                            "histories: no common ancestor"))
+    elif len(bases) > 1:
+        fail.append(Finding(GitCode.MULTIPLE_MERGE_BASES, None, f"{len(bases)} best common ancestors (a criss-cross history): "
+                            f"{', '.join(bases)}; none is picked"))
+    if now.base_commit != state.base_commit:
+        restart.append(Finding(ReviewStartCode.REVIEW_BASE_MOVED, None, f"the base is now {now.base_commit}; the review's is "
+                               f"{state.base_commit}: run the bootstrap again (nothing of the old root is reused)"))
+    if now.base_tree != state.base_tree:
+        restart.append(Finding(ReviewStartCode.REVIEW_BASE_TREE_MISMATCH, None, f"the base tree is now {now.base_tree}; the "
+                               f"review's is {state.base_tree}: run the bootstrap again"))
+    if now.head != state.head:
+        refresh.append(Finding(RecheckCode.REVIEW_HEAD_MOVED, None, f"the head is now {now.head}; the review's is {state.head}"))
+    if len(bases) == 1 and bases[0] != state.merge_base:
+        refresh.append(Finding(RecheckCode.REVIEW_MERGE_BASE_MOVED, None, f"the merge base is now {bases[0]}; the review's is "
+                               f"{state.merge_base}"))
+    order: tuple[tuple[Outcome, list[Finding]], ...] = (("fail", fail), ("restart", restart), ("refresh", refresh))
+    for outcome, found in order:
+        if found:
+            return RecheckOutcome(outcome, found[0].code, tuple(fail + restart + refresh))
+    return RecheckOutcome("proceed", RecheckCode.REVIEW_UNCHANGED,
+                          (Finding(RecheckCode.REVIEW_UNCHANGED, None, "repository, pull request, base, head and merge base "
+                                   "are the review's"),))
+
+
+# -- reading the state -----------------------------------------------------------------------------------
+
+
+def check_review_id(review: str) -> str:
+    """``review`` if it is a review id (32 lowercase hex digits).
+
+    Raises:
+        InputError: ``REVIEW_ID_INVALID``.
+    """
+    if not isinstance(review, str) or not _ID.match(review):
+        raise InputError(RecheckCode.REVIEW_ID_INVALID, "a review id is 32 lowercase hex digits (as `attest review start` prints it)")
+    return review
+
+
+def _strict_doc(data: bytes, what: str, where: str, max_bytes: int) -> dict[str, Any]:
+    from ..._json import canonical_bytes, loads_strict
+
+    try:
+        doc = loads_strict(data, what=what, max_bytes=max_bytes)
+    except AttestError as e:
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"{what} is not strict JSON: {e.detail}", where) from e
+    if not isinstance(doc, dict):
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"{what} is not a JSON object", where)
+    if canonical_bytes(doc) != data:
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"{what} is not in RFC 8785 canonical form", where)
+    return doc
+
+
+def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
+    """Parse a review state file's bytes strictly (pure): canonical JSON, its id its content's and ``review``, the documented shape.
+
+    Raises:
+        VerificationError: ``REVIEW_STATE_MALFORMED`` (not canonical strict JSON, or not the
+            documented shape), ``REVIEW_STATE_TAMPERED`` (the content does not hash to its
+            ``review``, or that is not ``review``).
+    """
+    from ...git import is_full_sha
+    from ..handoff import IMAGE_NAMES
+
+    doc = _strict_doc(data, "the review state", where, MAX_STATE_BYTES)
+    claimed = doc.get("review")
+    rest = {k: v for k, v in doc.items() if k != "review"}
+    if not isinstance(claimed, str) or review_id(rest) != claimed:
+        raise VerificationError(RecheckCode.REVIEW_STATE_TAMPERED, f"the review state's content hashes to {review_id(rest)}, "
+                                f"not to its review {claimed!r}", where)
+    if claimed != review:
+        raise VerificationError(RecheckCode.REVIEW_STATE_TAMPERED, f"the state of review {review} holds review {claimed}", where)
+
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state {detail}", where)
+
+    keys = set(doc)
+    if keys != _STATE_KEYS and keys != _STATE_KEYS | {"refresh"}:
+        raise bad(f"must have exactly the fields {sorted(_STATE_KEYS)} (and refresh after a refresh)")
+    if doc["format"] != STATE_FORMAT:
+        raise bad(f"is not a {STATE_FORMAT}")
+
+    def obj(key: str, fields: set[str] | frozenset[str]) -> dict[str, Any]:
+        value = doc[key]
+        if not isinstance(value, dict) or set(value) != set(fields):
+            raise bad(f"{key} must be an object of exactly {sorted(fields)}")
+        return value
+
+    def integer(value: Any, what: str) -> int:
+        if type(value) is not int or value <= 0:
+            raise bad(f"{what} must be a positive integer")
+        return value
+
+    def text(value: Any, what: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise bad(f"{what} must be a non-empty string")
+        return value
+
+    repository = obj("repository", {"id", "full_name"})
+    pull_request = obj("pull_request", {"id", "number"})
+    base = obj("base", {"commit", "tree", "object_format"})
+    fmt = base["object_format"]
+    if fmt not in ("sha1", "sha256"):
+        raise bad("base.object_format must be sha1 or sha256")
+    shas = {"base.commit": base["commit"], "base.tree": base["tree"], "head": doc["head"], "merge_base": doc["merge_base"]}
+    for what, value in shas.items():
+        if not isinstance(value, str) or not is_full_sha(value, fmt):
+            raise bad(f"{what} must be a full {fmt} object id")
+    obj("handoff", {"path", "digest"})
+    obj("config", {"sha256"})
+    obj("lock", {"sha256"})
+    obj("images", set(IMAGE_NAMES))
+    obj("projections", {"semantic", "adapter"})
+    text(doc["context"], "context")
+    repo = text(doc["repo"], "repo")
+    if not os.path.isabs(repo):
+        raise bad("repo must be an absolute path")
+    host = doc["host"]
+    adapter = host.get("adapter") if isinstance(host, dict) else None
+    if not isinstance(adapter, str) or set(host) != _HOST_KEYS.get(adapter, {"adapter"}):
+        raise bad("host must be {adapter: identity, path} or {adapter: github, repository, pr, api_url}")
+    surface = doc["surface"]
+    if not isinstance(surface, dict) or not isinstance(surface.get("paths"), list) or \
+            (surface.get("base"), surface.get("head")) != (doc["merge_base"], doc["head"]):
+        raise bad("surface must be the changed surface from its merge_base to its head")
+    generation = 0
+    if "refresh" in doc:
+        refresh = obj("refresh", {"previous", "generation"})
+        generation = integer(refresh["generation"], "refresh.generation")
+        if not isinstance(refresh["previous"], str) or not _ID.match(refresh["previous"]):
+            raise bad("refresh.previous must be a review id")
+    return ReviewState(claimed, "sha256:" + hashlib.sha256(data).hexdigest(), doc,
+                       integer(repository["id"], "repository.id"), text(repository["full_name"], "repository.full_name"),
+                       integer(pull_request["id"], "pull_request.id"), integer(pull_request["number"], "pull_request.number"),
+                       base["commit"], base["tree"], fmt, doc["head"], doc["merge_base"], repo, host, generation)
+
+
+def _read_at(state_dir: str, sub: str, name: str, max_bytes: int) -> bytes | None:
+    """The bytes of ``STATE/sub/name`` through descriptors (None when absent); a planted link fails."""
+    from ..._safefs import UnsafeEntry, open_regular_at
+    from ...freeze import FreezeCode
+    from ...freeze._state import open_state, open_sub
+
+    where = os.path.join(state_dir, sub, name)
+    state_fd = open_state(state_dir, create=False)
+    try:
+        try:
+            os.stat(sub, dir_fd=state_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        dfd = open_sub(state_fd, sub, os.path.join(state_dir, sub), create=False)
+    finally:
+        os.close(state_fd)
+    try:
+        try:
+            fd, _ = open_regular_at(dfd, name)
+        except FileNotFoundError:
+            return None
+        except UnsafeEntry as e:
+            raise VerificationError(FreezeCode.STATE_SYMLINK, f"not a plain regular file: {e.strerror}", where) from e
+        except OSError as e:
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot read: {e.strerror}", where) from e
+        try:
+            data = os.read(fd, max_bytes + 1)
+            while data and len(data) <= max_bytes:
+                more = os.read(fd, max_bytes + 1 - len(data))
+                if not more:
+                    break
+                data += more
+        except OSError as e:
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot read: {e.strerror}", where) from e
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dfd)
+    if len(data) > max_bytes:
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"larger than {max_bytes} bytes", where)
+    return data
+
+
+def load_review_state(state_dir: str | os.PathLike[str], review: str) -> ReviewState:
+    """Read and strictly parse ``STATE/reviews/<review>.json``; refuse a review an earlier recheck closed.
+
+    Raises:
+        InputError: ``REVIEW_ID_INVALID``, ``REVIEW_STATE_MISSING``.
+        VerificationError: ``REVIEW_STATE_MALFORMED``, ``REVIEW_STATE_TAMPERED``,
+            ``REVIEW_SUPERSEDED``, ``REVIEW_DISCARDED``, ``REVIEW_FAILED``, ``STATE_SYMLINK``.
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` (unreadable), ``STATE_INSECURE``, ``STAGING_FAILED``.
+    """
+    state = os.path.abspath(os.fspath(state_dir))
+    check_review_id(review)
+    where = os.path.join(state, REVIEWS_DIR, f"{review}.json")
+    data = _read_at(state, REVIEWS_DIR, f"{review}.json", MAX_STATE_BYTES)
+    if data is None:
+        raise InputError(RecheckCode.REVIEW_STATE_MISSING, f"no review {review} under this state directory", where)
+    parsed = parse_review_state(data, review, where)
+    record_where = os.path.join(state, RECHECKS_DIR, f"{review}.json")
+    record = _read_at(state, RECHECKS_DIR, f"{review}.json", MAX_RECORD_BYTES)
+    if record is not None:
+        doc = _strict_doc(record, "the recheck record", record_where, MAX_RECORD_BYTES)
+        if set(doc) != _RECORD_KEYS or doc["review"] != review or doc["state"] != parsed.digest or doc["outcome"] not in _CLOSED \
+                or not isinstance(doc["reason"], str):
+            raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the recheck record is not one of this review state",
+                                    record_where)
+        then = f"an earlier recheck decided {doc['outcome']} ({doc['reason']})"
+        if doc["outcome"] == "refresh":
+            then += f"; the current review is {doc['superseded_by']}"
+        raise VerificationError(_CLOSED[doc["outcome"]], then, record_where)
+    return parsed
+
+
+# -- the recheck ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recheck:
+    """One recheck: the state it read, the facts of now, the outcome, and what it wrote.
+
+    ``current_review`` is the review to use from now on: the refreshed one after ``refresh``,
+    the same after ``proceed``, None after ``restart`` or ``fail``.
+
+    Raises:
+        Nothing.
+    """
+
+    state: ReviewState
+    state_path: str
+    now: RecheckFacts
+    outcome: RecheckOutcome
+    current_review: str | None
+    current_state: str | None
+    record: str | None
+    changed_paths: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"ok": self.outcome.ok, "review": self.state.review, "state": self.state_path,
+                               "outcome": self.outcome.outcome, "reason": str(self.outcome.reason),
+                               "findings": [f.to_json() for f in self.outcome.findings], **self.now.to_json(),
+                               "generation": self.state.generation, "current": None, "record": self.record}
+        if self.current_review is not None:
+            doc["current"] = {"review": self.current_review, "state": self.current_state,
+                              "generation": self.state.generation + (self.outcome.outcome == "refresh")}
+        if self.changed_paths is not None:
+            doc["changed_paths"] = self.changed_paths
+        return doc
+
+
+def host_from_state(host: Mapping[str, Any], *, token_env: str | None, environ: Mapping[str, str]) -> HostAdapter:
+    """The host adapter a review state records, made again (``token_env`` as ``--token-env``: the token is never recorded).
+
+    Raises:
+        InputError: ``BAD_HOST_OPTIONS`` (an adapter the state cannot re-create, ``--token-env``
+            with the identity file, or what :func:`~attest.review.bootstrap.host_adapter` refuses).
+    """
+    from ..bootstrap import BootstrapCode, host_adapter
+
+    if host["adapter"] == "identity":
+        return host_adapter(identity=host["path"], github=None, pr=None, token_env=token_env, api_url=None, environ=environ)
+    if host["adapter"] == "github":
+        return host_adapter(identity=None, github=host["repository"], pr=host["pr"], token_env=token_env, api_url=host["api_url"],
+                            environ=environ)
+    raise InputError(BootstrapCode.BAD_HOST_OPTIONS, f"the review state's host adapter {host['adapter']!r} cannot be made again "
+                     "from the state; pass the adapter (host=)")
+
+
+def _write_record(state_dir: str, state: ReviewState, outcome: RecheckOutcome, superseded_by: str | None) -> str:
+    from ..._json import canonical_bytes
+
+    doc = {"review": state.review, "state": state.digest, "outcome": outcome.outcome, "reason": str(outcome.reason),
+           "superseded_by": superseded_by}
+    return write_state_file(state_dir, RECHECKS_DIR, f"{state.review}.json", canonical_bytes(doc))
+
+
+def recheck_review(
+    *,
+    state_dir: str | os.PathLike[str],
+    review: str,
+    host: HostAdapter | None = None,
+    token_env: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> Recheck:
+    """Re-resolve everything the review state records and decide (:func:`decide_recheck`); record the outcome.
+
+    ``host`` (None: the adapter the state records, :func:`host_from_state`) is for adapters the
+    state cannot name. ``refresh`` writes the refreshed state and then the old review's recheck
+    record; ``restart`` and ``fail`` write the record only; ``proceed`` writes nothing.
+
+    Raises:
+        InputError: ``REVIEW_ID_INVALID``, ``REVIEW_STATE_MISSING``, ``BAD_HOST_OPTIONS``, the
+            host adapter's codes (``UNREADABLE``, ``BAD_IDENTITY``, ``HOST_READ_FAILED``, ...),
+            ``NOT_FULL_SHA``.
+        VerificationError: ``REVIEW_STATE_MALFORMED``, ``REVIEW_STATE_TAMPERED``,
+            ``REVIEW_SUPERSEDED``, ``REVIEW_DISCARDED``, ``REVIEW_FAILED``, ``HOST_MISMATCH``,
+            ``API_TREE_MISMATCH``, the git layer's codes (``OBJECT_MISSING``,
+            ``WRONG_OBJECT_TYPE``, ``HISTORY_TOO_LONG``, ``SHALLOW_REPOSITORY``, ...).
+        EnvironmentFailure: ``REVIEW_STATE_FAILED``, ``GIT_FAILED`` and the state directory's codes.
+    """
+    from ...git import GitRepo, best_common_ancestors, changed_surface, verify_full_sha
+    from ..bootstrap import BootstrapCode
+
+    root = os.path.abspath(os.fspath(state_dir))
+    state = load_review_state(root, review)
+    state_path = os.path.join(root, REVIEWS_DIR, f"{review}.json")
+    adapter = host if host is not None else host_from_state(state.host, token_env=token_env, environ=environ)
+    surface = None
+    with GitRepo.open(state.repo) as git:
+        fmt = git.object_format
+        resolved = adapter.resolve()
+        verify_full_sha(resolved.base_sha, fmt, what="base commit")
+        tree = git.commit_tree(resolved.base_sha)
+        if resolved.api_base_tree is not None and resolved.api_base_tree != tree:
+            raise VerificationError(BootstrapCode.API_TREE_MISMATCH, f"the hosting API says the base commit {resolved.base_sha} "
+                                    f"has the tree {resolved.api_base_tree}; GITDIR's objects say {tree}")
+        verify_full_sha(resolved.head_sha, fmt, what="head commit")
+        git.read_object(resolved.head_sha, "commit", path="head")
+        bases = best_common_ancestors(git, resolved.base_sha, resolved.head_sha)
+        now = RecheckFacts(resolved.repository_id, resolved.full_name, resolved.pull_request_id, resolved.number,
+                           resolved.base_sha, tree, resolved.head_sha, bases)
+        outcome = decide_recheck(state, now)
+        if outcome.outcome == "refresh":
+            surface = changed_surface(git, bases[0], resolved.head_sha)
+    if outcome.outcome == "proceed":
+        return Recheck(state, state_path, now, outcome, review, state_path, None, None)
+    if outcome.outcome == "refresh":
+        assert surface is not None
+        doc = {k: v for k, v in state.doc.items() if k != "review"}
+        doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
+                   refresh={"previous": review, "generation": state.generation + 1})
+        new_id, new_path = write_review_state(root, doc)
+        record = _write_record(root, state, outcome, new_id)
+        return Recheck(state, state_path, now, outcome, new_id, new_path, record, len(surface.paths))
+    record = _write_record(root, state, outcome, None)
+    return Recheck(state, state_path, now, outcome, None, None, record, None)
+
+
+__all__ = [
+    "OUTCOMES",
+    "RECHECKS_DIR",
+    "Recheck",
+    "RecheckFacts",
+    "RecheckOutcome",
+    "ReviewState",
+    "check_review_id",
+    "decide_recheck",
+    "host_from_state",
+    "load_review_state",
+    "parse_review_state",
+    "recheck_review",
+]

@@ -302,10 +302,10 @@ def test_every_refusal_is_reported_and_none_is_dropped(tmp_path: Path, monkeypat
 
 def test_the_cli_refuses_with_the_code_and_still_passes_ordinary_variables(image: Image, state: Path, capfd: pytest.CaptureFixture[str]) -> None:
     base = ["exec", "--state-dir", str(state), "--image", f"t={image.path}"]
-    assert main([*base, "--env", "GIT_CONFIG_COUNT=1", "--env", "PS4", "--env", "MODE=ci", "--", "true"]) == 2
+    assert main([*base, "--env", "GIT_CONFIG_COUNT=1", "--env", "PS4", "--env", "MODE=ci", "--", "true"]) == 125  # exec refused (env(1) style)
     out = capfd.readouterr()
     assert "ENV_REFUSED" in out.err and "GIT_CONFIG_COUNT" in out.err and "PS4" in out.err and "Traceback" not in out.err
-    assert main([*base, "--env", "MODE=a", "--env", "MODE=b", "--", "true"]) == 2
+    assert main([*base, "--env", "MODE=a", "--env", "MODE=b", "--", "true"]) == 125
     assert "BAD_EXEC_ENV" in capfd.readouterr().err
     assert main([*base, "--env", "MODE=ci", "--", "sh", "-c", 'test "$MODE" = ci && test "$HOME" != /root']) == 0
 

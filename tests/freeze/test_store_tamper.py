@@ -117,7 +117,7 @@ def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inve
     out = subprocess.run([sys.executable, "-m", "attest", "exec", "--state-dir", str(state), "--image",
                           f"T={image.identity}", "--json", "--", "/bin/sh", "-c", f"{image.path}/bin/tool"],
                          capture_output=True, text=True)
-    assert out.returncode == 1 and "pwned" not in out.stdout and "IMAGE_CHANGED" in out.stdout
+    assert out.returncode == 125 and "pwned" not in out.stdout and "IMAGE_CHANGED" in out.stdout  # exec itself refused
 
 
 def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_path: Path, state: Path) -> None:

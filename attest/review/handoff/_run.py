@@ -184,8 +184,8 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
     Raises:
         Nothing itself. The callback raises ``VerificationError`` (``HANDOFF_IMAGE_MISMATCH``: an
         image path no longer leads to the sealed root), ``EnvironmentFailure``
-        (``NETWORK_NOT_ISOLATED``: no free uid, or the confinement tools are missing) and
-        ``OSError`` from opening an image.
+        (``NETWORK_NOT_ISOLATED``: no free uid, or the confinement tools are missing), and
+        ``OSError`` only from handing the run directories to the reviewer's uid.
     """
     from ..._safefs import O_DIR
     from ...build import confine_argv, give_to_uid, pick_step_uid
@@ -201,7 +201,11 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
         try:
             binds: list[tuple[int, str]] = []
             for name, image in images.items():
-                fd = os.open(image.path, O_DIR)
+                try:
+                    fd = os.open(image.path, O_DIR)
+                except OSError as e:  # swapped for a link, removed: never a traceback, never a bind of something else
+                    raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the {name.lower()} image cannot be opened "
+                                            f"for binding: {e.strerror}", image.path) from e
                 fds.append(fd)
                 st = os.fstat(fd)
                 root = next((e for e in image.sealed if e.path == ""), None)

@@ -261,10 +261,16 @@ def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, 
 def chown_tree(parent_fd: int, name: str, uid: int) -> None:
     """Give ``parent/name`` and everything below it to ``uid`` (and the same gid), never following a link.
 
+    A regular file with more than one name is refused (``UnsafeEntry``, ``Kind.HARDLINK``): its
+    other name may lie outside the tree, and it would change owner there too.
+
     One descriptor is held per level of depth, whatever the number of siblings.
     """
+    top = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    if stat.S_ISREG(top.st_mode) and top.st_nlink != 1:
+        raise UnsafeEntry(name, Kind.HARDLINK, f"{name!r} has {top.st_nlink} hard links; it is not given away")
     os.chown(name, uid, uid, dir_fd=parent_fd, follow_symlinks=False)
-    if not stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
+    if not stat.S_ISDIR(top.st_mode):
         return
     root = open_dir_at(parent_fd, name)
     stack: list[tuple[int, list[str]]] = [(root, os.listdir(root))]
@@ -276,8 +282,11 @@ def chown_tree(parent_fd: int, name: str, uid: int) -> None:
                 stack.pop()
                 continue
             child = pending.pop()
+            st = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink != 1:  # another name may lie outside the tree
+                raise UnsafeEntry(child, Kind.HARDLINK, f"{child!r} has {st.st_nlink} hard links; it is not given away")
             os.chown(child, uid, uid, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISDIR(os.stat(child, dir_fd=dfd, follow_symlinks=False).st_mode):
+            if stat.S_ISDIR(st.st_mode):
                 cfd = open_dir_at(dfd, child)
                 stack.append((cfd, os.listdir(cfd)))
     finally:
@@ -394,7 +403,9 @@ def _open_dir_for_removal(parent_fd: int, name: str) -> int:
 
 
 def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
-    if stat.S_ISREG(st.st_mode):
+    # A hard-linked file keeps its flag: clearing it would unseal its other, outside name too
+    # (an immutable one then fails to unlink, which the caller reports).
+    if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
         try:
             fd = os.open(name, O_FILE, dir_fd=dfd)
         except OSError:

@@ -33,6 +33,7 @@ import itertools
 import marshal
 import mmap
 import os
+import re
 import signal
 import socket
 import stat
@@ -365,8 +366,10 @@ class Child:
                 and set(map(type, fmodes + dmodes + fsizes)) <= {int}
                 and set(map(type, digests)) <= {str}
                 and set(map(len, digests)) <= {64}
-                and (not fmodes or 0 <= min(fmodes) <= max(fmodes) <= 0o7777)
-                and (not dmodes or 0 <= min(dmodes) <= max(dmodes) <= 0o7777)
+                and _HEX.fullmatch("".join(digests)) is not None
+                # an entry never carries setuid, setgid or sticky bits (the walker reports SPECIAL_MODE)
+                and (not fmodes or 0 <= min(fmodes) <= max(fmodes) <= 0o777)
+                and (not dmodes or 0 <= min(dmodes) <= max(dmodes) <= 0o777)
                 and (not fsizes or min(fsizes) >= 0)
             ):
                 raise TypeError("bad entry columns")
@@ -388,6 +391,9 @@ class Child:
                 result.findings.append(finding)
         walk.shm = None  # done() counts the child's final figures from here on
         walk.stats.append([files, size])
+
+
+_HEX = re.compile(r"[0-9a-f]*")
 
 
 def _reap(pid: int) -> int:

@@ -27,7 +27,14 @@ NAME_POLICY = "strict-v1"
 # Categories that are invisible or undefined in a name: control, format (zero-width joiners,
 # bidi overrides, BOM), surrogates (undecodable bytes smuggled through surrogateescape),
 # private use and unassigned code points.
-_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+# Invisible code points of other categories (combining grapheme joiner, Hangul fillers, variation
+# selectors, Mongolian variation selectors, Khmer inherent vowels): a name with one looks exactly
+# like the name without it, so two such names sit side by side and a reader sees one.
+_INVISIBLE = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+     *range(0xE0100, 0xE01F0)]
+)
 
 # Code points HFS+ drops when it compares names (git utf8.c next_hfs_char), so ".g\u200cit"
 # opens ".git" there.
@@ -154,7 +161,7 @@ def check_name(name: str) -> tuple[InventoryCode, str] | None:
             return InventoryCode.BAD_NAME, f"the name {name!r} contains a control character, '/' or '\\'"
     else:
         for ch in name:
-            if ch in "/\\" or unicodedata.category(ch) in _BAD_CATEGORIES:
+            if ch in "/\\" or unicodedata.category(ch) in _BAD_CATEGORIES or ord(ch) in _INVISIBLE:
                 return InventoryCode.BAD_NAME, f"the name {name!r} contains U+{ord(ch):04X}, which is not allowed"
     return None
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..bootstrap import HostAdapter
 from ._codes import RecheckCode, ReviewStartCode
-from ._start import REVIEWS_DIR, STATE_FORMAT, review_id, write_review_state, write_state_file
+from ._start import REVIEWS_DIR, STATE_FORMAT, identity_changes, review_id, write_review_state, write_state_file
 
 RECHECKS_DIR = "rechecks"
 MAX_STATE_BYTES = 64 << 20
@@ -130,17 +130,10 @@ def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
     """
     from ...git import GitCode
 
-    fail: list[Finding] = []
-    restart: list[Finding] = []
+    fail, restart = identity_changes(
+        (now.repository_id, now.full_name, now.pull_request_id, now.number, now.base_commit),
+        (state.repository_id, state.full_name, state.pull_request_id, state.number, state.base_commit), "review")
     refresh: list[Finding] = []
-    if (now.repository_id, now.full_name) != (state.repository_id, state.full_name):
-        fail.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
-                            f"the host names repository {now.repository_id} {now.full_name!r}; the review "
-                            f"{state.repository_id} {state.full_name!r}"))
-    if (now.pull_request_id, now.number) != (state.pull_request_id, state.number):
-        fail.append(Finding(ReviewStartCode.REVIEW_PULL_REQUEST_CHANGED, None,
-                            f"the host names pull request {now.pull_request_id} #{now.number}; the review "
-                            f"{state.pull_request_id} #{state.number}"))
     bases = sorted(set(now.merge_bases))
     if not bases:
         fail.append(Finding(GitCode.NO_MERGE_BASE, None, f"the base {now.base_commit} and the head {now.head} have unrelated "
@@ -148,9 +141,6 @@ def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
     elif len(bases) > 1:
         fail.append(Finding(GitCode.MULTIPLE_MERGE_BASES, None, f"{len(bases)} best common ancestors (a criss-cross history): "
                             f"{', '.join(bases)}; none is picked"))
-    if now.base_commit != state.base_commit:
-        restart.append(Finding(ReviewStartCode.REVIEW_BASE_MOVED, None, f"the base is now {now.base_commit}; the review's is "
-                               f"{state.base_commit}: run the bootstrap again (nothing of the old root is reused)"))
     if now.base_tree != state.base_tree:
         restart.append(Finding(ReviewStartCode.REVIEW_BASE_TREE_MISMATCH, None, f"the base tree is now {now.base_tree}; the "
                                f"review's is {state.base_tree}: run the bootstrap again"))

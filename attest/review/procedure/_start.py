@@ -107,6 +107,31 @@ def verify_handoff_evidence(path: str | os.PathLike[str], policy: Any) -> Handof
 # -- step 2: the identities ----------------------------------------------------------------------
 
 
+def identity_changes(now: tuple[int, str, int, int, str], then: tuple[int, str, int, int, str], whose: str
+                     ) -> tuple[list[Finding], list[Finding]]:
+    """(repository or pull request changed, base moved): ``now`` against ``then`` (pure).
+
+    Each is ``(repository id, full name, pull request id, number, base commit)``; ``whose``
+    names the record in the details ("handoff", "review"). One comparison for ``review start``
+    and ``review recheck``.
+
+    Raises:
+        Nothing: the differences are returned (``REVIEW_REPOSITORY_CHANGED``,
+        ``REVIEW_PULL_REQUEST_CHANGED``; ``REVIEW_BASE_MOVED``).
+    """
+    changed: list[Finding] = []
+    if now[:2] != then[:2]:
+        changed.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
+                               f"the host names repository {now[0]} {now[1]!r}; the {whose} {then[0]} {then[1]!r}"))
+    if now[2:4] != then[2:4]:
+        changed.append(Finding(ReviewStartCode.REVIEW_PULL_REQUEST_CHANGED, None,
+                               f"the host names pull request {now[2]} #{now[3]}; the {whose} {then[2]} #{then[3]}"))
+    moved = [] if now[4] == then[4] else [
+        Finding(ReviewStartCode.REVIEW_BASE_MOVED, None, f"the base is now {now[4]}; the {whose}'s trusted base is {then[4]}: "
+                "run the bootstrap again (nothing of the old root is reused)")]
+    return changed, moved
+
+
 def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
     """The host's identities against the handoff's (pure): each difference its own code.
 
@@ -114,20 +139,10 @@ def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
         Nothing: the differences are returned (``REVIEW_REPOSITORY_CHANGED``,
         ``REVIEW_PULL_REQUEST_CHANGED``, ``REVIEW_BASE_MOVED``).
     """
-    found: list[Finding] = []
-    if (host.repository_id, host.full_name) != (handoff.repository_id, handoff.full_name):
-        found.append(Finding(ReviewStartCode.REVIEW_REPOSITORY_CHANGED, None,
-                             f"the host names repository {host.repository_id} {host.full_name!r}; the handoff "
-                             f"{handoff.repository_id} {handoff.full_name!r}"))
-    if (host.pull_request_id, host.number) != (handoff.pull_request_id, handoff.number):
-        found.append(Finding(ReviewStartCode.REVIEW_PULL_REQUEST_CHANGED, None,
-                             f"the host names pull request {host.pull_request_id} #{host.number}; the handoff "
-                             f"{handoff.pull_request_id} #{handoff.number}"))
-    if host.base_sha != handoff.base_commit:
-        found.append(Finding(ReviewStartCode.REVIEW_BASE_MOVED, None,
-                             f"the base is now {host.base_sha}; the handoff's trusted base is {handoff.base_commit}: "
-                             "run the bootstrap again"))
-    return found
+    changed, moved = identity_changes(
+        (host.repository_id, host.full_name, host.pull_request_id, host.number, host.base_sha),
+        (handoff.repository_id, handoff.full_name, handoff.pull_request_id, handoff.number, handoff.base_commit), "handoff")
+    return changed + moved
 
 
 # -- step 7: where a binding's path leads in the base tree ---------------------------------------

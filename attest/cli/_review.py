@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     )
     sub.command("start")(start_review)
     sub.command("recheck")(recheck_review)
+    sub.command("serialize")(serialize_review)
     sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
     sub.command("stand-in")(stand_in)
     app.add_typer(sub, name="review")
@@ -117,6 +118,9 @@ def exec_review(
     network: bool = typer.Option(False, "--network", help="Let the confined reviewer use the host's network (default: none)."),
     unsafe_unconfined: bool = typer.Option(False, "--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
                                            "seeing the host (its files, processes, keys). Recorded in --json."),
+    review: Optional[str] = typer.Option(None, "--review", metavar="ID", help="The started review (`attest review start`) this "
+                                         "run analyses: it must be open and of this handoff; the reviewer gets REVIEW_ID, "
+                                         "REVIEW_HEAD and REVIEW_MERGE_BASE, and the outcome is recorded for `review serialize`."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Verify the handoff, run the reviewer confined, from its four frozen images only, and keep its provider-neutral result."""
@@ -125,14 +129,19 @@ def exec_review(
     from .._fs import check_directory_path
     from ..attestation import load_policy
     from ..review.handoff import run_review_step
+    from ..review.procedure import run_review
 
     check_directory_path(state_dir, what="--state-dir")
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
     if unsafe_unconfined:
         sys.stderr.write("attest: WARNING: --unsafe-unconfined: the reviewer runs as you and sees the host\n")
-    run = run_review_step(handoff, load_policy(policy), state_dir, command, out=out, pass_env=passed, set_env=setting,
-                          readonly=[str(p) for p in readonly], network=network, unsafe_unconfined=unsafe_unconfined)
+    options: dict[str, Any] = {"out": out, "pass_env": passed, "set_env": setting, "readonly": [str(p) for p in readonly], "network": network,
+               "unsafe_unconfined": unsafe_unconfined}
+    if review is not None:
+        run = run_review(state_dir=state_dir, review=review, handoff=handoff, policy=load_policy(policy), argv=command, **options)
+    else:
+        run = run_review_step(handoff, load_policy(policy), state_dir, command, **options)
     if json_mode:
         print_json(run.to_json())
         return
@@ -145,6 +154,47 @@ def exec_review(
     c = run.confinement
     print(f"  confined: uid {c.uid}, network {c.network}" if c.confined else "  NOT confined (--unsafe-unconfined)")
     print(f"  result: {run.result_path} ({run.result_digest})")
+
+
+def serialize_review(
+    state_dir: Path = StateDirOption,
+    review: str = typer.Option(..., "--review", metavar="ID", help="The review id (after any refresh, the current one)."),
+    result: Path = typer.Option(..., "--result", help="The result `attest review exec --review ID` wrote for this review."),
+    out: Path = typer.Option(..., "-o", "--output", help="Where to write the GitHub review payload (only after proceed)."),
+    key: Path = typer.Option(..., "--key", help="The deployment's signing key for the review record (TRUST must allow it for "
+                             "https://attest.dev/review-record/v1)."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Also write the signed review record here (it is always "
+                                          "written to STATE/records/ID.json)."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="With a --github review: NAME of the environment variable "
+                                            "holding the API token, never printed or recorded."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Recheck, then turn the review's result into a GitHub review payload and a signed review record for the exact head."""
+    import os
+
+    from .._fs import check_directory_path
+    from ..attestation import load_signer
+    from ..review.procedure import serialize_review as serialize
+
+    check_directory_path(state_dir, what="--state-dir")
+    done = serialize(state_dir=state_dir, review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
+                     token_env=token_env, environ=os.environ)
+    doc = done.to_json()
+    lines = [f"SERIALIZED review {done.review}: {done.status.upper()} for head {done.head} (recheck: proceed)",
+             f"  event:    {done.event}; {done.inline} inline comment(s), {done.in_body} finding(s) in the body, {done.blocking} blocking",
+             f"  payload:  {done.payload_path} ({done.payload_digest})",
+             f"  record:   {done.record_path} ({done.record_digest})"]
+    if done.status == "failed":  # written, so the host can say so, and still a failure: exit 1
+        from ..errors import EnvironmentFailure
+        from ..review.handoff import HandoffCode
+
+        error = EnvironmentFailure(HandoffCode.REVIEWER_FAILED, "the review failed; its record says so and authorizes nothing")
+        raise ReportedFailure(error, document={**doc, "ok": False, "errors": [f.to_json() for f in error.findings]},
+                              text="\n".join(lines) + "\n")
+    if json_mode:
+        print_json(doc)
+        return
+    print("\n".join(lines))
 
 
 def stand_in() -> None:

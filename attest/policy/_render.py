@@ -160,15 +160,18 @@ def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> 
         "inline": {
             "fields": ["path", "line", "side", "body"],
             "sides": {"base": "LEFT", "head": "RIGHT"},
+            "default_side": "RIGHT",
             "anchor": "inline only when path and line lie in a diff hunk of the changed surface on that side",
-            "body": "[{severity}] {id}: {message}",
+            "body": "[{severity}{, blocking}] {id}: {message}",
         },
         "non_inline": {
             "when": "no path, no line, or a line outside every diff hunk on its side",
-            "form": "a list item in body: **[{severity}] {id}** {message} ({path}:{line}, {side}) followed by the finding as "
-                    "one fenced JSON object with every field of the result",
+            "form": "a list item in body: **[{severity}{, blocking}] {id}** {message} ({path}:{line}, {side}) followed by the "
+                    "finding as one fenced JSON object with every field of the result",
             "lossless": True,
         },
+        "text": "id, message, path and limitations in Markdown text are HTML-escaped (& < >) with newlines as spaces; the "
+                "fenced JSON of a non-inline finding holds every field exactly, in a fence longer than any backtick run in it",
         "limits": {
             "body_bytes": 65536,
             "overflow": "fail serialization; a finding is never dropped or truncated to fit",

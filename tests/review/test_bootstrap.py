@@ -39,6 +39,7 @@ from attest.build import Sandbox, fetch, install_skill, load_lock, load_recipe
 from attest.build._promote import dump_pins, parse_pins, promote
 from attest.errors import AttestError, VerificationError
 from attest.policy import check_policy, generate_policy
+from attest.review.procedure import REVIEW_RECORD_PREDICATE
 from attest.review.bootstrap import (
     HANDOFF_PREDICATE,
     BaseSnapshot,
@@ -92,7 +93,7 @@ def _policy(path: Path, *pubs: Path | tuple[Path, tuple[str, ...]]) -> Path:
 
 
 # The deployment's trust: its own key signs installations and handoffs, the release key runtimes; neither stands in for the other.
-DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE)
+DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE, REVIEW_RECORD_PREDICATE)
 RELEASE_ROLES = (RUNTIME_PREDICATE,)
 
 

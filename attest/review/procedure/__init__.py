@@ -5,8 +5,12 @@ requires the same repository, pull request and base, checks the frozen base agai
 tree, resolves the head, requires exactly one merge base, computes the changed surface, binds
 the semantic and adapter projections (:func:`decide_bindings`, pure), retains their exact bytes
 from the frozen base and writes the review state. :func:`recheck_review` (``attest review
-recheck``) re-resolves what a state records and decides ``proceed``, ``refresh``, ``restart`` or
-``fail`` (:func:`decide_recheck`, pure).
+recheck``) re-resolves what a state records (and re-establishes its frozen root:
+:func:`reestablish_root`) and decides ``proceed``, ``refresh``, ``restart`` or ``fail``
+(:func:`decide_recheck`, pure). :func:`run_review` (``review exec --review``) runs the reviewer
+for one review and records its outcome; :func:`serialize_review` (``attest review serialize``)
+rechecks immediately before writing, renders the GitHub payload from the retained adapter
+(:func:`render_github_review`, pure) and signs the review record.
 
     >>> from attest.attestation import load_policy
     >>> from attest.review.bootstrap import IdentityFile
@@ -29,7 +33,7 @@ from ._bindings import (
     decide_bindings,
     parse_reproduced_outputs,
 )
-from ._codes import BindingCode, RecheckCode, ReviewStartCode
+from ._codes import BindingCode, RecheckCode, ReviewStartCode, SerializeCode
 from ._recheck import (
     OUTCOMES,
     RECHECKS_DIR,
@@ -43,6 +47,24 @@ from ._recheck import (
     load_review_state,
     parse_review_state,
     recheck_review,
+)
+from ._root import ReviewRoot, decide_root, reestablish_root
+from ._serialize import (
+    RECORDS_DIR,
+    RESULTS_DIR,
+    REVIEW_RECORD_PREDICATE,
+    STATUSES,
+    ReviewFacts,
+    Serialized,
+    anchor,
+    check_adapter,
+    read_run_record,
+    render_github_review,
+    review_record_statement,
+    review_status,
+    run_review,
+    serialize_review,
+    write_run_record,
 )
 from ._start import (
     REVIEWS_DIR,
@@ -63,10 +85,14 @@ from ._start import (
 __all__ = [
     "OUTCOMES",
     "RECHECKS_DIR",
+    "RECORDS_DIR",
+    "RESULTS_DIR",
     "REVIEWS_DIR",
+    "REVIEW_RECORD_PREDICATE",
     "ROLES",
     "SEMANTIC_RENDERER",
     "STATE_FORMAT",
+    "STATUSES",
     "SUPPORTED_ADAPTERS",
     "Binding",
     "BindingCode",
@@ -76,14 +102,21 @@ __all__ = [
     "RecheckCode",
     "RecheckFacts",
     "RecheckOutcome",
+    "ReviewFacts",
+    "ReviewRoot",
     "ReviewStart",
     "ReviewStartCode",
     "ReviewState",
+    "SerializeCode",
+    "Serialized",
+    "anchor",
     "bind_outputs",
+    "check_adapter",
     "check_review_id",
     "decide_bindings",
     "decide_identity",
     "decide_recheck",
+    "decide_root",
     "describe_host",
     "handoff_evidence",
     "host_from_state",
@@ -91,10 +124,18 @@ __all__ = [
     "parse_reproduced_outputs",
     "parse_review_state",
     "path_kinds",
+    "read_run_record",
     "recheck_review",
+    "reestablish_root",
+    "render_github_review",
     "review_id",
+    "review_record_statement",
     "review_start",
+    "review_status",
+    "run_review",
+    "serialize_review",
     "verify_handoff_evidence",
     "write_review_state",
+    "write_run_record",
     "write_state_file",
 ]

@@ -30,6 +30,7 @@ class RecheckCode(ReasonCode):
     REVIEW_UNCHANGED = "REVIEW_UNCHANGED"                # proceed: every identity is the state's
     REVIEW_HEAD_MOVED = "REVIEW_HEAD_MOVED"              # refresh: the pull request's head is another commit
     REVIEW_MERGE_BASE_MOVED = "REVIEW_MERGE_BASE_MOVED"  # refresh: the one merge base is another commit
+    REVIEW_ROOT_MISMATCH = "REVIEW_ROOT_MISMATCH"        # restart: a verified store image or retained projection is not the review's
     # The review state itself.
     REVIEW_ID_INVALID = "REVIEW_ID_INVALID"              # --review is not 32 lowercase hex digits
     REVIEW_STATE_MISSING = "REVIEW_STATE_MISSING"        # no STATE/reviews/<id>.json
@@ -55,4 +56,13 @@ class BindingCode(ReasonCode):
     REVIEW_BINDING_NOT_REPRODUCED = "REVIEW_BINDING_NOT_REPRODUCED"      # not among the handoff's reproduced outputs, or reproduced with other bytes
 
 
-__all__ = ["BindingCode", "RecheckCode", "ReviewStartCode"]
+class SerializeCode(ReasonCode):
+    """Why ``attest review serialize`` (and ``review exec --review``) refused (docs/review.md)."""
+
+    REVIEW_RESULT_NOT_OF_REVIEW = "REVIEW_RESULT_NOT_OF_REVIEW"  # no run of this review, or the result is not the bytes its run kept
+    REVIEW_NOT_PROCEED = "REVIEW_NOT_PROCEED"                    # the recheck before writing decided refresh, restart or fail
+    REVIEW_ADAPTER_UNSUPPORTED = "REVIEW_ADAPTER_UNSUPPORTED"    # the retained adapter bytes are not the transport this serializer implements
+    REVIEW_PAYLOAD_TOO_LARGE = "REVIEW_PAYLOAD_TOO_LARGE"        # the body or a comment passes the adapter's limit; nothing is dropped
+
+
+__all__ = ["BindingCode", "RecheckCode", "ReviewStartCode", "SerializeCode"]

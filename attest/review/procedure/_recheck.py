@@ -9,8 +9,10 @@ outcome, in this precedence (the first that applies wins; every applicable findi
    (``REVIEW_PULL_REQUEST_CHANGED``) changed, or base and head have no merge base
    (``NO_MERGE_BASE``) or several (``MULTIPLE_MERGE_BASES``);
 2. ``restart``: the base commit (``REVIEW_BASE_MOVED``) or the base tree
-   (``REVIEW_BASE_TREE_MISMATCH``) moved: the whole bootstrap must run again, and every result of
-   the old root is discarded, even when the reproduced procedure bytes would be identical;
+   (``REVIEW_BASE_TREE_MISMATCH``) moved, or a frozen image or retained projection of the review
+   can no longer be established (``REVIEW_ROOT_MISMATCH`` or the store's code: ``NOT_IN_STORE``,
+   ``IMAGE_CHANGED``, ``RETAINED_MISMATCH``, ...): the whole bootstrap must run again, and every
+   result of the old root is discarded, even when the reproduced procedure bytes would be identical;
 3. ``refresh``: only the head (``REVIEW_HEAD_MOVED``) or the merge base
    (``REVIEW_MERGE_BASE_MOVED``) moved: the changed surface is recomputed into a new review state
    (``refresh.generation`` one higher, ``refresh.previous`` the old id) and the old review is
@@ -30,13 +32,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..bootstrap import HostAdapter
 from ._codes import RecheckCode, ReviewStartCode
+from ._root import ReviewRoot, reestablish_root
 from ._start import REVIEWS_DIR, STATE_FORMAT, identity_changes, review_id, write_review_state, write_state_file
 
 RECHECKS_DIR = "rechecks"
@@ -122,8 +125,12 @@ class RecheckOutcome:
         return self.outcome in ("proceed", "refresh")
 
 
-def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
+def decide_recheck(state: ReviewState, now: RecheckFacts, root: Sequence[Finding] = ()) -> RecheckOutcome:
     """The recheck decision (pure): fail > restart > refresh > proceed; see the module docstring.
+
+    ``root`` are the findings of :func:`~attest.review.procedure.reestablish_root`: a frozen
+    image or retained projection of the review that can no longer be established is a
+    ``restart`` (the trusted root must be bootstrapped again).
 
     Raises:
         Nothing: every difference is a finding of the outcome.
@@ -144,6 +151,7 @@ def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
     if now.base_tree != state.base_tree:
         restart.append(Finding(ReviewStartCode.REVIEW_BASE_TREE_MISMATCH, None, f"the base tree is now {now.base_tree}; the "
                                f"review's is {state.base_tree}: run the bootstrap again"))
+    restart += root
     if now.head != state.head:
         refresh.append(Finding(RecheckCode.REVIEW_HEAD_MOVED, None, f"the head is now {now.head}; the review's is {state.head}"))
     if len(bases) == 1 and bases[0] != state.merge_base:
@@ -154,8 +162,8 @@ def decide_recheck(state: ReviewState, now: RecheckFacts) -> RecheckOutcome:
         if found:
             return RecheckOutcome(outcome, found[0].code, tuple(fail + restart + refresh))
     return RecheckOutcome("proceed", RecheckCode.REVIEW_UNCHANGED,
-                          (Finding(RecheckCode.REVIEW_UNCHANGED, None, "repository, pull request, base, head and merge base "
-                                   "are the review's"),))
+                          (Finding(RecheckCode.REVIEW_UNCHANGED, None, "repository, pull request, base, head, merge base, "
+                                   "the four frozen images and the retained projections are the review's"),))
 
 
 # -- reading the state -----------------------------------------------------------------------------------
@@ -366,6 +374,7 @@ class Recheck:
     current_state: str | None
     record: str | None
     changed_paths: int | None
+    root: ReviewRoot | None = None  # after proceed: the re-established images and retained projections
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"ok": self.outcome.ok, "review": self.state.review, "state": self.state_path,
@@ -433,9 +442,9 @@ def recheck_review(
     from ...git import GitRepo, best_common_ancestors, changed_surface, verify_full_sha
     from ..bootstrap import BootstrapCode
 
-    root = os.path.abspath(os.fspath(state_dir))
-    state = load_review_state(root, review)
-    state_path = os.path.join(root, REVIEWS_DIR, f"{review}.json")
+    root_dir = os.path.abspath(os.fspath(state_dir))
+    state = load_review_state(root_dir, review)
+    state_path = os.path.join(root_dir, REVIEWS_DIR, f"{review}.json")
     adapter = host if host is not None else host_from_state(state.host, token_env=token_env, environ=environ)
     surface = None
     with GitRepo.open(state.repo) as git:
@@ -451,20 +460,25 @@ def recheck_review(
         bases = best_common_ancestors(git, resolved.base_sha, resolved.head_sha)
         now = RecheckFacts(resolved.repository_id, resolved.full_name, resolved.pull_request_id, resolved.number,
                            resolved.base_sha, tree, resolved.head_sha, bases)
-        outcome = decide_recheck(state, now)
+        # The frozen root, established again: only when nothing else already closes the review.
+        problems: list[Finding] = []
+        root: ReviewRoot | None = None
+        if decide_recheck(state, now).outcome not in ("fail", "restart"):
+            problems, root = reestablish_root(root_dir, state.doc)
+        outcome = decide_recheck(state, now, problems)
         if outcome.outcome == "refresh":
             surface = changed_surface(git, bases[0], resolved.head_sha)
     if outcome.outcome == "proceed":
-        return Recheck(state, state_path, now, outcome, review, state_path, None, None)
+        return Recheck(state, state_path, now, outcome, review, state_path, None, None, root)
     if outcome.outcome == "refresh":
         assert surface is not None
         doc = {k: v for k, v in state.doc.items() if k != "review"}
         doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
                    refresh={"previous": review, "generation": state.generation + 1})
-        new_id, new_path = write_review_state(root, doc)
-        record = _write_record(root, state, outcome, new_id)
+        new_id, new_path = write_review_state(root_dir, doc)
+        record = _write_record(root_dir, state, outcome, new_id)
         return Recheck(state, state_path, now, outcome, new_id, new_path, record, len(surface.paths))
-    record = _write_record(root, state, outcome, None)
+    record = _write_record(root_dir, state, outcome, None)
     return Recheck(state, state_path, now, outcome, None, None, record, None)
 
 

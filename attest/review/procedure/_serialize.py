@@ -1,0 +1,475 @@
+"""`attest review serialize` (BOOTSTRAP.md "Review procedure"; ADR-0008 "Review output binding", "Platform adapter").
+
+:func:`serialize_review` runs these steps in order; a failure raises and nothing is written:
+
+1. **state**: the review state, strictly, refused if an earlier recheck closed it;
+2. **run**: the run record ``review exec --review ID`` wrote (``STATE/results/<id>.json``); the
+   result given must be the exact bytes that run kept (``REVIEW_RESULT_NOT_OF_REVIEW``): a result
+   of another review, of the review before a refresh, or edited afterwards is never serialized;
+3. **recheck**, immediately before writing (:func:`recheck_review`): only ``proceed`` serializes,
+   and ``proceed`` means every identity the analysis used was reproduced: repository, pull
+   request, base commit and tree, head, the unique merge base, the four frozen images (verified
+   again from the store) and the retained semantic and adapter projection bytes (retained again
+   from the frozen base, against the state's digests);
+4. **adapter**: the retained adapter bytes must be exactly the ``github-review-json-adapter-v1``
+   projection bound to the retained semantic projection (:func:`check_adapter`), the transport
+   this serializer implements (``REVIEW_ADAPTER_UNSUPPORTED``);
+5. **payload**: :func:`render_github_review` (pure) places every finding: inline where its path
+   and line are a changed line of the changed surface on its side (LEFT: merge base, RIGHT: head;
+   no side means RIGHT), otherwise losslessly in the body (the finding as one fenced JSON object);
+   no confidence threshold, nothing suppressed, nothing truncated (``REVIEW_PAYLOAD_TOO_LARGE``);
+6. **record**: a signed in-toto statement (:data:`REVIEW_RECORD_PREDICATE`) whose subject is the
+   payload, stating the review's status for the exact head (:func:`review_status`: ``complete``,
+   ``limited``, ``partial`` or ``failed``), written to ``STATE/records/<id>.json`` (and ``record``).
+
+    >>> done = serialize_review(state_dir="/var/lib/attest", review="0f3c...", result="result.json",
+    ...                         out="payload.json", signer=load_signer("deploy.pem"))
+    >>> done.status, done.payload_digest
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ...errors import AttestError, Finding, InputError, VerificationError
+from ..handoff import ResultFinding, ReviewResult
+from ._codes import SerializeCode
+
+REVIEW_RECORD_PREDICATE = "https://attest.dev/review-record/v1"
+RESULTS_DIR = "results"
+RECORDS_DIR = "records"
+MAX_RUN_RECORD_BYTES = 64 << 10
+BODY_LIMIT = 65536
+Status = Literal["complete", "limited", "partial", "failed"]
+STATUSES: tuple[Status, ...] = ("complete", "limited", "partial", "failed")
+_RUN_KEYS = frozenset({"review", "state", "handoff_digest", "result", "failure", "confinement"})
+
+
+# -- the status (pure) ------------------------------------------------------------------------------------------
+
+
+def review_status(result: ReviewResult | None) -> Status:
+    """The review record's status (pure).
+
+    ``complete``: the reviewer says the analysis is complete (a complete result has no
+    limitations); ``limited``: not complete, with the limitations it states; ``partial``: not
+    complete and no limitation stated; ``failed``: no valid result (``None``: the run failed).
+    Only ``complete`` can ever authorize a merge.
+
+    Raises:
+        Nothing.
+    """
+    if result is None:
+        return "failed"
+    if result.complete:
+        return "complete"
+    return "limited" if result.limitations else "partial"
+
+
+# -- the adapter (pure) ------------------------------------------------------------------------------------------
+
+
+def check_adapter(data: bytes, *, context: str, semantic_path: str, semantic_sha256: str) -> dict[str, Any]:
+    """The adapter document, if ``data`` is exactly the GitHub adapter projection bound to that semantic projection (pure).
+
+    Raises:
+        VerificationError: ``REVIEW_ADAPTER_UNSUPPORTED`` for any other bytes: another
+            renderer, another binding, another version of the transport rules.
+    """
+    from ...policy import render_github_review_json_adapter_v1
+
+    want = render_github_review_json_adapter_v1(context, semantic_path, semantic_sha256)
+    if data != want:
+        raise VerificationError(SerializeCode.REVIEW_ADAPTER_UNSUPPORTED, "the retained adapter projection is not the "
+                                "github-review-json-adapter-v1 projection of this context bound to the retained semantic "
+                                f"projection {semantic_path} (sha256 {semantic_sha256}); this serializer implements only that")
+    doc: dict[str, Any] = json.loads(data)
+    return doc
+
+
+# -- placing findings (pure) -----------------------------------------------------------------------------------
+
+
+def _changed_lines(surface: Mapping[str, Any]) -> dict[str, dict[str, tuple[range, ...]]]:
+    """path -> side -> the changed line ranges, from a state's surface document (validated by building the git types)."""
+    from ...git import ChangedPath, Hunk
+
+    out: dict[str, dict[str, tuple[range, ...]]] = {}
+    try:
+        for p in surface["paths"]:
+            hunks = tuple(Hunk(h["left"]["start"], h["left"]["count"], h["right"]["start"], h["right"]["count"]) for h in p["hunks"])
+            cp = ChangedPath(p["path"], p["status"], p["old_mode"], p["new_mode"], p["old_oid"], p["new_oid"], p["content"], hunks)
+            out[cp.path] = {side: tuple(h.lines(side) for h in cp.hunks) for side in ("LEFT", "RIGHT")}
+    except (KeyError, TypeError, ValueError) as e:
+        from ._codes import RecheckCode
+
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's changed surface is malformed: {e!r}") from e
+    return out
+
+
+def anchor(finding: ResultFinding, lines: Mapping[str, Mapping[str, Sequence[range]]]) -> tuple[str, str, int] | None:
+    """``(path, side, line)`` where ``finding`` can truthfully be an inline comment, or None (pure).
+
+    Inline only when it names a path and a line, and that line is a changed line of that path
+    on its side of the changed surface (no side: RIGHT, the head's line numbers). A deleted
+    file's lines are changed lines on LEFT only; a renamed file is a deleted path and an added
+    one (renames are not detected), so each side anchors on its own path.
+
+    Raises:
+        Nothing.
+    """
+    if finding.path is None or finding.line is None:
+        return None
+    side = finding.side or "RIGHT"
+    ranges = lines.get(finding.path, {}).get(side, ())
+    if any(finding.line in r for r in ranges):
+        return finding.path, side, finding.line
+    return None
+
+
+def _escape(text: str) -> str:
+    """Text shown in Markdown as it is: HTML-escaped (no comment or tag can hide what follows), one line."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
+
+
+def _fenced(doc: Mapping[str, Any]) -> str:
+    from ..._json import canonical_bytes
+
+    text = canonical_bytes(doc).decode("utf-8")
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{fence}json\n{text}\n{fence}"
+
+
+def _label(f: ResultFinding) -> str:
+    return f"[{f.severity}{', blocking' if f.blocking else ''}] {_escape(f.id)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewFacts:
+    """What a payload states about the review it serializes (from the review state).
+
+    Raises:
+        Nothing.
+    """
+
+    review: str
+    head: str
+    base_commit: str
+    merge_base: str
+    status: Status
+    failure: str | None = None  # "CODE: detail" of a failed run
+
+
+def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surface: Mapping[str, Any],
+                         adapter: Mapping[str, Any]) -> dict[str, Any]:
+    """The GitHub review payload of ``adapter``'s rules (pure): every finding, inline or losslessly in the body.
+
+    Raises:
+        VerificationError: ``REVIEW_PAYLOAD_TOO_LARGE`` when the body or an inline comment
+            passes the adapter's byte limit: nothing is dropped or truncated to fit;
+            ``REVIEW_STATE_MALFORMED`` for a malformed surface.
+    """
+    limit = int(adapter.get("limits", {}).get("body_bytes", BODY_LIMIT))
+    lines = _changed_lines(surface)
+    findings = result.findings if result is not None else ()
+    inline: list[dict[str, Any]] = []
+    below: list[ResultFinding] = []
+    for f in findings:
+        where = anchor(f, lines)
+        if where is None:
+            below.append(f)
+            continue
+        body = f"{_label(f)}: {_escape(f.message)}"
+        if len(body.encode("utf-8")) > limit:
+            raise VerificationError(SerializeCode.REVIEW_PAYLOAD_TOO_LARGE, f"the inline comment of finding {f.id!r} is "
+                                    f"{len(body.encode())} bytes; the adapter's limit is {limit}: nothing is truncated")
+        inline.append({"path": where[0], "line": where[2], "side": where[1], "body": body})
+    blocking = sum(f.blocking for f in findings)
+    parts = [f"**attest review: {facts.status}** of head `{facts.head}` (base `{facts.base_commit}`, merge base "
+             f"`{facts.merge_base}`; review `{facts.review}`).",
+             "",
+             f"{len(findings)} finding(s), {blocking} blocking: {len(inline)} inline, {len(below)} below."]
+    if facts.failure is not None:
+        parts += ["", f"The review **failed**: {_escape(facts.failure)}. Nothing was analysed; this review authorizes nothing."]
+    if result is not None and result.limitations:
+        parts += ["", "Limitations:"] + [f"- {_escape(x)}" for x in result.limitations]
+    if below:
+        parts += ["", "Findings that do not anchor to a changed line:"]
+        for f in below:
+            at = f" ({_escape(f.path)}{':' + str(f.line) if f.line is not None else ''}{', ' + f.side if f.side else ''})" \
+                if f.path is not None else ""
+            parts += ["", f"- **{_label(f)}** {_escape(f.message)}{at}", "", _fenced(f.to_json())]
+    body = "\n".join(parts) + "\n"
+    if len(body.encode("utf-8")) > limit:
+        raise VerificationError(SerializeCode.REVIEW_PAYLOAD_TOO_LARGE, f"the review body is {len(body.encode())} bytes; the "
+                                f"adapter's limit is {limit}: a finding is never dropped or truncated to fit")
+    event = "REQUEST_CHANGES" if blocking else "COMMENT"
+    return {"commit_id": facts.head, "event": event, "body": body, "comments": inline}
+
+
+# -- the run record ------------------------------------------------------------------------------------------------
+
+
+def write_run_record(state_dir: str, state: Any, handoff_digest: str, result_digest: str | None,
+                     failure: Finding | None, confinement: Mapping[str, Any] | None) -> str:
+    """Record what ``review exec --review`` produced for ``state`` (the result's digest, or its failure).
+
+    Raises:
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
+    """
+    from ..._json import canonical_bytes
+    from ._start import write_state_file
+
+    doc = {"review": state.review, "state": state.digest, "handoff_digest": handoff_digest, "result": result_digest,
+           "failure": None if failure is None else {"code": str(failure.code), "detail": failure.detail},
+           "confinement": dict(confinement) if confinement is not None else None}
+    return write_state_file(state_dir, RESULTS_DIR, f"{state.review}.json", canonical_bytes(doc))
+
+
+def read_run_record(state_dir: str, state: Any) -> dict[str, Any]:
+    """The run record of ``state``, strictly.
+
+    Raises:
+        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (none, or not of this state),
+            ``REVIEW_STATE_MALFORMED``.
+    """
+    from ._recheck import _read_at, _strict_doc
+
+    where = os.path.join(state_dir, RESULTS_DIR, f"{state.review}.json")
+    data = _read_at(state_dir, RESULTS_DIR, f"{state.review}.json", MAX_RUN_RECORD_BYTES)
+    if data is None:
+        raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"no review ran for review {state.review}: run "
+                                f"`attest review exec --review {state.review} ...` first", where)
+    doc = _strict_doc(data, "the run record", where, MAX_RUN_RECORD_BYTES)
+    if set(doc) != _RUN_KEYS or doc["review"] != state.review or doc["state"] != state.digest:
+        raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, "the run record is not one of this review state", where)
+    failure = doc["failure"]
+    if (doc["result"] is None) == (failure is None) or (failure is not None and not (
+            isinstance(failure, dict) and set(failure) == {"code", "detail"} and all(isinstance(v, str) for v in failure.values()))):
+        from ._codes import RecheckCode
+
+        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the run record must hold a result digest or a failure", where)
+    return doc
+
+
+# -- the record ----------------------------------------------------------------------------------------------------
+
+
+def review_record_statement(state: Any, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, Any] | None,
+                            run: Mapping[str, Any], result: ReviewResult | None, placed: Mapping[str, Any],
+                            time: _dt.datetime) -> dict[str, Any]:
+    """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
+
+    Raises:
+        InputError: ``INTERNAL`` for a naive ``time``.
+    """
+    from ...attestation import statement, subject
+    from ...errors import CommonCode
+
+    if time.tzinfo is None:
+        raise InputError(CommonCode.INTERNAL, "the clock must return an aware datetime")
+    d = state.doc
+    findings = result.findings if result is not None else ()
+    predicate = {
+        "review": state.review,
+        "state_digest": state.digest,
+        "generation": state.generation,
+        "status": status,
+        "repository": d["repository"],
+        "pull_request": d["pull_request"],
+        "base": {"commit": state.base_commit, "tree": state.base_tree},
+        "head": state.head,
+        "merge_base": state.merge_base,
+        "handoff_digest": d["handoff"]["digest"],
+        "images": {n: i["identity"] for n, i in d["images"].items()},
+        "projections": {role: {"path": p["path"], "sha256": "sha256:" + p["sha256"]} for role, p in d["projections"].items()},
+        "result": None if result_digest is None else {"sha256": result_digest},
+        "failure": None if failure is None else dict(failure),
+        "limitations": list(result.limitations) if result is not None else [],
+        "findings": {"total": len(findings), "blocking": sum(f.blocking for f in findings),
+                     "inline": len(placed["comments"]), "in_body": len(findings) - len(placed["comments"])},
+        "event": placed["event"],
+        "confinement": run.get("confinement"),
+        "time": time.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return statement([subject("review-payload", hashlib.sha256(payload).hexdigest())], REVIEW_RECORD_PREDICATE, predicate)
+
+
+@dataclass(frozen=True, slots=True)
+class Serialized:
+    """What :func:`serialize_review` wrote.
+
+    Raises:
+        Nothing.
+    """
+
+    review: str
+    status: Status
+    head: str
+    payload_path: str
+    payload_digest: str
+    record_path: str
+    record_digest: str
+    event: str
+    inline: int
+    in_body: int
+    blocking: int
+    recheck: Any  # the Recheck that said proceed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "review": self.review, "status": self.status, "head": self.head, "outcome": "proceed",
+                "payload": self.payload_path, "payload_digest": self.payload_digest, "record": self.record_path,
+                "record_digest": self.record_digest, "event": self.event,
+                "findings": {"inline": self.inline, "in_body": self.in_body, "blocking": self.blocking}}
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def serialize_review(
+    *,
+    state_dir: str | os.PathLike[str],
+    review: str,
+    result: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    signer: Any,
+    record: str | os.PathLike[str] | None = None,
+    token_env: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+    host: Any = None,
+    clock: Any = _now,
+) -> Serialized:
+    """Run steps 1-6 of the module docstring; write the payload and the signed record only after ``proceed``.
+
+    Raises:
+        InputError: ``REVIEW_ID_INVALID``, ``REVIEW_STATE_MISSING``, an unreadable result
+            (``UNREADABLE``), ``BAD_OUTPUT_PATH``, ``SIGNING_FAILED``, the host adapter's codes.
+        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW``, ``REVIEW_NOT_PROCEED`` (with the
+            recheck's findings: refresh, restart or fail), ``REVIEW_ADAPTER_UNSUPPORTED``,
+            ``REVIEW_PAYLOAD_TOO_LARGE``, ``REVIEW_RESULT_INVALID``, the review state's codes.
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
+    """
+    from ..._fs import read_bounded, write_atomic
+    from ..._json import canonical_bytes
+    from ...attestation import sign_statement
+    from ..handoff import MAX_RESULT_BYTES, parse_result
+    from ._recheck import load_review_state, recheck_review
+    from ._start import write_state_file
+
+    root = os.path.abspath(os.fspath(state_dir))
+    # 1. The state (refused when an earlier recheck closed it).
+    state = load_review_state(root, review)
+    # 2. The run this review's analysis was: the result must be its exact bytes.
+    run = read_run_record(root, state)
+    parsed: ReviewResult | None = None
+    result_digest: str | None = None
+    if run["failure"] is None:
+        data = read_bounded(os.fspath(result), what="review result", max_bytes=MAX_RESULT_BYTES)
+        result_digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if result_digest != run["result"]:
+            raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"the result is {result_digest}; the run of review "
+                                    f"{review} kept {run['result']}", os.fspath(result))
+        parsed = parse_result(data)
+    status = review_status(parsed)
+    # 3. The recheck, immediately before writing: proceed only.
+    got = recheck_review(state_dir=root, review=review, host=host, token_env=token_env, environ=environ)
+    if got.outcome.outcome != "proceed" or got.root is None:
+        then = {"refresh": f"the review is now {got.current_review}: run the review again for it",
+                "restart": "run `attest bootstrap` again; nothing of the old root is reused",
+                "fail": "this pull request cannot be reviewed as it is"}.get(got.outcome.outcome, "")
+        raise VerificationError(findings=[Finding(SerializeCode.REVIEW_NOT_PROCEED, None, f"the recheck decided "
+                                                  f"{got.outcome.outcome} ({got.outcome.reason}): {then}; nothing was written"),
+                                          *got.outcome.findings])
+    # 4. The adapter: the retained bytes, exactly the transport this serializer implements.
+    sem, ada = got.root.semantic, got.root.adapter
+    adapter = check_adapter(ada.data, context=state.doc["context"], semantic_path=sem.path, semantic_sha256=sem.sha256)
+    # 5. The payload.
+    failure = run["failure"]
+    facts = ReviewFacts(review, state.head, state.base_commit, state.merge_base, status,
+                        None if failure is None else f"{failure['code']}: {failure['detail']}")
+    placed = render_github_review(parsed, facts, state.doc["surface"], adapter)
+    payload = canonical_bytes(placed) + b"\n"
+    # 6. The record, signed, then both written (the payload first: a payload without its record authorizes nothing).
+    stmt = review_record_statement(state, status=status, payload=payload, result_digest=result_digest, failure=failure, run=run,
+                                   result=parsed, placed=placed, time=clock())
+    signed = sign_statement(stmt, signer)
+    out_path = os.path.abspath(os.fspath(out))
+    write_atomic(out_path, payload, mode=0o644, what="review payload")
+    record_path = write_state_file(root, RECORDS_DIR, f"{review}.json", signed)
+    if record is not None:
+        record_path = os.path.abspath(os.fspath(record))
+        write_atomic(record_path, signed, mode=0o644, what="review record")
+    findings = parsed.findings if parsed is not None else ()
+    return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
+                      "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
+                      len(findings) - len(placed["comments"]), sum(f.blocking for f in findings), got)
+
+
+def run_review(
+    *,
+    state_dir: str | os.PathLike[str],
+    review: str,
+    handoff: str | os.PathLike[str],
+    policy: Any,
+    argv: Sequence[str],
+    out: str | os.PathLike[str],
+    **options: Any,
+) -> Any:
+    """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
+
+    The review must be open (no recheck closed it) and of exactly this handoff. The reviewer gets
+    ``REVIEW_ID``, ``REVIEW_HEAD`` and ``REVIEW_MERGE_BASE``. Whatever happens once the reviewer
+    was started, the run record says it: the result's digest, or the failure (then re-raised).
+
+    Raises:
+        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (the review's handoff is another) and
+            everything :func:`~attest.review.handoff.run_review_step` raises.
+    """
+    from ..handoff import run_review_step, verify_handoff
+    from ._recheck import load_review_state
+
+    root = os.path.abspath(os.fspath(state_dir))
+    state = load_review_state(root, review)
+    h = verify_handoff(handoff, policy)
+    if h.attestation_digest != state.doc["handoff"]["digest"]:
+        raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"review {review} was started from the handoff "
+                                f"{state.doc['handoff']['digest']}, not {h.attestation_digest}", os.fspath(handoff))
+    set_env = {**(options.pop("set_env", None) or {}), "REVIEW_ID": review, "REVIEW_HEAD": state.head,
+               "REVIEW_MERGE_BASE": state.merge_base}
+    try:
+        ran = run_review_step(handoff, policy, root, argv, out=out, set_env=set_env, **options)
+    except AttestError as e:
+        if not isinstance(e, InputError):  # the reviewer ran (or its images failed): the review failed
+            write_run_record(root, state, h.attestation_digest, None, e.findings[0], None)
+        raise
+    write_run_record(root, state, h.attestation_digest, ran.result_digest, None, ran.confinement.to_json())
+    return ran
+
+
+__all__ = [
+    "RECORDS_DIR",
+    "RESULTS_DIR",
+    "REVIEW_RECORD_PREDICATE",
+    "STATUSES",
+    "ReviewFacts",
+    "Serialized",
+    "anchor",
+    "check_adapter",
+    "read_run_record",
+    "render_github_review",
+    "review_record_statement",
+    "review_status",
+    "run_review",
+    "serialize_review",
+    "write_run_record",
+]
+

@@ -1,0 +1,116 @@
+"""`attest merge-gate check` (a complete review for the exact head, plus exact-head CI) and `merge-gate ci-result`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import JsonOption, ReportedFailure, print_json
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="merge-gate",
+        help="Merge authorization: a complete signed review of the exact head, and exact-head CI, never a provider review alone.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    sub.command("check")(check)
+    sub.command("ci-result")(ci_result)
+    app.add_typer(sub, name="merge-gate")
+
+
+def check(
+    record: Path = typer.Option(..., "--record", help="The signed review record `attest review serialize` wrote."),
+    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST): who may sign review records and CI results."),
+    ci: list[Path] = typer.Option([], "--ci", help="A signed CI result (`attest merge-gate ci-result`). Repeatable."),
+    require_check: list[str] = typer.Option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
+                                            "for the exact head. Repeatable; at least one."),
+    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+                                            "(exactly one of --identity or --github)."),
+    github: Optional[str] = typer.Option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
+                                         "from the REST API (needs --pr)."),
+    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="With --github: the environment variable "
+                                            "holding the API token, never printed."),
+    api_url: Optional[str] = typer.Option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
+    trusted_producer_app: Optional[str] = typer.Option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
+                                                       "require `attest evidence trusted-producer` evidence from this App login."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
+    import os
+
+    from ..attestation import load_policy
+    from ..errors import InputError, VerificationError
+    from ..review.bootstrap import BootstrapCode, host_adapter
+    from ..review.merge import merge_gate_check
+
+    host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
+    producer = None
+    if trusted_producer_app is not None:
+        if github is None or pr is None:
+            raise InputError(BootstrapCode.BAD_HOST_OPTIONS, "--trusted-producer-app reads the GitHub API: it needs --github and --pr")
+        from ..review.evidence import (
+            DEFAULT_API_URL,
+            DEFAULT_JOB,
+            DEFAULT_WORKFLOW,
+            GitHubClient,
+            HttpLimits,
+            TrustConfig,
+            evaluate,
+        )
+
+        config = TrustConfig(repo=github, pr=pr, app_login=trusted_producer_app, workflow=DEFAULT_WORKFLOW, job=DEFAULT_JOB)
+        token = os.environ.get(token_env) if token_env else None
+
+        def producer() -> str:
+            return str(evaluate(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits())).trusted.value)
+
+    gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
+                            trusted_producer=producer)
+    doc = gate.to_json()
+    lines = [f"{'AUTHORIZED' if gate.authorized else 'NOT AUTHORIZED'}: review {gate.record.review} ({gate.record.status}) "
+             f"for head {gate.head}"]
+    lines += [f"  {f.code}: {f.detail}" for f in gate.findings]
+    if not gate.authorized:
+        raise ReportedFailure(VerificationError(findings=gate.findings), document={**doc, "errors": doc["findings"]},
+                              text="\n".join(lines) + "\n")
+    if json_mode:
+        print_json(doc)
+        return
+    print("\n".join(lines))
+
+
+def ci_result(
+    repository_id: int = typer.Option(..., "--repository-id", help="The stable repository id."),
+    full_name: str = typer.Option(..., "--full-name", metavar="OWNER/NAME", help="The repository's full name."),
+    head: str = typer.Option(..., "--head", metavar="SHA", help="The exact head commit the check ran on (a full id)."),
+    check_name: str = typer.Option(..., "--check", metavar="NAME", help="The check's name, as the merge gate requires it."),
+    conclusion: str = typer.Option(..., "--conclusion", help="success, failure, cancelled, skipped, timed_out, neutral, "
+                                   "action_required or stale."),
+    run: str = typer.Option(..., "--run", metavar="ID", help="Which CI run this was (its URL or id)."),
+    key: list[str] = typer.Option(..., "--key", help="The CI signing key (TRUST must allow it for https://attest.dev/ci-result/v1). "
+                                  "Repeatable: every key signs."),
+    out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed CI result."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Sign one CI check's result for an exact head, for `attest merge-gate check --ci`."""
+    from ..attestation import load_signer
+    from ..review.merge import ci_result_predicate, sign_ci_result
+
+    predicate = ci_result_predicate(repository_id=repository_id, full_name=full_name, head=head, check=check_name,
+                                    conclusion=conclusion, run=run)
+    signers = [load_signer(k) for k in key]
+    path, digest = sign_ci_result(predicate, signers if len(signers) > 1 else signers[0], out)
+    if json_mode:
+        print_json({"ok": True, "output": path, "digest": digest, **predicate})
+        return
+    print(f"SIGNED CI result {check_name}={conclusion} for {full_name} head {head}: {path} ({digest})")
+
+
+__all__ = ["register"]

@@ -1,0 +1,45 @@
+"""The merge gate (ADR-0008 "Pull-request review versus merge authorization"): review evidence is not a merge.
+
+:func:`merge_gate_check` (``attest merge-gate check``) authorizes only a complete review record
+for the exact current head (re-read from the host), with no blocking finding, plus a signed
+``success`` CI result of every required check for that head, and trusted-producer evidence where
+the deployment asks; it explains every missing piece. :func:`decide_merge` is the decision, pure.
+:func:`sign_ci_result` (``attest merge-gate ci-result``) is how a CI job signs its result.
+
+    >>> gate = merge_gate_check(record="record.json", policy=load_policy("trust.toml"), host=IdentityFile("identity.json"),
+    ...                         ci=["ci-test.json"], required_checks=("test",))
+"""
+
+from __future__ import annotations
+
+from ._codes import MergeGateCode
+from ._gate import (
+    CI_RESULT_PREDICATE,
+    CONCLUSIONS,
+    CiResult,
+    MergeDecision,
+    MergeGate,
+    ReviewRecord,
+    ci_result_predicate,
+    decide_merge,
+    merge_gate_check,
+    parse_ci_result,
+    parse_review_record,
+    sign_ci_result,
+)
+
+__all__ = [
+    "CI_RESULT_PREDICATE",
+    "CONCLUSIONS",
+    "CiResult",
+    "MergeDecision",
+    "MergeGate",
+    "MergeGateCode",
+    "ReviewRecord",
+    "ci_result_predicate",
+    "decide_merge",
+    "merge_gate_check",
+    "parse_ci_result",
+    "parse_review_record",
+    "sign_ci_result",
+]

@@ -1,0 +1,326 @@
+"""`attest merge-gate check` (ADR-0008 "Pull-request review versus merge authorization").
+
+Merge authorization is its own context: a review result is evidence, never a merge. The gate
+authorizes only when every piece holds, and explains every piece that does not:
+
+1. **review record**: a signed review record (``attest review serialize``) verifying under TRUST
+   by a signer allowed for :data:`~attest.review.procedure.REVIEW_RECORD_PREDICATE`; a
+   provider's review object alone is never read as evidence;
+2. **exact head**: the host is asked again (the same adapters as the bootstrap); the record's
+   repository, pull request, base and head must be the host's current ones
+   (``MERGE_REVIEW_OTHER_PULL_REQUEST``, ``MERGE_REVIEW_STALE_BASE``, ``MERGE_REVIEW_STALE_HEAD``);
+3. **complete**: the record's status is ``complete`` (``limited``, ``partial`` and ``failed``
+   never authorize: ``MERGE_REVIEW_NOT_COMPLETE``) and it has no blocking finding
+   (``MERGE_BLOCKING_FINDINGS``);
+4. **CI**: every required check has a signed CI result (:data:`CI_RESULT_PREDICATE`, ``attest
+   merge-gate ci-result``) for exactly this repository and head, and every such result is
+   ``success`` (``MERGE_CI_MISSING``, ``MERGE_CI_FAILED``);
+5. **trusted producer** (when the deployment asks): ``attest evidence trusted-producer``'s
+   verdict is ``true`` (``MERGE_TRUSTED_PRODUCER_MISSING``).
+
+:func:`decide_merge` is the decision, pure; :func:`merge_gate_check` reads and verifies around it.
+
+    >>> gate = merge_gate_check(record="record.json", policy=load_policy("trust.toml"), host=IdentityFile("identity.json"),
+    ...                         ci=["ci-test.json"], required_checks=("test",))
+    >>> gate.authorized, [f.code for f in gate.findings]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import Finding, InputError, VerificationError
+from ._codes import MergeGateCode
+
+CI_RESULT_PREDICATE = "https://attest.dev/ci-result/v1"
+CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral", "action_required", "stale")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ /:()-]{0,199}\Z")
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewRecord:
+    """The fields of a verified review record the gate decides on.
+
+    Raises:
+        Nothing: made by :func:`parse_review_record`.
+    """
+
+    review: str
+    status: str
+    repository_id: int
+    full_name: str
+    pull_request_id: int
+    number: int
+    base_commit: str
+    head: str
+    blocking: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class CiResult:
+    """One verified CI result: which check, for which repository and head, with which conclusion.
+
+    Raises:
+        Nothing: made by :func:`parse_ci_result`.
+    """
+
+    check: str
+    repository_id: int
+    full_name: str
+    head: str
+    conclusion: str
+    run: str
+    digest: str
+
+
+def _bad(detail: str, where: str | None) -> VerificationError:
+    return VerificationError(MergeGateCode.MERGE_RECORD_MALFORMED, detail, where)
+
+
+def _positive(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def parse_review_record(predicate: Any, digest: str, where: str | None = None) -> ReviewRecord:
+    """The gate's view of a verified review record's predicate, strictly (pure).
+
+    Raises:
+        VerificationError: ``MERGE_RECORD_MALFORMED``.
+    """
+    from ..procedure import STATUSES
+
+    try:
+        repo, pr, base, findings = predicate["repository"], predicate["pull_request"], predicate["base"], predicate["findings"]
+        record = ReviewRecord(predicate["review"], predicate["status"], repo["id"], repo["full_name"], pr["id"], pr["number"],
+                              base["commit"], predicate["head"], findings["blocking"], digest)
+    except (KeyError, TypeError) as e:
+        raise _bad(f"the review record lacks {e}", where) from e
+    if record.status not in STATUSES or not all(_positive(v) for v in (record.repository_id, record.pull_request_id, record.number)) \
+            or not isinstance(record.full_name, str) or not all(isinstance(v, str) and _SHA.match(v) for v in (record.base_commit, record.head)) \
+            or type(record.blocking) is not int or record.blocking < 0 or not isinstance(record.review, str):
+        raise _bad("the review record's predicate is not the documented shape", where)
+    return record
+
+
+def ci_result_predicate(*, repository_id: int, full_name: str, head: str, check: str, conclusion: str, run: str) -> dict[str, Any]:
+    """A CI result's predicate, checked (pure).
+
+    Raises:
+        InputError: ``MERGE_RECORD_MALFORMED`` for a field that is not of the documented shape.
+    """
+    doc = {"repository": {"id": repository_id, "full_name": full_name}, "head": head, "check": check, "conclusion": conclusion,
+           "run": run}
+    try:
+        parse_ci_result(doc, "sha256:" + "0" * 64)
+    except VerificationError as e:
+        raise InputError(findings=e.findings) from e
+    return doc
+
+
+def parse_ci_result(predicate: Any, digest: str, where: str | None = None) -> CiResult:
+    """A verified CI result's predicate, strictly (pure).
+
+    Raises:
+        VerificationError: ``MERGE_RECORD_MALFORMED``.
+    """
+    if not isinstance(predicate, dict) or set(predicate) != {"repository", "head", "check", "conclusion", "run"} \
+            or not isinstance(predicate["repository"], dict) or set(predicate["repository"]) != {"id", "full_name"}:
+        raise _bad("a CI result's predicate is exactly {repository: {id, full_name}, head, check, conclusion, run}", where)
+    r = predicate["repository"]
+    ok = (_positive(r["id"]) and isinstance(r["full_name"], str) and bool(r["full_name"]) and isinstance(predicate["head"], str)
+          and bool(_SHA.match(predicate["head"])) and isinstance(predicate["check"], str) and bool(_NAME.match(predicate["check"]))
+          and predicate["conclusion"] in CONCLUSIONS and isinstance(predicate["run"], str) and 0 < len(predicate["run"]) <= 2000)
+    if not ok:
+        raise _bad("a CI result needs a positive repository id, a full name, a full head commit id, a check name, a "
+                   f"conclusion of {list(CONCLUSIONS)} and a run", where)
+    return CiResult(predicate["check"], r["id"], r["full_name"], predicate["head"], predicate["conclusion"], predicate["run"], digest)
+
+
+# -- the decision (pure) ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDecision:
+    """Authorized, or every missing piece.
+
+    Raises:
+        Nothing.
+    """
+
+    authorized: bool
+    findings: tuple[Finding, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.authorized, "authorized": self.authorized, "findings": [f.to_json() for f in self.findings]}
+
+
+def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], required_checks: Sequence[str], *,
+                 trusted_producer: str | None = None) -> MergeDecision:
+    """The merge decision (pure): every piece of the module docstring, every failing one a finding.
+
+    ``now`` is the host's :class:`~attest.review.bootstrap.HostIdentity` read after the record;
+    ``trusted_producer`` is None when the deployment does not ask for it, else the verdict
+    (``"true"``, ``"false"`` or ``"unknown"``).
+
+    Raises:
+        InputError: ``MERGE_NO_REQUIRED_CHECK`` when ``required_checks`` is empty.
+    """
+    if not required_checks:
+        raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check): a merge "
+                         "gate without exact-head CI evidence is refused")
+    found: list[Finding] = []
+    if (record.repository_id, record.full_name, record.pull_request_id, record.number) != \
+            (now.repository_id, now.full_name, now.pull_request_id, now.number):
+        found.append(Finding(MergeGateCode.MERGE_REVIEW_OTHER_PULL_REQUEST, None, f"the review record is of {record.full_name} "
+                             f"(id {record.repository_id}) pull request {record.number} (id {record.pull_request_id}); the host's is "
+                             f"{now.full_name} (id {now.repository_id}) pull request {now.number} (id {now.pull_request_id})"))
+    if record.base_commit != now.base_sha:
+        found.append(Finding(MergeGateCode.MERGE_REVIEW_STALE_BASE, None, f"the review is of the base {record.base_commit}; the "
+                             f"base is now {now.base_sha}: review again"))
+    if record.head != now.head_sha:
+        found.append(Finding(MergeGateCode.MERGE_REVIEW_STALE_HEAD, None, f"the review is of the head {record.head}; the head is "
+                             f"now {now.head_sha}: review the exact head again"))
+    if record.status != "complete":
+        found.append(Finding(MergeGateCode.MERGE_REVIEW_NOT_COMPLETE, None, f"the review was {record.status}: only a complete "
+                             "review can authorize a merge"))
+    if record.blocking:
+        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"))
+    for check in dict.fromkeys(required_checks):
+        mine = [c for c in ci if c.check == check and c.head == now.head_sha and c.repository_id == now.repository_id
+                and c.full_name == now.full_name]
+        if not mine:
+            others = sorted({c.head for c in ci if c.check == check})
+            found.append(Finding(MergeGateCode.MERGE_CI_MISSING, None, f"no signed result of the required check {check!r} for "
+                                 f"the head {now.head_sha}" + (f" (only for {', '.join(others)})" if others else "")))
+            continue
+        bad = sorted({c.conclusion for c in mine if c.conclusion != "success"})
+        if bad:
+            found.append(Finding(MergeGateCode.MERGE_CI_FAILED, None, f"the required check {check!r} of the head {now.head_sha} "
+                                 f"concluded {', '.join(bad)}"))
+    if trusted_producer is not None and trusted_producer != "true":
+        found.append(Finding(MergeGateCode.MERGE_TRUSTED_PRODUCER_MISSING, None, f"the deployment asks for trusted-producer "
+                             f"review evidence; it is {trusted_producer}"))
+    if found:
+        return MergeDecision(False, tuple(found))
+    return MergeDecision(True, (Finding(MergeGateCode.MERGE_AUTHORIZED, None, f"a complete review with no blocking finding and "
+                                        f"every required check ({', '.join(required_checks)}) succeeded, for the exact head "
+                                        f"{now.head_sha}"),))
+
+
+# -- reading and verifying ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MergeGate:
+    """What :func:`merge_gate_check` read and decided.
+
+    Raises:
+        Nothing.
+    """
+
+    decision: MergeDecision
+    record: ReviewRecord
+    head: str
+    ci: tuple[CiResult, ...]
+
+    @property
+    def authorized(self) -> bool:
+        return self.decision.authorized
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.decision.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.decision.to_json(), "review": self.record.review, "status": self.record.status,
+                "record_digest": self.record.digest, "head": self.head,
+                "ci": [{"check": c.check, "head": c.head, "conclusion": c.conclusion, "run": c.run, "digest": c.digest}
+                       for c in self.ci]}
+
+
+def _verified(path: str | os.PathLike[str], policy: Any, predicate_type: str) -> tuple[Any, str]:
+    from ...attestation import AttestationCode, verify_attestation_file
+
+    verified = verify_attestation_file(path, policy)
+    if verified.predicate_type != predicate_type:
+        raise VerificationError(AttestationCode.BAD_PREDICATE_TYPE, f"a {verified.predicate_type} statement, not a "
+                                f"{predicate_type}", os.fspath(path))
+    return verified.statement["predicate"], verified.attestation_digest
+
+
+def merge_gate_check(
+    *,
+    record: str | os.PathLike[str],
+    policy: Any,
+    host: Any,
+    ci: Sequence[str | os.PathLike[str]],
+    required_checks: Sequence[str],
+    trusted_producer: Any = None,
+) -> MergeGate:
+    """Verify the record and every CI result under TRUST, ask the host again, then :func:`decide_merge`.
+
+    ``trusted_producer``: None, or a callable returning the evidence verdict's ``trusted``
+    value (``"true"``, ``"false"``, ``"unknown"``); it is called after the record and CI
+    results verified and before the host's final read.
+
+    Raises:
+        InputError: ``MERGE_NO_REQUIRED_CHECK``, unreadable files, the host adapter's codes.
+        VerificationError: the attestation codes (``NO_TRUSTED_SIGNATURE``,
+            ``SIGNER_NOT_FOR_PREDICATE``, ``BAD_PREDICATE_TYPE``, ...), ``MERGE_RECORD_MALFORMED``.
+    """
+    from ..procedure import REVIEW_RECORD_PREDICATE
+
+    if not required_checks:
+        raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check)")
+    # 1. The review record, verified; nothing of it is read before.
+    predicate, digest = _verified(record, policy, REVIEW_RECORD_PREDICATE)
+    parsed = parse_review_record(predicate, digest, os.fspath(record))
+    results: list[CiResult] = []
+    for path in ci:
+        p, d = _verified(path, policy, CI_RESULT_PREDICATE)
+        results.append(parse_ci_result(p, d, os.fspath(path)))
+    verdict = None if trusted_producer is None else str(trusted_producer())
+    # 2. The host, asked last: the head that would be merged is the one decided on.
+    now = host.resolve()
+    return MergeGate(decide_merge(parsed, now, results, required_checks, trusted_producer=verdict), parsed, now.head_sha,
+                     tuple(results))
+
+
+def sign_ci_result(predicate: Mapping[str, Any], signer: Any, out: str | os.PathLike[str]) -> tuple[str, str]:
+    """Sign a CI result (subject: the head commit, by the SHA-256 of its id and ``gitCommit``); write it atomically.
+
+    Raises:
+        InputError: ``SIGNING_FAILED``, ``BAD_OUTPUT_PATH``.
+    """
+    from ..._fs import write_atomic
+    from ...attestation import sign_statement, statement
+
+    head = predicate["head"]
+    subj = {"name": f"git-commit:{head}", "digest": {"sha256": hashlib.sha256(head.encode()).hexdigest(), "gitCommit": head}}
+    data = sign_statement(statement([subj], CI_RESULT_PREDICATE, predicate), signer)
+    path = os.path.abspath(os.fspath(out))
+    write_atomic(path, data, mode=0o644, what="CI result")
+    return path, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+__all__ = [
+    "CI_RESULT_PREDICATE",
+    "CONCLUSIONS",
+    "CiResult",
+    "MergeDecision",
+    "MergeGate",
+    "ReviewRecord",
+    "ci_result_predicate",
+    "decide_merge",
+    "merge_gate_check",
+    "parse_ci_result",
+    "parse_review_record",
+    "sign_ci_result",
+]

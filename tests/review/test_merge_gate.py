@@ -1,0 +1,239 @@
+"""`attest merge-gate check`: only a complete signed review of the exact current head, plus exact-head CI, authorizes.
+
+Real review records from real reviews (bootstrap, start, a confined reviewer, serialize), CI
+results signed by a real CI key, the host re-read from the identity file; a table for the pure
+decision with every code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_bootstrap
+import test_review_serialize as ts
+import test_review_start
+
+from attest.attestation import generate_key, load_policy, load_signer, sign_statement
+from attest.errors import AttestError, InputError, VerificationError
+from attest.review.bootstrap import HostIdentity, IdentityFile
+from attest.review.merge import (
+    CI_RESULT_PREDICATE,
+    CiResult,
+    ReviewRecord,
+    ci_result_predicate,
+    decide_merge,
+    merge_gate_check,
+    parse_ci_result,
+    parse_review_record,
+    sign_ci_result,
+)
+from attest.review.procedure import REVIEW_RECORD_PREDICATE
+
+dep = test_bootstrap.dep
+skill = test_bootstrap.skill
+Consumer = test_bootstrap.Consumer
+PY = sys.executable
+ROOT = Path(__file__).resolve().parents[2]
+CLEAN = {"complete": True, "limitations": [], "findings": [
+    {"id": "N1", "severity": "info", "blocking": False, "message": "a note", "path": "notes.txt", "line": 1}]}
+
+
+def codes(err: AttestError) -> list[str]:
+    return [f.code for f in err.findings]
+
+
+def gate_trust(dep: Any, tmp: Path) -> tuple[Path, Path]:
+    """TRUST of the gate: the deployment key signs review records, a CI key CI results; neither the other."""
+    generate_key("ed25519", tmp / "ci.pem")
+    policy = tmp / "gate-trust.toml"
+    policy.write_text("threshold = 1\n"
+                      f'[[signers]]\nkind = "key"\npublic_key = "{dep.key.with_name("deploy.pub.pem")}"\n'
+                      f'predicates = ["{REVIEW_RECORD_PREDICATE}"]\n'
+                      f'[[signers]]\nkind = "key"\npublic_key = "{tmp / "ci.pub.pem"}"\npredicates = ["{CI_RESULT_PREDICATE}"]\n')
+    return policy, tmp / "ci.pem"
+
+
+def reviewed(dep: Any, skill: Any, tmp: Path, result: Any = CLEAN) -> tuple[Any, Path]:
+    s = ts.renaming_pr(dep, skill, tmp)
+    review = test_review_start.start(dep, s).review
+    res = ts.exec_for(dep, s, review, tmp, result)
+    ts.serialize(dep, review, res, tmp, record=tmp / "record.json")
+    return s, tmp / "record.json"
+
+
+def ci(tmp: Path, key: Path, head: str, check: str = "test", conclusion: str = "success", name: str = "acme/widgets") -> Path:
+    out = tmp / f"ci-{check}-{conclusion}-{head[:8]}.json"
+    sign_ci_result(ci_result_predicate(repository_id=4242, full_name=name, head=head, check=check, conclusion=conclusion, run="r1"),
+                   load_signer(str(key)), out)
+    return out
+
+
+def check(policy: Path, s: Any, record: Path, ci_files: list[Path], required: tuple[str, ...] = ("test",)) -> Any:
+    return merge_gate_check(record=record, policy=load_policy(policy), host=IdentityFile(str(s.ident)), ci=ci_files,
+                            required_checks=required)
+
+
+def test_a_complete_review_of_the_exact_head_with_ci_authorizes_and_nothing_less(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s, record = reviewed(dep, skill, tmp_path)
+    policy, ci_key = gate_trust(dep, tmp_path)
+    ok = ci(tmp_path, ci_key, s.c.head)
+    gate = check(policy, s, record, [ok])
+    assert gate.authorized and [f.code for f in gate.findings] == ["MERGE_AUTHORIZED"]
+    # Through the CLI: exit 0, then every missing piece at once with exit 1.
+    base = [PY, "-m", "attest", "merge-gate", "check", "--record", str(record), "--policy", str(policy), "--identity", str(s.ident),
+            "--json"]
+    cli = subprocess.run([*base, "--ci", str(ok), "--require-check", "test"], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["authorized"] is True
+    cli = subprocess.run([*base, "--ci", str(ok), "--require-check", "test", "--require-check", "lint"], capture_output=True,
+                         text=True, check=False, cwd=ROOT)
+    assert cli.returncode == 1 and [e["code"] for e in json.loads(cli.stdout)["errors"]] == ["MERGE_CI_MISSING"]
+    # A new commit on the pull request: the review and the CI are of the old head.
+    (s.c.path / "late.txt").write_text("late\n")
+    head = ts.commit(s.c.path, "late")
+    test_bootstrap.identity_file(s.ident, Consumer(s.c.path, s.c.base, head))
+    gate = check(policy, s, record, [ok])
+    assert not gate.authorized and [f.code for f in gate.findings] == ["MERGE_REVIEW_STALE_HEAD", "MERGE_CI_MISSING"]
+
+
+def test_a_limited_review_never_authorizes(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s, record = reviewed(dep, skill, tmp_path, {"complete": False, "limitations": ["analysed nothing"], "findings": []})
+    policy, ci_key = gate_trust(dep, tmp_path)
+    gate = check(policy, s, record, [ci(tmp_path, ci_key, s.c.head)])
+    assert [f.code for f in gate.findings] == ["MERGE_REVIEW_NOT_COMPLETE"] and "limited" in gate.findings[0].detail
+
+
+def test_blocking_findings_and_failed_ci_each_say_so(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s, record = reviewed(dep, skill, tmp_path, ts.RESULT)
+    policy, ci_key = gate_trust(dep, tmp_path)
+    gate = check(policy, s, record, [ci(tmp_path, ci_key, s.c.head), ci(tmp_path, ci_key, s.c.head, conclusion="failure")])
+    assert [f.code for f in gate.findings] == ["MERGE_BLOCKING_FINDINGS", "MERGE_CI_FAILED"]
+
+
+def test_only_signers_with_the_role_count(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s, record = reviewed(dep, skill, tmp_path)
+    policy, ci_key = gate_trust(dep, tmp_path)
+    # A "review record" signed by the CI key: a signer not for that predicate.
+    st = json.loads(load_envelope_payload(record))
+    forged = tmp_path / "forged.json"
+    forged.write_bytes(sign_statement(st, load_signer(str(ci_key))))
+    with pytest.raises(VerificationError) as ei:
+        check(policy, s, forged, [])
+    assert codes(ei.value) == ["SIGNER_NOT_FOR_PREDICATE"]
+    # A CI result given as the record.
+    with pytest.raises(VerificationError) as ei:
+        check(policy, s, ci(tmp_path, ci_key, s.c.head), [])
+    assert codes(ei.value) == ["BAD_PREDICATE_TYPE"]
+    # CI results signed by the deployment key are not CI evidence.
+    fake = tmp_path / "fake-ci.json"
+    sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=s.c.head, check="test",
+                                       conclusion="success", run="r"), load_signer(str(dep.key)), fake)
+    with pytest.raises(VerificationError) as ei:
+        check(policy, s, record, [fake])
+    assert codes(ei.value) == ["SIGNER_NOT_FOR_PREDICATE"]
+
+
+def load_envelope_payload(path: Path) -> bytes:
+    from attest.attestation import Envelope
+
+    return Envelope.from_json(json.loads(path.read_bytes())).payload
+
+
+def test_a_gate_without_a_required_check_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as ei:
+        merge_gate_check(record=tmp_path / "r.json", policy=None, host=None, ci=[], required_checks=())
+    assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
+
+
+# -- the pure decision ---------------------------------------------------------------------------------------------
+
+A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
+REC = ReviewRecord("0" * 32, "complete", 4242, "acme/widgets", 99001, 7, A, C, 0, "sha256:" + "0" * 64)
+NOW = HostIdentity(4242, "acme/widgets", 99001, 7, A, C)
+OK = CiResult("test", 4242, "acme/widgets", C, "success", "r1", "sha256:" + "1" * 64)
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], str | None, list[str]]] = [
+    ("everything holds", {}, {}, [OK], None, ["MERGE_AUTHORIZED"]),
+    ("trusted producer true", {}, {}, [OK], "true", ["MERGE_AUTHORIZED"]),
+    ("trusted producer unknown", {}, {}, [OK], "unknown", ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("trusted producer false", {}, {}, [OK], "false", ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("partial", {"status": "partial"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
+    ("failed", {"status": "failed"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
+    ("limited", {"status": "limited"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
+    ("blocking", {"blocking": 2}, {}, [OK], None, ["MERGE_BLOCKING_FINDINGS"]),
+    ("stale head", {}, {"head_sha": D}, [OK], None, ["MERGE_REVIEW_STALE_HEAD", "MERGE_CI_MISSING"]),
+    ("stale base", {}, {"base_sha": B}, [OK], None, ["MERGE_REVIEW_STALE_BASE"]),
+    ("pull request renumbered", {}, {"number": 8}, [OK], None, ["MERGE_REVIEW_OTHER_PULL_REQUEST"]),
+    ("repository replaced", {}, {"repository_id": 1}, [OK], None, ["MERGE_REVIEW_OTHER_PULL_REQUEST", "MERGE_CI_MISSING"]),
+    ("no CI", {}, {}, [], None, ["MERGE_CI_MISSING"]),
+    ("CI of another head", {}, {}, [replace(OK, head=D)], None, ["MERGE_CI_MISSING"]),
+    ("CI of another repository", {}, {}, [replace(OK, full_name="evil/widgets")], None, ["MERGE_CI_MISSING"]),
+    ("CI of another check", {}, {}, [replace(OK, check="lint")], None, ["MERGE_CI_MISSING"]),
+    ("CI failed", {}, {}, [replace(OK, conclusion="failure")], None, ["MERGE_CI_FAILED"]),
+    ("a success and a cancelled", {}, {}, [OK, replace(OK, conclusion="cancelled")], None, ["MERGE_CI_FAILED"]),
+    ("everything wrong", {"status": "partial", "blocking": 1}, {"head_sha": D, "base_sha": B, "number": 9}, [], "unknown",
+     ["MERGE_REVIEW_OTHER_PULL_REQUEST", "MERGE_REVIEW_STALE_BASE", "MERGE_REVIEW_STALE_HEAD", "MERGE_REVIEW_NOT_COMPLETE",
+      "MERGE_BLOCKING_FINDINGS", "MERGE_CI_MISSING", "MERGE_TRUSTED_PRODUCER_MISSING"]),
+]
+
+
+@pytest.mark.parametrize(("name", "rec", "now", "ci_results", "producer", "want"), CASES, ids=[c[0] for c in CASES])
+def test_decide_merge(name: str, rec: dict[str, Any], now: dict[str, Any], ci_results: list[CiResult], producer: str | None,
+                      want: list[str]) -> None:
+    got = decide_merge(replace(REC, **rec), replace(NOW, **now), ci_results, ("test",), trusted_producer=producer)
+    assert [f.code for f in got.findings] == want and got.authorized == (want == ["MERGE_AUTHORIZED"])
+
+
+def test_decide_merge_needs_a_required_check() -> None:
+    with pytest.raises(InputError) as ei:
+        decide_merge(REC, NOW, [OK], ())
+    assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
+
+
+GOOD_RECORD = {"review": "0" * 32, "status": "complete", "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3},
+               "base": {"commit": A, "tree": B}, "head": C, "findings": {"blocking": 0}}
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.pop("head"),
+    lambda d: d.update(status="approved"),
+    lambda d: d.update(head="main"),
+    lambda d: d["repository"].update(id=0),
+    lambda d: d["findings"].update(blocking=-1),
+    lambda d: d.update(findings=[]),
+])
+def test_parse_review_record_refuses(change: Any) -> None:
+    assert parse_review_record(json.loads(json.dumps(GOOD_RECORD)), "d").status == "complete"
+    doc = json.loads(json.dumps(GOOD_RECORD))
+    change(doc)
+    with pytest.raises(VerificationError) as ei:
+        parse_review_record(doc, "d")
+    assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"]
+
+
+@pytest.mark.parametrize("change", [
+    {"conclusion": "passed"}, {"head": "HEAD"}, {"check": ""}, {"run": ""}, {"extra": 1}, {"repository": {"id": 1}},
+])
+def test_parse_ci_result_refuses(change: dict[str, Any]) -> None:
+    good = ci_result_predicate(repository_id=1, full_name="a/b", head=C, check="test", conclusion="success", run="r")
+    assert parse_ci_result(good, "d").conclusion == "success"
+    with pytest.raises(VerificationError) as ei:
+        parse_ci_result({**good, **change}, "d")
+    assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"]
+    with pytest.raises(InputError):
+        ci_result_predicate(repository_id=1, full_name="a/b", head="HEAD", check="test", conclusion="success", run="r")
+
+
+def test_the_ci_statement_is_in_toto_with_the_head_as_subject(tmp_path: Path) -> None:
+    generate_key("ed25519", tmp_path / "k.pem")
+    out = tmp_path / "ci.json"
+    sign_ci_result(ci_result_predicate(repository_id=1, full_name="a/b", head=C, check="test", conclusion="success", run="r"),
+                   load_signer(str(tmp_path / "k.pem")), out)
+    st = json.loads(load_envelope_payload(out))
+    assert st["_type"] == "https://in-toto.io/Statement/v1" and st["predicateType"] == CI_RESULT_PREDICATE
+    assert st["subject"][0]["digest"]["gitCommit"] == C

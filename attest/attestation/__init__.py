@@ -37,10 +37,11 @@ from ._policy import (
     parse_policy,
 )
 from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, add_signatures, sign_statement, signing_keys, statement_payload
-from ._slsa import ResourceRef, slsa_provenance, verification_summary
+from ._slsa import ResourceRef, git_dependency, slsa_provenance, verification_summary
 from ._statement import (
     CLOSED_TREE_PREDICATE,
     INSTALLATION_PREDICATE,
+    INVENTORY_PREDICATES,
     PREDICATE_NAMESPACE,
     RUNTIME_PREDICATE,
     SLSA_PROVENANCE_V1,
@@ -68,6 +69,7 @@ __all__ = [
     "FORMATS",
     "INSTALLATION_PREDICATE",
     "INTOTO_PAYLOAD_TYPE",
+    "INVENTORY_PREDICATES",
     "KEY_KINDS",
     "MAX_ATTESTATION_BYTES",
     "PREDICATE_NAMESPACE",
@@ -96,6 +98,7 @@ __all__ = [
     "closed_tree_inventory",
     "closed_tree_statement",
     "generate_key",
+    "git_dependency",
     "key_id",
     "load_policy",
     "load_signer",

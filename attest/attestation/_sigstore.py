@@ -8,6 +8,7 @@ and the OIDC issuer extension equal to the pinned issuer.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from ..errors import EnvironmentFailure, InputError, VerificationError
@@ -26,12 +27,38 @@ def _sigstore() -> Any:
     return sigstore
 
 
+# A trusted root's validity period (protobuf-specs TimeRange) is a closed interval: a time
+# exactly at its `end` lies inside it. sigstore-python 4.5 accepts a timestamp authority's
+# signed time only while `gen_time < validity_period_end` (sigstore/verify/verifier.py), so
+# a timestamp made in the last instant of a TSA's validity would be refused where a
+# conforming verifier accepts it (sigstore-conformance `trust-root-tsa-validity-end-inclusive`).
+# Both sides of that comparison are datetimes, which have microsecond resolution: an end one
+# microsecond later, compared exclusively, is exactly the closed interval. The other periods
+# need nothing: transparency-log and CA periods are not compared with a signing time there.
+CLOCK_RESOLUTION = _dt.timedelta(microseconds=1)
+
+
+def inclusive_tsa_validity(root: Any) -> Any:
+    """A copy of the parsed trusted root whose TSA periods, compared exclusively, are the closed ones (pure).
+
+    Raises:
+        Nothing: ``root`` is a parsed ``sigstore_models`` trusted root.
+    """
+    authorities = []
+    for tsa in root.timestamp_authorities:
+        period = tsa.valid_for
+        if period.end is not None:
+            tsa = tsa.model_copy(update={"valid_for": period.model_copy(update={"end": period.end + CLOCK_RESOLUTION})})
+        authorities.append(tsa)
+    return root.model_copy(update={"timestamp_authorities": authorities})
+
+
 def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Any, Any, Any]:
     sigstore = _sigstore()
     from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
     try:
-        root = sigstore.models.TrustedRoot(TrustedRootModel.from_json(spec.trusted_root))
+        root = sigstore.models.TrustedRoot(inclusive_tsa_validity(TrustedRootModel.from_json(spec.trusted_root)))
         verifier = sigstore.verify.Verifier(trusted_root=root)
     except (sigstore.errors.Error, ValueError) as e:
         raise InputError(AttestationCode.BAD_POLICY, f"the trusted root is not usable: {e}", spec.source) from e

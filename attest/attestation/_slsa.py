@@ -31,18 +31,24 @@ def rfc3339(t: _dt.datetime) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ResourceRef:
-    """An in-toto ResourceDescriptor reduced to what these predicates use."""
+    """An in-toto ResourceDescriptor reduced to what these predicates use.
+
+    ``digest`` must carry a sha256 unless the reference only describes (``require_sha256``
+    False: a provenance's resolved dependencies, e.g. a git commit by ``gitCommit``).
+    """
 
     uri: str | None = None
     digest: Mapping[str, str] = field(default_factory=dict)
     name: str | None = None
+    require_sha256: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The ResourceDescriptor object, with only the fields that are set.
 
         Raises:
-            InputError: ``BAD_DIGEST`` for a digest set that is not lowercase hex with a
-                sha256; ``BAD_PREDICATE`` when none of uri, digest and name is set.
+            InputError: ``BAD_DIGEST`` for a digest set that is not lowercase hex (or has no
+                sha256 where one is required); ``BAD_PREDICATE`` when none of uri, digest and
+                name is set.
         """
         out: dict[str, Any] = {}
         if self.name is not None:
@@ -51,13 +57,27 @@ class ResourceRef:
             out["uri"] = self.uri
         if self.digest:
             try:
-                check_digest_set(dict(self.digest), self.name or self.uri or "resource")
+                check_digest_set(dict(self.digest), self.name or self.uri or "resource", require_sha256=self.require_sha256)
             except VerificationError as e:  # from the shared checker: here it is the caller's input
                 raise InputError(findings=e.findings) from e
             out["digest"] = dict(self.digest)
         if not out.get("uri") and not out.get("digest") and not out.get("name"):
             raise InputError(AttestationCode.BAD_PREDICATE, "a resource needs a uri, a digest or a name")
         return out
+
+
+def git_dependency(repository: str, revision: str, name: str) -> ResourceRef:
+    """A git repository at a full commit id, as SLSA writes a resolved dependency.
+
+    ``uri`` is ``git+<repository>@<revision>`` (SPDX download location form), ``digest`` is
+    ``{"gitCommit": <revision>}`` (a SHA-1 or SHA-256 repository's full object id).
+
+    Raises:
+        InputError: ``BAD_DIGEST`` unless ``revision`` is lowercase hex of whole bytes.
+    """
+    ref = ResourceRef(uri=f"git+{repository}@{revision}", digest={"gitCommit": revision}, name=name, require_sha256=False)
+    ref.to_json()  # checked now, not when the predicate is built
+    return ref
 
 
 def slsa_provenance(

@@ -9,7 +9,7 @@ Parsing always starts from the exact signed payload bytes (:func:`parse_statemen
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .._json import loads_strict
@@ -24,6 +24,9 @@ RUNTIME_PREDICATE = "https://attest.dev/runtime/v1"
 INSTALLATION_PREDICATE = "https://attest.dev/installation/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 VSA_V1 = "https://slsa.dev/verification_summary/v1"
+#: The predicates whose ``inventory`` is the closed inventory of their single subject (a tree):
+#: what `attest verify` checks a tree against.
+INVENTORY_PREDICATES = (CLOSED_TREE_PREDICATE, RUNTIME_PREDICATE, INSTALLATION_PREDICATE)
 
 MAX_SUBJECTS = 1024
 MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
@@ -42,14 +45,21 @@ def _fail(code: AttestationCode, detail: str, path: str | None = None) -> Verifi
     return VerificationError(code, detail, path)
 
 
-def check_digest_set(digest: Any, where: str) -> dict[str, str]:
-    """A DigestSet that carries SHA-256 (64 lowercase hex); other algorithms must be hex too."""
+def check_digest_set(digest: Any, where: str, *, require_sha256: bool = True) -> dict[str, str]:
+    """A DigestSet that carries SHA-256 (64 lowercase hex); other algorithms must be hex too.
+
+    ``require_sha256=False`` only for what is described rather than verified (a provenance's
+    resolved dependencies: a git dependency is named by ``gitCommit`` alone); a sha256 that is
+    present is still checked.
+    """
     if not isinstance(digest, dict) or not digest:
         raise _fail(AttestationCode.BAD_DIGEST, f"{where}: digest must be a non-empty object")
     for alg, value in digest.items():
         if not _DIGEST_ALG.match(alg) or not isinstance(value, str) or not _HEX.match(value):
             raise _fail(AttestationCode.BAD_DIGEST, f"{where}: digest {alg[:40]!r} is not a lowercase hex string")
     sha = digest.get("sha256")
+    if sha is None and not require_sha256:
+        return dict(digest)
     if sha is None:
         raise _fail(AttestationCode.BAD_DIGEST, f"{where}: the digest has no sha256 (other algorithms alone are not accepted)")
     if not _HEX64.match(sha):
@@ -156,10 +166,11 @@ def parse_statement(payload: bytes) -> dict[str, Any]:
     return verify_statement(doc)
 
 
-def tree_inventory(doc: Mapping[str, Any], predicate_type: str = CLOSED_TREE_PREDICATE) -> Inventory:
-    """The inventory a tree statement carries, checked against its single subject.
+def tree_inventory(doc: Mapping[str, Any], predicate_type: str | Collection[str] = CLOSED_TREE_PREDICATE) -> Inventory:
+    """The inventory a tree statement carries, checked against its single subject (pure).
 
-    Requires ``predicate_type``, exactly one subject whose digest is exactly
+    Requires ``predicate_type`` (or one of several, e.g. :data:`INVENTORY_PREDICATES`),
+    exactly one subject whose digest is exactly
     ``{"sha256": ...}``, a predicate holding ``inventory`` (for the closed-tree predicate,
     nothing else), and the inventory's identity equal to the subject digest.
 
@@ -168,8 +179,10 @@ def tree_inventory(doc: Mapping[str, Any], predicate_type: str = CLOSED_TREE_PRE
             exactly one), ``BAD_DIGEST``, ``BAD_PREDICATE`` (no or a malformed inventory, with
             the inventory's findings), ``SUBJECT_MISMATCH`` (the digest is not its identity).
     """
-    if doc.get("predicateType") != predicate_type:
-        raise _fail(AttestationCode.BAD_PREDICATE_TYPE, f"predicateType {str(doc.get('predicateType'))[:100]!r} is not {predicate_type!r}")
+    accepted = (predicate_type,) if isinstance(predicate_type, str) else tuple(predicate_type)
+    if doc.get("predicateType") not in accepted:
+        wanted = repr(accepted[0]) if len(accepted) == 1 else "one of " + ", ".join(accepted)
+        raise _fail(AttestationCode.BAD_PREDICATE_TYPE, f"predicateType {str(doc.get('predicateType'))[:100]!r} is not {wanted}")
     subjects = doc.get("subject") or []
     if len(subjects) != 1:
         raise _fail(AttestationCode.EXTRA_SUBJECT if subjects else AttestationCode.NO_SUBJECT,
@@ -181,7 +194,7 @@ def tree_inventory(doc: Mapping[str, Any], predicate_type: str = CLOSED_TREE_PRE
     predicate = doc.get("predicate")
     if not isinstance(predicate, dict) or "inventory" not in predicate:
         raise _fail(AttestationCode.BAD_PREDICATE, "the predicate carries no inventory")
-    if predicate_type == CLOSED_TREE_PREDICATE and set(predicate) != {"inventory"}:
+    if doc.get("predicateType") == CLOSED_TREE_PREDICATE and set(predicate) != {"inventory"}:
         raise _fail(AttestationCode.BAD_PREDICATE, f"closed-tree predicate fields {sorted(predicate)} are not exactly ['inventory']")
     try:
         inventory = Inventory.from_json(predicate["inventory"])

@@ -1,12 +1,13 @@
-"""`attest verify`: a signed closed-tree attestation, then the tree against its inventory.
+"""`attest verify`: a signed attestation carrying a closed inventory, then the tree against it.
 
     >>> result = verify_tree_attestation("tree", "tree.intoto.json", load_policy("/etc/attest/policy.toml"))
     >>> result.inventory.identity
 
 Steps: (1) the policy and every file it names must lie outside the tree under review;
 (2) optionally, the attestation file's digest must equal a pinned one (replay, mix-and-match);
-(3) the attestation verifies under the policy; (4) it is a closed-tree statement whose single
-subject is the identity of the inventory it carries; (5) the tree matches that inventory
+(3) the attestation verifies under the policy; (4) its predicate carries a closed inventory
+(closed-tree, runtime or installation: :data:`INVENTORY_PREDICATES`) and its single subject is
+the identity of that inventory; (5) the tree matches that inventory
 exactly (the codes of `attest check`). With ``summary_out`` a signed VSA records the outcome,
 PASSED or FAILED, naming the policy and the input attestation by digest.
 """
@@ -30,7 +31,7 @@ from ._keys import Signer
 from ._policy import Policy
 from ._sign import sign_statement
 from ._slsa import ResourceRef, verification_summary
-from ._statement import VSA_V1, statement, subject
+from ._statement import INVENTORY_PREDICATES, VSA_V1, statement, subject
 from ._verify import VerifiedStatement, closed_tree_inventory, read_attestation, verify_attestation_bytes
 
 VERIFIER_ID = "https://attest.dev/verifier/v1"
@@ -203,7 +204,7 @@ def verify_tree_attestation(
     clock: Callable[[], _dt.datetime] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TreeVerification:
-    """Verify the tree at ``root`` against a signed closed-tree attestation; raise on any failure.
+    """Verify the tree at ``root`` against a signed attestation carrying a closed inventory; raise on any failure.
 
     Raises:
         InputError: ``USAGE`` (a summary path without a signer, or the reverse); the
@@ -226,7 +227,7 @@ def verify_tree_attestation(
                 AttestationCode.ATTESTATION_DIGEST_MISMATCH, f"the attestation is {digest}; the pin is {expected_attestation_digest}"
             )
         verified = verify_attestation_bytes(data, policy)  # (3)
-        inventory = closed_tree_inventory(verified)  # (4)
+        inventory = closed_tree_inventory(verified, predicate_type=INVENTORY_PREDICATES)  # (4)
         findings = check_tree(root, inventory, progress=progress)  # (5)
         if findings:
             raise VerificationError(findings=findings)

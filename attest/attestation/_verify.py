@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,24 +29,28 @@ from .._json import loads_strict
 from ..errors import InputError, VerificationError
 from ..inventory import Inventory
 from ._codes import AttestationCode
-from ._dsse import Envelope
+from ._dsse import Envelope, b64decode_strict
 from ._keys import verify_signature
 from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec
 from ._statement import CLOSED_TREE_PREDICATE, parse_statement, tree_inventory
 
 MAX_ATTESTATION_BYTES = 768 * 1024 * 1024
 MAX_ATTESTATION_DEPTH = 16
+# The Sigstore bundle media types sigstore-python 4.5 accepts (models.Bundle.BundleType), for
+# DSSE and message-signature bundles alike. A v0.3 bundle (either spelling) carries its signing
+# certificate as `certificate`; an older one as the first entry of `x509CertificateChain`.
 BUNDLE_V03_MEDIA_TYPES = (
     "application/vnd.dev.sigstore.bundle.v0.3+json",
     "application/vnd.dev.sigstore.bundle+json;version=0.3",
 )
-ARTIFACT_BUNDLE_MEDIA_TYPES = (
-    *BUNDLE_V03_MEDIA_TYPES,
+BUNDLE_LEGACY_MEDIA_TYPES = (
     "application/vnd.dev.sigstore.bundle+json;version=0.2",
     "application/vnd.dev.sigstore.bundle+json;version=0.1",
 )
+BUNDLE_MEDIA_TYPES = (*BUNDLE_V03_MEDIA_TYPES, *BUNDLE_LEGACY_MEDIA_TYPES)
 _BUNDLE_FIELDS = {"mediaType", "verificationMaterial", "dsseEnvelope", "messageSignature"}
 _MATERIALS = ("publicKey", "certificate", "x509CertificateChain")
+_MESSAGE_SIGNATURE_FIELDS = {"messageDigest", "signature"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,42 +161,84 @@ def _key_id_hints(doc: dict[str, Any], envelope: Envelope) -> tuple[str, ...]:
     return tuple(s.keyid for s in envelope.signatures)
 
 
-def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
+def bundle_material(doc: dict[str, Any]) -> str:
+    """The one kind of verification material a bundle carries, checked against its media type (pure).
+
+    The rules are sigstore-python 4.5's (``models.Bundle._verify``): a v0.3 bundle (either
+    spelling) carries ``certificate``, a v0.1 or v0.2 bundle ``x509CertificateChain``. A
+    key-signed bundle (``publicKey``) is verified by attest itself, and only as v0.3: the
+    older versions require a transparency-log entry, which attest does not check for keys.
+
+    Raises:
+        VerificationError: ``BAD_BUNDLE`` (unknown top-level fields, no or a non-object
+            ``verificationMaterial``, not exactly one kind of material, a certificate kind
+            the media type does not use); ``BAD_MEDIA_TYPE`` (not a Sigstore bundle media
+            type, or a key-signed bundle older than v0.3).
+    """
     unknown = set(doc) - _BUNDLE_FIELDS
     if unknown:
         raise VerificationError(AttestationCode.BAD_BUNDLE, f"the bundle has unknown fields {sorted(unknown)}")
-    media_type = doc["mediaType"]
-    if media_type not in BUNDLE_V03_MEDIA_TYPES:
-        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(media_type)[:100]!r} is not a Sigstore bundle v0.3")
+    media_type = doc.get("mediaType")
+    if media_type not in BUNDLE_MEDIA_TYPES:
+        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(media_type)[:100]!r} is not a Sigstore bundle "
+                                "(v0.1, v0.2 or v0.3)")
+    material = doc.get("verificationMaterial")
+    if not isinstance(material, dict):
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "verificationMaterial is missing or not an object")
+    kinds = [k for k in _MATERIALS if k in material]
+    if len(kinds) != 1:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, f"verificationMaterial must hold exactly one of {list(_MATERIALS)}")
+    kind = kinds[0]
+    v03 = media_type in BUNDLE_V03_MEDIA_TYPES
+    if kind == "publicKey" and not v03:
+        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"a key-signed bundle must be v0.3, not {media_type!r} "
+                                "(older versions require a transparency-log entry, which attest does not check for keys)")
+    if kind == "certificate" and not v03:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, f"a {media_type!r} bundle carries x509CertificateChain, not certificate")
+    if kind == "x509CertificateChain" and v03:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "a v0.3 bundle carries certificate, not x509CertificateChain")
+    return kind
+
+
+def _check_key_material(material: dict[str, Any]) -> str:
+    """The (unauthenticated) key hint of key-based verification material; its strict shape.
+
+    Raises:
+        VerificationError: ``BAD_BUNDLE`` (malformed material); ``UNSUPPORTED_BUNDLE`` (log
+            entries or timestamps, which attest would not check).
+    """
+    extra = set(material) - {"publicKey", "tlogEntries", "timestampVerificationData"}
+    hint = material["publicKey"]
+    if extra or not isinstance(hint, dict) or not set(hint) <= {"hint"} or not isinstance(hint.get("hint", ""), str):
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "the public-key verification material is malformed")
+    if material.get("tlogEntries", []) != [] or material.get("timestampVerificationData", {}) not in ({}, {"rfc3161Timestamps": []}):
+        # We would not check them; accepting unchecked evidence silently is worse than refusing.
+        raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "key-signed bundles with transparency-log entries or signed "
+                                "timestamps are not verified by attest (their log entries would go unchecked)")
+    return str(hint.get("hint", ""))
+
+
+def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
+    kind = bundle_material(doc)
     if "messageSignature" in doc:
         raise VerificationError(
             AttestationCode.UNSUPPORTED_BUNDLE, "a message-signature bundle signs an artifact, not a statement (verify it with --artifact)"
         )
-    if "dsseEnvelope" not in doc or "verificationMaterial" not in doc:
-        raise VerificationError(AttestationCode.BAD_BUNDLE, "the bundle lacks dsseEnvelope or verificationMaterial")
-    material = doc["verificationMaterial"]
-    if not isinstance(material, dict):
-        raise VerificationError(AttestationCode.BAD_BUNDLE, "verificationMaterial is not an object")
-    kinds = [k for k in _MATERIALS if k in material]
-    if len(kinds) != 1:
-        raise VerificationError(AttestationCode.BAD_BUNDLE, f"verificationMaterial must hold exactly one of {list(_MATERIALS)}")
+    if "dsseEnvelope" not in doc:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "the bundle lacks dsseEnvelope")
     envelope = Envelope.from_json(doc["dsseEnvelope"], what="bundle's DSSE envelope")
     if len(envelope.signatures) != 1:
         raise VerificationError(AttestationCode.BAD_BUNDLE, "a Sigstore bundle's envelope holds exactly one signature")
-    if kinds[0] == "publicKey":
+    if kind == "publicKey":
         # Key-based bundle: sigstore-python cannot verify these; we do, with our own PAE check.
-        extra = set(material) - {"publicKey", "tlogEntries", "timestampVerificationData"}
-        hint = material["publicKey"]
-        if extra or not isinstance(hint, dict) or not set(hint) <= {"hint"} or not isinstance(hint.get("hint", ""), str):
-            raise VerificationError(AttestationCode.BAD_BUNDLE, "the public-key verification material is malformed")
-        if material.get("tlogEntries", []) != [] or material.get("timestampVerificationData", {}) not in ({}, {"rfc3161Timestamps": []}):
-            # We would not check them; accepting unchecked evidence silently is worse than refusing.
-            raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "key-based bundles with log entries or timestamps are not supported")
-        return envelope, _key_signers(envelope, policy), []
+        _check_key_material(doc["verificationMaterial"])
+        tried = [] if any(isinstance(s, KeySignerSpec) for s in policy.signers) else [
+            "the bundle is signed by a key and the policy trusts no key"]
+        return envelope, _key_signers(envelope, policy), tried
     from ._sigstore import check_dsse_bundle
 
     found: list[str] = []
-    tried: list[str] = []
+    tried = []
     for spec in policy.signers:
         if not isinstance(spec, SigstoreSignerSpec):
             continue
@@ -252,8 +298,12 @@ def verify_attestation_file(path: str | os.PathLike[str], policy: Policy) -> Ver
     return verify_attestation_bytes(read_attestation(path), policy)
 
 
-def closed_tree_inventory(verified: VerifiedStatement, *, predicate_type: str = CLOSED_TREE_PREDICATE) -> Inventory:
+def closed_tree_inventory(verified: VerifiedStatement, *,
+                          predicate_type: str | Collection[str] = CLOSED_TREE_PREDICATE) -> Inventory:
     """The inventory of a verified tree statement (one subject, digest == inventory identity).
+
+    ``predicate_type`` is the one type accepted, or several (:data:`INVENTORY_PREDICATES`:
+    every predicate that carries a closed inventory).
 
     Raises:
         VerificationError: the codes of :func:`tree_inventory` (``BAD_PREDICATE_TYPE``,
@@ -263,32 +313,72 @@ def closed_tree_inventory(verified: VerifiedStatement, *, predicate_type: str = 
     return tree_inventory(verified.statement, predicate_type)
 
 
+def message_signature(doc: Any, artifact: bytes) -> bytes:
+    """The signature of a key-signed message-signature bundle over ``artifact`` (pure; the signature is not checked here).
+
+    ``messageSignature`` is ``{"messageDigest": {"algorithm": "SHA2_256", "digest": b64}?,
+    "signature": b64}``; a digest, when given, must be the artifact's SHA-256 (as
+    sigstore-python requires of certificate bundles).
+
+    Raises:
+        VerificationError: ``BAD_BUNDLE`` (unknown fields, a digest algorithm other than
+            SHA2_256), ``BAD_BASE64``, ``NO_TRUSTED_SIGNATURE`` (the digest is another artifact's).
+    """
+    if not isinstance(doc, dict) or set(doc) - _MESSAGE_SIGNATURE_FIELDS or "signature" not in doc:
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "messageSignature must be {messageDigest?, signature}")
+    if "messageDigest" in doc:
+        digest = doc["messageDigest"]
+        if not isinstance(digest, dict) or set(digest) != {"algorithm", "digest"} or digest["algorithm"] != "SHA2_256":
+            raise VerificationError(AttestationCode.BAD_BUNDLE, "messageDigest must be {algorithm: SHA2_256, digest}")
+        if b64decode_strict(digest["digest"], "messageDigest.digest") != hashlib.sha256(artifact).digest():
+            raise VerificationError(AttestationCode.NO_TRUSTED_SIGNATURE, "the bundle's messageDigest is not the artifact's SHA-256: "
+                                    "it signs another artifact")
+    return b64decode_strict(doc["signature"], "messageSignature.signature")
+
+
 def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tuple[str, ...]:
     """Verify a Sigstore message-signature bundle over ``artifact``; return the trusted signers.
 
+    A certificate bundle is verified by sigstore-python offline against each Sigstore signer's
+    pinned trusted root; a key-signed bundle (``publicKey``, v0.3, no log entries) by attest,
+    trying every trusted key over the artifact's bytes (the hint never selects a key).
+
     Raises:
-        VerificationError: the strict-JSON codes, ``UNKNOWN_FORMAT`` (no ``mediaType``),
-            ``BAD_MEDIA_TYPE``, ``UNSUPPORTED_BUNDLE`` (a DSSE bundle), and
-            ``NO_TRUSTED_SIGNATURE`` / ``THRESHOLD_NOT_MET`` from the threshold decision, and
-            ``BAD_BUNDLE`` when sigstore cannot parse it.
+        VerificationError: the strict-JSON codes, ``UNKNOWN_FORMAT`` (no ``mediaType``), the
+            codes of :func:`bundle_material` (``BAD_MEDIA_TYPE``, ``BAD_BUNDLE``),
+            ``UNSUPPORTED_BUNDLE`` (a DSSE bundle; a key-signed bundle with log entries or
+            timestamps), the codes of :func:`message_signature`, ``NO_TRUSTED_SIGNATURE`` /
+            ``THRESHOLD_NOT_MET`` from the threshold decision, ``SIGNER_NOT_FOR_PREDICATE``,
+            and ``BAD_BUNDLE`` when sigstore cannot parse it.
         InputError: ``BAD_POLICY`` when a pinned trusted root is not usable.
     """
     doc = _strict_json(bundle, "bundle")
     if not isinstance(doc, dict) or "mediaType" not in doc:
         raise VerificationError(AttestationCode.UNKNOWN_FORMAT, "not a Sigstore bundle (no mediaType)")
-    if doc["mediaType"] not in ARTIFACT_BUNDLE_MEDIA_TYPES:
-        raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"mediaType {str(doc['mediaType'])[:100]!r} is not a Sigstore bundle")
+    kind = bundle_material(doc)
     if "messageSignature" not in doc or "dsseEnvelope" in doc:
         raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "not a message-signature bundle (a DSSE bundle is verified as an attestation)")
-    from ._sigstore import check_artifact_bundle as _verify
-
     found: list[str] = []
     tried: list[str] = []
-    for spec in policy.signers:
-        if isinstance(spec, SigstoreSignerSpec):
-            reason = _verify(spec, bundle, artifact)
-            if reason is None:
-                found.append(spec.id)
-            else:
-                tried.append(reason)
-    return _decide_roles(_decide(found, policy, tried), policy, None)
+    hints: tuple[str, ...] | None = None
+    if kind == "publicKey":
+        hints = (_check_key_material(doc["verificationMaterial"]),)
+        signature = message_signature(doc["messageSignature"], artifact)
+        keys = [spec for spec in policy.signers if isinstance(spec, KeySignerSpec)]
+        # Every trusted key is tried: the hint is unauthenticated and never selects one.
+        found = [spec.id for spec in keys if verify_signature(spec.public_key, signature, artifact)]
+        if not keys:
+            tried.append("the bundle is signed by a key and the policy trusts no key")
+    else:
+        from ._sigstore import check_artifact_bundle
+
+        for spec in policy.signers:
+            if isinstance(spec, SigstoreSignerSpec):
+                reason = check_artifact_bundle(spec, bundle, artifact)
+                if reason is None:
+                    found.append(spec.id)
+                else:
+                    tried.append(reason)
+        if not any(isinstance(s, SigstoreSignerSpec) for s in policy.signers):
+            tried.append("the bundle is signed by a certificate and the policy trusts no Sigstore identity")
+    return _decide_roles(_decide(found, policy, tried, hints), policy, None)

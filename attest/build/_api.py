@@ -8,7 +8,8 @@ and runs one operation. Defaults: the state directory ``$ATTEST_STATE_DIR`` or
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CommonCode, InputError
 from ._cache import FetchResult, fetch
@@ -21,6 +22,11 @@ from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
+
+if TYPE_CHECKING:
+    from ._promolog import LogVerification
+    from ._promote import BeforeWrite
+    from ._rebuilders import RebuildRelease
 
 
 def default_state() -> str:
@@ -69,14 +75,33 @@ def _signer(key: str | None) -> Any:
     return load_signer(key)
 
 
-def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | None = None, key: str | None = None,
-                      allow_unisolated_network: bool = False, python: str | None = None, fmt: str = "dsse",
-                      freeze_backend: str = "immutable") -> BuildResult:
-    """`attest build runtime`: load the recipe, open the key, build (or reuse) and, with ``key``, sign.
+def _signers(keys: str | Sequence[str] | None, fmt: str) -> Any:
+    """Every key given, opened and checked (no key twice, one for a bundle) before anything is built; None for none.
 
     Raises:
-        InputError: ``BAD_RECIPE`` (also for a skill recipe), ``NOT_FULL_SHA``, the key's
-            ``BAD_KEY`` / ``UNREADABLE``, and every input code of :func:`build_runtime`.
+        InputError: the keys' ``BAD_KEY`` / ``UNREADABLE``; ``USAGE`` (the same key twice,
+            several keys for a bundle, an unknown format); ``TOO_MANY_SIGNATURES``.
+    """
+    names = [keys] if isinstance(keys, str) else list(keys or ())
+    if not names:
+        return None
+    from ..attestation import load_signer, signing_keys
+
+    return signing_keys([load_signer(k) for k in names], fmt)
+
+
+def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | None = None,
+                      key: str | Sequence[str] | None = None, allow_unisolated_network: bool = False,
+                      python: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
+    """`attest build runtime`: load the recipe, open the keys, build (or reuse) and, with ``key``, sign.
+
+    ``key`` is one key or several: each statement is then one DSSE envelope with one
+    signature per key (a ``threshold = 2`` policy is met by one build).
+
+    Raises:
+        InputError: ``BAD_RECIPE`` (also for a skill recipe), ``NOT_FULL_SHA``, the keys'
+            ``BAD_KEY`` / ``UNREADABLE``, ``USAGE`` / ``TOO_MANY_SIGNATURES`` (see
+            :func:`attest.attestation.signing_keys`), and every input code of :func:`build_runtime`.
         VerificationError: the codes of :func:`build_runtime`.
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` without ``allow_unisolated_network``,
             and the codes of :func:`build_runtime`.
@@ -84,26 +109,27 @@ def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | No
     from ._attest import attest_build
 
     recipe: RuntimeRecipe = _recipe(recipe_path, "runtime")
-    signer = _signer(key)
+    signer = _signers(key, fmt)
     sandbox = Sandbox.establish(allow_unisolated_network=allow_unisolated_network)
     result = build_runtime(recipe, rev, state, cache or default_cache(state), sandbox, python=python, freeze_backend=freeze_backend)
     return attest_build(result, signer, state, fmt=fmt) if signer is not None else result
 
 
-def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: str | None = None, key: str | None = None,
-                    fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
-    """`attest build skill`: load the recipe, open the key, build (or reuse) and, with ``key``, sign.
+def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: str | None = None,
+                    key: str | Sequence[str] | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
+    """`attest build skill`: load the recipe, open the keys, build (or reuse) and, with ``key``, sign (one signature per key).
 
     Raises:
-        InputError: ``BAD_RECIPE`` (also for a runtime recipe), the key's ``BAD_KEY`` /
-            ``UNREADABLE``, and every input code of :func:`build_skill`.
+        InputError: ``BAD_RECIPE`` (also for a runtime recipe), the keys' ``BAD_KEY`` /
+            ``UNREADABLE``, ``USAGE`` / ``TOO_MANY_SIGNATURES`` (see
+            :func:`attest.attestation.signing_keys`), and every input code of :func:`build_skill`.
         VerificationError: the codes of :func:`build_skill`.
         EnvironmentFailure: the codes of :func:`build_skill`.
     """
     from ._attest import attest_build
 
     recipe: SkillRecipe = _recipe(recipe_path, "skill")
-    signer = _signer(key)
+    signer = _signers(key, fmt)
     result = build_skill(recipe, rev, state, installer_rev=installer_rev or rev, freeze_backend=freeze_backend)
     return attest_build(result, signer, state, fmt=fmt) if signer is not None else result
 
@@ -136,8 +162,13 @@ def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = N
 
 def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime_recipe: str, skill_recipe: str, state: str,
                 cache: str | None = None, allow_unisolated_network: bool = False, python: str | None = None,
-                installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse") -> PromotionResult:
-    """`attest promote`: :func:`promote` from paths; the revision is checked before anything is read.
+                installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse",
+                rebuild_results: Sequence[str] = (), unsafe_without_rebuilders: bool = False, repin: Collection[str] = (),
+                before_write: BeforeWrite | None = None) -> PromotionResult:
+    """:func:`promote` from paths; the revision is checked before anything is read.
+
+    `attest promote` reaches this through :func:`attest.review.release.promote_release`, which
+    passes the fixture consumer run as ``before_write``.
 
     Raises:
         InputError: ``NOT_FULL_SHA``, ``BAD_RECIPE``, the key's ``BAD_KEY`` / ``UNREADABLE``,
@@ -163,4 +194,45 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
         skill_rev=skill_rev,
         python=python,
         fmt=fmt,
+        rebuild_results=rebuild_results,
+        unsafe_without_rebuilders=unsafe_without_rebuilders,
+        repin=repin,
+        before_write=before_write,
     )
+
+
+def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recipe: str, skill_recipe: str, state: str,
+                        cache: str | None = None, python: str | None = None, installer_rev: str | None = None,
+                        skill_rev: str | None = None, fmt: str = "dsse") -> RebuildRelease:
+    """`attest rebuild-release`: :func:`rebuild_release` from paths (always in the confined, network-isolated sandbox).
+
+    Raises:
+        InputError: ``NOT_FULL_SHA``, ``BAD_RECIPE``, the key's ``BAD_KEY`` / ``UNREADABLE``, the
+            builders' input codes, ``BAD_OUTPUT_PATH``.
+        VerificationError: the builders' codes, ``PROMOTION_REFUSED`` (an unconfined runtime record).
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED``.
+    """
+    from ..git import verify_full_sha
+    from ._rebuilders import rebuild_release
+
+    verify_full_sha(toolchain_rev, what="toolchain revision")
+    return rebuild_release(toolchain_rev=toolchain_rev, runtime_recipe=_recipe(runtime_recipe, "runtime"),
+                           skill_recipe=_recipe(skill_recipe, "skill"), state=state, cache=cache or default_cache(state),
+                           sandbox=Sandbox.establish(allow_unisolated_network=False), signer=_signer(key), out=out,
+                           skill_rev=skill_rev, installer_rev=installer_rev, python=python, fmt=fmt)
+
+
+def run_verify_log(pins: str, policy: str) -> LogVerification:
+    """`attest promote --verify-log`: the whole promotion log of ``pins`` under the release policy at ``policy``.
+
+    Raises:
+        InputError: the policy's codes, ``BAD_REBUILDERS``, ``UNREADABLE`` / ``TOO_LARGE``.
+        VerificationError: the log's codes (``PROMOTION_LOG_*``).
+    """
+    from ..attestation import load_policy
+    from ._promolog import verify_promotion_log
+    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
+
+    loaded = load_policy(policy, extensions=RELEASE_POLICY_EXTENSIONS)
+    rebuilders_of(loaded)  # a malformed [rebuilders] table is reported here too
+    return verify_promotion_log(pins, loaded)

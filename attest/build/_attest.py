@@ -54,20 +54,30 @@ def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
 
 
 def provenance_predicate(result: BuildResult) -> dict[str, Any]:
-    from ..attestation import ResourceRef, slsa_provenance
+    """SLSA Provenance v1 of ``result``: every resolved dependency named, git ones by ``gitCommit``, wheels by SHA-256 and URL.
+
+    Raises:
+        InputError: ``BAD_DIGEST`` for a revision that is not a full hex object id.
+    """
+    from ..attestation import ResourceRef, git_dependency, slsa_provenance
 
     inputs = result.inputs
     deps: list[ResourceRef] = []
     if result.kind == "runtime":
         tc = inputs["toolchain"]
-        deps.append(ResourceRef(uri=f"git+{tc['repository']}@{tc['revision']}", name="toolchain"))
-        deps.extend(ResourceRef(name=w["filename"], digest={"sha256": w["sha256"]}) for w in [*inputs["wheels"], *inputs["build_backend"]])
+        deps.append(git_dependency(tc["repository"], tc["revision"], "toolchain"))
+        # Each wheel by its SHA-256 and, where the lock names one, the URL it is downloaded from.
+        deps.extend(ResourceRef(uri=w.get("url"), name=w["filename"], digest={"sha256": w["sha256"]})
+                    for w in [*inputs["wheels"], *inputs["build_backend"]])
         external = {"recipe": inputs["recipe"], "toolchain_revision": tc["revision"], "lock": inputs["lock"], "options": inputs["options"]}
         internal = {"interpreter_sha256": input_digest(inputs["interpreter"]), "network_isolated": result.network_isolated,
                     "sandbox": inputs.get("sandbox")}
     else:
         src = inputs["source"]
-        deps.append(ResourceRef(uri=f"git+{src['repository']}@{src['revision']}", name="source"))
+        deps.append(git_dependency(src["repository"], src["revision"], "source"))
+        installer = inputs["installer"]
+        if installer.get("revision") is not None:
+            deps.append(git_dependency(installer["repository"], installer["revision"], "installer"))
         external = {"recipe": inputs["recipe"], "source_revision": src["revision"], "subtree": src["subtree"], "root": inputs["root"],
                     "installer": inputs["installer"]}
         internal = {"network_isolated": result.network_isolated}
@@ -82,7 +92,11 @@ def provenance_predicate(result: BuildResult) -> dict[str, Any]:
 
 
 def attest_build(result: BuildResult, signer: Any, state: str, *, fmt: str = "dsse") -> BuildResult:
-    """Sign the build's predicate and provenance; record them in the build record."""
+    """Sign the build's predicate and provenance; record them in the build record.
+
+    ``signer`` is one signer or several (each statement is then one DSSE envelope with one
+    signature per key; see :func:`attest.attestation.sign_statement`).
+    """
     from ..attestation import SLSA_PROVENANCE_V1, sign_statement, statement, subject
 
     subj = [subject(result.name, result.inventory.digest_hex)]

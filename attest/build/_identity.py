@@ -5,7 +5,10 @@ the child's ``/proc/self/maps``, not guessed), then the binary and that library 
 here, and the standard library directory it runs from is inventoried (a closed inventory
 of ``lib/pythonX.Y`` without ``site-packages``, ``dist-packages`` and ``__pycache__``; its
 symbolic links are recorded by target). The identity's digest is an input of every runtime
-build, so a changed binary, libpython or stdlib file renames the runtime.
+build, so a changed binary, libpython or stdlib file renames the runtime. A venv's python
+stands for the real interpreter it was made from (``sys._base_executable``, resolved): the
+identity never names a venv path, so two clones of one commit, each with its own ``.venv``,
+build the same runtime.
 
     >>> ident = interpreter_identity("/usr/bin/python3.11")
     >>> ident.digest, ident.version, ident.soabi
@@ -49,8 +52,12 @@ try:
     libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
 except (ValueError, OSError):
     libc = ""
+# A venv's python (a link or, with --copies, a copy) runs the interpreter named by its
+# pyvenv.cfg `home`: that base executable is the real interpreter, wherever the venv lives.
+base = getattr(sys, "_base_executable", None) or sys.executable
 print(json.dumps({
     "executable": os.path.realpath(sys.executable),
+    "base_executable": os.path.realpath(base),
     "version": platform.python_version(),
     "implementation": impl.name,
     "cache_tag": impl.cache_tag,
@@ -242,15 +249,35 @@ def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[s
     return dict(ident)
 
 
+# A venv made from a venv's python names the first one's base already; a hand-written
+# pyvenv.cfg chain is followed this far and then refused.
+_MAX_VENV_HOPS = 4
+
+
 def interpreter_identity(python: str | None = None, *, memo_dir: str | None = None) -> InterpreterIdentity:
-    """Probe ``python`` (default: the running interpreter's real binary) and hash it.
+    """Probe ``python`` (default: the running interpreter) and hash it; a venv's python is its base interpreter.
+
+    The identity never names a venv: ``python`` inside a venv (a link or a ``--copies``
+    copy) is replaced by the base executable its ``pyvenv.cfg`` names, which is probed,
+    hashed, run by the build steps and copied into the runtime.
 
     Raises:
-        EnvironmentFailure: ``INTERPRETER_UNUSABLE`` when the interpreter cannot be run or
-            probed, answers oddly, or its binary or libpython cannot be hashed.
+        EnvironmentFailure: ``INTERPRETER_UNUSABLE`` when the interpreter (or a venv's base
+            interpreter) cannot be run or probed, answers oddly, or its binary or libpython
+            cannot be hashed.
     """
     target = python or os.path.realpath(sys.executable)
     doc = _probe(target)
+    # A venv's python stands for its base interpreter: the identity is that one's, probed
+    # directly, so two clones (each with its own .venv) name the same interpreter.
+    for _ in range(_MAX_VENV_HOPS):
+        base = doc.get("base_executable")
+        if not isinstance(base, str) or base == doc["executable"]:
+            break
+        doc = _probe(base)
+    else:
+        raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE,
+                                 f"the interpreter's venv base does not resolve within {_MAX_VENV_HOPS} hops", target)
     exe = doc["executable"]
     try:
         libs = tuple((p, _sha256(p)) for p in doc["libpython"])

@@ -496,8 +496,10 @@ def _copy_into(parent_fd: int, tmp: str, source: str, installed: Inventory, root
 
 
 def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLike[str], dest: str | os.PathLike[str],
-                  signer: Signer, *, fmt: str = "dsse") -> InstallResult:
+                  signer: Signer | Sequence[Signer], *, fmt: str = "dsse") -> InstallResult:
     """Install the pinned, promoted skill at ``dest`` and sign its installation attestation; see the module docstring.
+
+    ``signer`` is one key or several (one DSSE envelope with one signature per key).
 
     Raises:
         InputError: (1) ``UNREADABLE``, ``BAD_PINS``; (2) ``BAD_OUTPUT_PATH``,

@@ -67,9 +67,13 @@ class SelectedWheel:
     version: str
     filename: str
     sha256: str
+    url: str | None = None   # the lock's download URL (PEP 751 ``url``), when it names one
 
     def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "filename": self.filename, "sha256": self.sha256}
+        out = {"name": self.name, "version": self.version, "filename": self.filename, "sha256": self.sha256}
+        if self.url is not None:
+            out["url"] = self.url
+        return out
 
 
 def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> list[SelectedWheel]:
@@ -117,7 +121,7 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
                 raise InputError(BuildCode.LOCK_NOT_WHEEL, f"{filename!r} is not a valid wheel file name", pkg.name) from e
             r = min((rank[str(t)] for t in wtags if str(t) in rank), default=None)
             if r is not None and (best is None or r < best[0]):
-                best = (r, SelectedWheel(pkg.name, pkg.version, filename, w.sha256))
+                best = (r, SelectedWheel(pkg.name, pkg.version, filename, w.sha256, w.url))
         if best is None:
             code = BuildCode.NOT_IN_CACHE if lock.format == "requirements" else BuildCode.NO_COMPATIBLE_WHEEL
             raise InputError(code, f"no locked wheel of {pkg.name} {pkg.version} fits {ident.soabi} on {ident.platform}"

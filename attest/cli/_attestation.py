@@ -150,7 +150,8 @@ def verify_attestation(
 
 def verify(
     path: Path = typer.Argument(..., help="Root of the tree to verify."),
-    attestation: Path = typer.Option(..., "--attestation", help="The closed-tree attestation (DSSE envelope or bundle)."),
+    attestation: Path = typer.Option(..., "--attestation", help="DSSE envelope or bundle whose predicate carries a closed "
+                                     "inventory (closed-tree, runtime or installation)."),
     policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path, never from inside PATH."),
     attestation_digest: Optional[str] = typer.Option(None, "--attestation-digest", help="Pin: the attestation file must have this sha256:<hex>."),
     summary: Optional[Path] = typer.Option(None, "--summary", help="Write a signed SLSA VSA (PASSED or FAILED) here; needs --key."),
@@ -158,7 +159,11 @@ def verify(
     summary_format: str = typer.Option("dsse", "--summary-format", help="dsse or bundle, for --summary."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Exit 0 only if the attestation verifies under the policy and PATH matches its inventory exactly."""
+    """Exit 0 only if the attestation verifies under the policy and PATH matches the closed inventory it carries exactly.
+
+    Any predicate that carries a closed inventory of its one subject is accepted: closed-tree
+    (`attest attest`), runtime and installation (`attest build --key`).
+    """
     from ..attestation import load_policy, load_signer, verify_tree_attestation
     from ..errors import CommonCode, InputError
 

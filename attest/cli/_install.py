@@ -22,16 +22,19 @@ def install_skill(
                                    "and build attestation; the installation attestation is written under STATE/installations/."),
     dest: Path = typer.Option(..., "--dest", help="The installed root (absent or an empty directory; outside the state directory "
                               "and every git repository), for example ~/.agents/skills/agent-policy."),
-    key: str = typer.Option(..., "--key", help="Deployment signing key (PEM or signer URI) for the installation attestation."),
+    key: list[str] = typer.Option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the "
+                                  "installation attestation. Repeatable: one DSSE envelope with one signature per key."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
     from .._fs import check_directory_path
-    from ..attestation import load_signer
+    from ..attestation import load_signer, signing_keys
     from ..build import install_skill as install
 
     check_directory_path(state_dir, what="--state-dir")
-    result = install(pins, state_dir, dest, load_signer(key))
+    # Every key is opened and the set checked (no key twice) before anything is copied.
+    signers = signing_keys([load_signer(k) for k in key], "dsse")
+    result = install(pins, state_dir, dest, signers)
     if json_mode:
         print_json(result.to_json())
         return

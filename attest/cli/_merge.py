@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -40,39 +40,36 @@ def check(
     api_url: Optional[str] = typer.Option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
     trusted_producer_app: Optional[str] = typer.Option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
                                                        "require `attest evidence trusted-producer` evidence from this App login."),
+    state_dir: Optional[Path] = typer.Option(None, "--state-dir", metavar="PATH", help="The deployment's state directory: every "
+                                             "review record of this head there counts (one with blocking findings keeps the "
+                                             "head blocked, whatever later record is given)."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
     import os
 
+    from .._fs import check_directory_path
     from ..attestation import load_policy
     from ..errors import InputError, VerificationError
     from ..review.bootstrap import BootstrapCode, host_adapter
     from ..review.merge import merge_gate_check
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
-    producer = None
+    producer: Any = None
     if trusted_producer_app is not None:
         if github is None or pr is None:
             raise InputError(BootstrapCode.BAD_HOST_OPTIONS, "--trusted-producer-app reads the GitHub API: it needs --github and --pr")
-        from ..review.evidence import (
-            DEFAULT_API_URL,
-            DEFAULT_JOB,
-            DEFAULT_WORKFLOW,
-            GitHubClient,
-            HttpLimits,
-            TrustConfig,
-            evaluate,
-        )
+        from ..review.evidence import DEFAULT_API_URL, DEFAULT_JOB, DEFAULT_WORKFLOW, GitHubClient, HttpLimits, TrustConfig
+        from ..review.merge import github_trusted_producer
 
         config = TrustConfig(repo=github, pr=pr, app_login=trusted_producer_app, workflow=DEFAULT_WORKFLOW, job=DEFAULT_JOB)
         token = os.environ.get(token_env) if token_env else None
+        producer = github_trusted_producer(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits()))
 
-        def producer() -> str:
-            return str(evaluate(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits())).trusted.value)
-
+    if state_dir is not None:
+        check_directory_path(state_dir, what="--state-dir")
     gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
-                            trusted_producer=producer)
+                            trusted_producer=producer, state_dir=state_dir)
     doc = gate.to_json()
     lines = [f"{'AUTHORIZED' if gate.authorized else 'NOT AUTHORIZED'}: review {gate.record.review} ({gate.record.status}) "
              f"for head {gate.head}"]

@@ -165,7 +165,8 @@ def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> 
             "body": "[{severity}{, blocking}] {id}: {message}",
         },
         "non_inline": {
-            "when": "no path, no line, or a line outside every diff hunk on its side",
+            "when": "no path, no line, a line outside every diff hunk on its side, or a path added or deleted while the "
+                    "changed surface both adds and deletes a path (the host's diff may show the pair as one renamed file)",
             "form": "a list item in body: **[{severity}{, blocking}] {id}** {message} ({path}:{line}, {side}) followed by the "
                     "finding as one fenced JSON object with every field of the result",
             "lossless": True,

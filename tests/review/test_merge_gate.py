@@ -157,11 +157,14 @@ A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
 REC = ReviewRecord("0" * 32, "complete", 4242, "acme/widgets", 99001, 7, A, C, 0, "sha256:" + "0" * 64)
 NOW = HostIdentity(4242, "acme/widgets", 99001, 7, A, C)
 OK = CiResult("test", 4242, "acme/widgets", C, "success", "r1", "sha256:" + "1" * 64)
-CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], str | None, list[str]]] = [
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], tuple[str, str | None] | None, list[str]]] = [
     ("everything holds", {}, {}, [OK], None, ["MERGE_AUTHORIZED"]),
-    ("trusted producer true", {}, {}, [OK], "true", ["MERGE_AUTHORIZED"]),
-    ("trusted producer unknown", {}, {}, [OK], "unknown", ["MERGE_TRUSTED_PRODUCER_MISSING"]),
-    ("trusted producer false", {}, {}, [OK], "false", ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("trusted producer true", {}, {}, [OK], ("true", C), ["MERGE_AUTHORIZED"]),
+    ("trusted producer unknown", {}, {}, [OK], ("unknown", C), ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("trusted producer false", {}, {}, [OK], ("false", C), ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("trusted producer of another head", {}, {}, [OK], ("true", D), ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("trusted producer of no head", {}, {}, [OK], ("true", None), ["MERGE_TRUSTED_PRODUCER_MISSING"]),
+    ("unconfined reviewer", {"confined": False}, {}, [OK], None, ["MERGE_REVIEW_UNCONFINED"]),
     ("partial", {"status": "partial"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
     ("failed", {"status": "failed"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
     ("limited", {"status": "limited"}, {}, [OK], None, ["MERGE_REVIEW_NOT_COMPLETE"]),
@@ -176,17 +179,25 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], str | Non
     ("CI of another check", {}, {}, [replace(OK, check="lint")], None, ["MERGE_CI_MISSING"]),
     ("CI failed", {}, {}, [replace(OK, conclusion="failure")], None, ["MERGE_CI_FAILED"]),
     ("a success and a cancelled", {}, {}, [OK, replace(OK, conclusion="cancelled")], None, ["MERGE_CI_FAILED"]),
-    ("everything wrong", {"status": "partial", "blocking": 1}, {"head_sha": D, "base_sha": B, "number": 9}, [], "unknown",
+    ("everything wrong", {"status": "partial", "blocking": 1}, {"head_sha": D, "base_sha": B, "number": 9}, [], ("unknown", D),
      ["MERGE_REVIEW_OTHER_PULL_REQUEST", "MERGE_REVIEW_STALE_BASE", "MERGE_REVIEW_STALE_HEAD", "MERGE_REVIEW_NOT_COMPLETE",
       "MERGE_BLOCKING_FINDINGS", "MERGE_CI_MISSING", "MERGE_TRUSTED_PRODUCER_MISSING"]),
 ]
 
 
 @pytest.mark.parametrize(("name", "rec", "now", "ci_results", "producer", "want"), CASES, ids=[c[0] for c in CASES])
-def test_decide_merge(name: str, rec: dict[str, Any], now: dict[str, Any], ci_results: list[CiResult], producer: str | None,
-                      want: list[str]) -> None:
+def test_decide_merge(name: str, rec: dict[str, Any], now: dict[str, Any], ci_results: list[CiResult],
+                      producer: tuple[str, str | None] | None, want: list[str]) -> None:
     got = decide_merge(replace(REC, **rec), replace(NOW, **now), ci_results, ("test",), trusted_producer=producer)
     assert [f.code for f in got.findings] == want and got.authorized == (want == ["MERGE_AUTHORIZED"])
+
+
+def test_a_blocking_review_of_the_same_head_stays_blocking() -> None:
+    earlier = replace(REC, review="1" * 32, blocking=2, digest="sha256:" + "2" * 64)
+    got = decide_merge(REC, NOW, [OK], ("test",), same_head=[earlier, REC])
+    assert [f.code for f in got.findings] == ["MERGE_BLOCKING_FINDINGS"] and "1" * 32 in got.findings[0].detail
+    other_head = replace(earlier, head=D)
+    assert decide_merge(REC, NOW, [OK], ("test",), same_head=[other_head]).authorized
 
 
 def test_decide_merge_needs_a_required_check() -> None:
@@ -195,17 +206,32 @@ def test_decide_merge_needs_a_required_check() -> None:
     assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
 
 
-GOOD_RECORD = {"review": "0" * 32, "status": "complete", "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3},
-               "base": {"commit": A, "tree": B}, "head": C, "findings": {"blocking": 0}}
+GOOD_RECORD: dict[str, Any] = {
+    "review": "0" * 32, "state_digest": "sha256:" + "0" * 64, "generation": 0, "status": "complete",
+    "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3}, "base": {"commit": A, "tree": B}, "head": C,
+    "merge_base": A, "handoff_digest": "sha256:" + "1" * 64,
+    "images": {n: "sha256:" + "2" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
+    "projections": {}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [],
+    "findings": {"total": 1, "blocking": 0, "inline": 1, "in_body": 0}, "event": "COMMENT",
+    "confinement": {"confined": True}, "time": "2026-12-01T00:00:00Z"}
 
 
 @pytest.mark.parametrize("change", [
     lambda d: d.pop("head"),
+    lambda d: d.pop("time"),
+    lambda d: d.update(extra=1),
     lambda d: d.update(status="approved"),
     lambda d: d.update(head="main"),
     lambda d: d["repository"].update(id=0),
     lambda d: d["findings"].update(blocking=-1),
     lambda d: d.update(findings=[]),
+    lambda d: d.update(failure={"code": "REVIEWER_FAILED", "detail": "x"}, result=None),   # complete and failed
+    lambda d: d.update(limitations=["analysed nothing"]),                                  # complete with limitations
+    lambda d: d["findings"].update(blocking=1),                                            # blocking, yet COMMENT
+    lambda d: d["findings"].update(inline=5),                                              # counts do not add up
+    lambda d: d.update(status="limited"),                                                  # limited, no limitation
+    lambda d: d.update(status="failed"),                                                   # failed with a result
+    lambda d: d["images"].pop("runtime"),
 ])
 def test_parse_review_record_refuses(change: Any) -> None:
     assert parse_review_record(json.loads(json.dumps(GOOD_RECORD)), "d").status == "complete"
@@ -237,3 +263,30 @@ def test_the_ci_statement_is_in_toto_with_the_head_as_subject(tmp_path: Path) ->
     st = json.loads(load_envelope_payload(out))
     assert st["_type"] == "https://in-toto.io/Statement/v1" and st["predicateType"] == CI_RESULT_PREDICATE
     assert st["subject"][0]["digest"]["gitCommit"] == C
+
+
+def test_a_clean_review_after_a_blocking_one_of_the_same_head_does_not_clear_it(dep: Any, skill: Any, tmp_path: Path) -> None:
+    import datetime as dt
+
+    s, record = reviewed(dep, skill, tmp_path, ts.RESULT)  # blocking findings
+    policy, ci_key = gate_trust(dep, tmp_path)
+    ok = ci(tmp_path, ci_key, s.c.head)
+    # The same review cannot run again ...
+    review = json.loads(load_envelope_payload(record))["predicate"]["review"]
+    with pytest.raises(VerificationError) as ei:
+        ts.exec_for(dep, s, review, tmp_path, CLEAN)
+    assert codes(ei.value) == ["REVIEW_ALREADY_SERIALIZED"]
+    # ... but a new bootstrap of the same head is a new review, and its clean record is handed to the gate.
+    (tmp_path / "again").mkdir()
+    later = lambda: test_bootstrap.T0 + dt.timedelta(seconds=1)  # noqa: E731
+    handoff = Path(test_bootstrap.run(dep, skill, s.c, tmp_path / "again", clock=later, ident=s.ident).handoff)
+    s2 = test_review_start.Started(s.c, handoff, s.ident)
+    review2 = test_review_start.start(dep, s2).review
+    assert review2 != review
+    res = ts.exec_for(dep, s2, review2, tmp_path / "again", CLEAN)
+    ts.serialize(dep, review2, res, tmp_path / "again", record=tmp_path / "again" / "record.json")
+    clean = tmp_path / "again" / "record.json"
+    assert check(policy, s, clean, [ok]).authorized  # alone it would authorize
+    gate = merge_gate_check(record=clean, policy=load_policy(policy), host=IdentityFile(str(s.ident)), ci=[ok],
+                            required_checks=("test",), state_dir=dep.state)
+    assert [f.code for f in gate.findings] == ["MERGE_BLOCKING_FINDINGS"] and review in gate.findings[0].detail

@@ -76,11 +76,22 @@ def renaming_pr(dep: Any, skill: Any, tmp: Path) -> Started:
     return Started(c, handoff, test_bootstrap.identity_file(tmp / "identity.json", c))
 
 
+def editing_pr(dep: Any, skill: Any, tmp: Path) -> Started:
+    """A pull request that rewrites the one line of src.txt and adds notes.txt of three lines (nothing deleted)."""
+    c = test_bootstrap.make_consumer(tmp / "consumer", dep.sha)
+    git(c.path, "checkout", "-qb", "pr")
+    (c.path / "src.txt").write_text("edited\n")
+    (c.path / "notes.txt").write_text("one\ntwo\nthree\n")
+    c = Consumer(c.path, c.base, commit(c.path, "edit"))
+    handoff = Path(test_bootstrap.run(dep, skill, c, tmp).handoff)
+    return Started(c, handoff, test_bootstrap.identity_file(tmp / "identity.json", c))
+
+
 HOSTILE = "closes the fence ```` and hides the rest <!-- and <b>this</b> &amp;\nsecond line"
 FINDINGS = [
-    {"id": "F1", "severity": "high", "blocking": True, "message": "added line", "path": "moved.txt", "line": 2, "side": "RIGHT"},
-    {"id": "F2", "severity": "medium", "blocking": True, "message": "on the deleted file", "path": "src.txt", "line": 1, "side": "LEFT"},
-    {"id": "F3", "severity": "low", "blocking": False, "message": "deleted file, head side", "path": "src.txt", "line": 1, "side": "RIGHT"},
+    {"id": "F1", "severity": "high", "blocking": True, "message": "the new line", "path": "src.txt", "line": 1, "side": "RIGHT"},
+    {"id": "F2", "severity": "medium", "blocking": True, "message": "the old line", "path": "src.txt", "line": 1, "side": "LEFT"},
+    {"id": "F3", "severity": "low", "blocking": False, "message": "not a line of the file", "path": "src.txt", "line": 2, "side": "RIGHT"},
     {"id": "F4", "severity": "info", "blocking": False, "message": "no path at all"},
     {"id": "F5", "severity": "high", "blocking": True, "message": "an unchanged file", "path": ".agent-policy.yml", "line": 1},
     {"id": "F6", "severity": "critical", "blocking": True, "message": HOSTILE, "path": "notes.txt", "line": 9},
@@ -125,14 +136,14 @@ def git_changed_lines(repo: Path, base: str, head: str) -> dict[tuple[str, str],
 
 
 def fenced_findings(body: str) -> list[dict[str, Any]]:
-    return [json.loads(m[2]) for m in re.finditer(r"(`{3,})json\n(.*?)\n\1", body, re.S)]
+    return [json.loads(m[2]) for m in re.finditer(r"(?m)^(`{3,})json\n(.*?)\n\1$", body, re.S)]
 
 
 # -- the whole path --------------------------------------------------------------------------------------------
 
 
 def test_serialize_places_every_finding_and_signs_the_record(dep: Any, skill: Any, tmp_path: Path) -> None:
-    s = renaming_pr(dep, skill, tmp_path)
+    s = editing_pr(dep, skill, tmp_path)
     review = test_review_start.start(dep, s).review
     result = exec_for(dep, s, review, tmp_path)
     run = json.loads((dep.state / "results" / f"{review}.json").read_bytes())
@@ -146,18 +157,18 @@ def test_serialize_places_every_finding_and_signs_the_record(dep: Any, skill: An
     # Inline exactly where git itself says a line changed on that side; everything else in the body.
     changed = git_changed_lines(s.c.path, s.c.base, s.c.head)
     inline = {(c["path"], c["side"], c["line"]) for c in payload["comments"]}
-    assert inline == {("moved.txt", "RIGHT", 2), ("src.txt", "LEFT", 1), ("notes.txt", "RIGHT", 3)}
+    assert inline == {("src.txt", "RIGHT", 1), ("src.txt", "LEFT", 1), ("notes.txt", "RIGHT", 3)}
     for path, side, line in inline:
         assert line in changed[(path, side)]
     by_id = {f["id"]: f for f in FINDINGS}
-    assert [c["body"] for c in payload["comments"]] == ["[high, blocking] F1: added line", "[medium, blocking] F2: on the deleted file",
-                                                        "[low] F7: no side: the head's line"]
+    assert [c["body"] for c in payload["comments"]] == ["[high, blocking] F1: the new line", "[medium, blocking] F2: the old line",
+                                                        "[low] F7: no side\\: the head\\'s line"]
     # Lossless: every finding not inline is in the body as its exact JSON, in result order.
     in_body = fenced_findings(payload["body"])
     assert in_body == [by_id[i] for i in ("F3", "F4", "F5", "F6", "F8")]
     # Hostile Markdown cannot hide what follows it, nor close the fence of its own JSON.
-    text = re.sub(r"(`{3,})json\n.*?\n\1", "", payload["body"], flags=re.S)  # Markdown outside the code fences
-    assert "<!--" not in text and "<b>" not in text and "&lt;!-- and &lt;b&gt;this&lt;/b&gt; &amp;amp; second line" in text
+    text = re.sub(r"(?m)^(`{3,})json\n.*?\n\1$", "", payload["body"], flags=re.S)  # Markdown outside the code fences
+    assert "<!--" not in text and "<b>" not in text and "&lt;\\!\\-\\- and &lt;b&gt;this&lt;\\/b&gt; &amp;amp" in text, text
     assert "`````json" in payload["body"]
     # The record: signed, verifiable under TRUST, its subject the payload, every identity of the review.
     verified = verify_attestation_file(str(tmp_path / "record.json"), load_policy(dep.trust))
@@ -171,6 +182,16 @@ def test_serialize_places_every_finding_and_signs_the_record(dep: Any, skill: An
     assert p["projections"]["adapter"] == {"path": ADA, "sha256": "sha256:" + state["projections"]["adapter"]["sha256"]}
     assert p["result"] == {"sha256": run["result"]} and p["findings"] == {"total": 8, "blocking": 4, "inline": 3, "in_body": 5}
     assert (dep.state / "records" / f"{review}.json").read_bytes() == (tmp_path / "record.json").read_bytes()
+
+
+def test_a_renamed_file_is_never_anchored_inline(dep: Any, skill: Any, tmp_path: Path) -> None:
+    # The surface adds and deletes a path: a host's diff may show them as one renamed file, so neither anchors.
+    s = renaming_pr(dep, skill, tmp_path)
+    review = test_review_start.start(dep, s).review
+    result = exec_for(dep, s, review, tmp_path)
+    serialize(dep, review, result, tmp_path)
+    payload = json.loads((tmp_path / "payload.json").read_bytes())
+    assert payload["comments"] == [] and fenced_findings(payload["body"]) == FINDINGS
 
 
 def test_a_moved_head_before_serialize_refreshes_and_writes_nothing(dep: Any, skill: Any, tmp_path: Path) -> None:
@@ -246,7 +267,7 @@ def test_a_failed_run_serializes_as_failed_and_exits_1(dep: Any, skill: Any, tmp
     doc = json.loads(cli.stdout)
     assert doc["ok"] is False and doc["status"] == "failed" and doc["errors"][0]["code"] == "REVIEWER_FAILED"
     payload = json.loads((tmp_path / "payload.json").read_bytes())
-    assert payload["event"] == "COMMENT" and "The review **failed**: REVIEWER_FAILED" in payload["body"]
+    assert payload["event"] == "COMMENT" and "The review **failed**: REVIEWER\\_FAILED" in payload["body"]
     record = verify_attestation_file(doc["record"], load_policy(dep.trust)).statement["predicate"]
     assert record["status"] == "failed" and record["failure"]["code"] == "REVIEWER_FAILED" and record["result"] is None
 
@@ -266,7 +287,7 @@ def test_cli_exec_review_then_serialize(dep: Any, skill: Any, tmp_path: Path) ->
                          capture_output=True, text=True, check=False, cwd=ROOT)
     assert cli.returncode == 0, cli.stderr
     assert f"SERIALIZED review {review}: LIMITED for head {s.c.head}" in cli.stdout
-    assert "Limitations:\n- the stand-in analysed nothing" in json.loads((tmp_path / "payload.json").read_bytes())["body"]
+    assert "Limitations:\n- the stand\\-in analysed nothing" in json.loads((tmp_path / "payload.json").read_bytes())["body"]
 
 
 def test_a_state_naming_another_image_restarts_with_root_mismatch(dep: Any, skill: Any, tmp_path: Path) -> None:

@@ -22,9 +22,11 @@ from ._gate import (
     ReviewRecord,
     ci_result_predicate,
     decide_merge,
+    github_trusted_producer,
     merge_gate_check,
     parse_ci_result,
     parse_review_record,
+    record_confined,
     sign_ci_result,
 )
 
@@ -38,8 +40,10 @@ __all__ = [
     "ReviewRecord",
     "ci_result_predicate",
     "decide_merge",
+    "github_trusted_producer",
     "merge_gate_check",
     "parse_ci_result",
     "parse_review_record",
+    "record_confined",
     "sign_ci_result",
 ]

@@ -12,7 +12,8 @@ class MergeGateCode(ReasonCode):
     MERGE_REVIEW_STALE_HEAD = "MERGE_REVIEW_STALE_HEAD"      # the record is of another head than the host's current one
     MERGE_REVIEW_STALE_BASE = "MERGE_REVIEW_STALE_BASE"      # the record is of another base commit than the host's current one
     MERGE_REVIEW_NOT_COMPLETE = "MERGE_REVIEW_NOT_COMPLETE"  # the review was limited, partial or failed: it never authorizes
-    MERGE_BLOCKING_FINDINGS = "MERGE_BLOCKING_FINDINGS"      # the complete review has blocking findings
+    MERGE_BLOCKING_FINDINGS = "MERGE_BLOCKING_FINDINGS"      # the review (or another review of this head) has blocking findings
+    MERGE_REVIEW_UNCONFINED = "MERGE_REVIEW_UNCONFINED"      # the reviewer ran with --unsafe-unconfined
     MERGE_CI_MISSING = "MERGE_CI_MISSING"                    # no signed result of a required check for the exact head
     MERGE_CI_FAILED = "MERGE_CI_FAILED"                      # a required check's result for the exact head is not success
     MERGE_TRUSTED_PRODUCER_MISSING = "MERGE_TRUSTED_PRODUCER_MISSING"  # the deployment asks for trusted-producer evidence; it is not true

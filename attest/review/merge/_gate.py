@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import Finding, InputError, VerificationError
@@ -61,6 +61,7 @@ class ReviewRecord:
     head: str
     blocking: int
     digest: str
+    confined: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,25 +89,64 @@ def _positive(value: Any) -> bool:
     return type(value) is int and value > 0
 
 
+_RECORD_KEYS = frozenset({"review", "state_digest", "generation", "status", "repository", "pull_request", "base", "head",
+                          "merge_base", "handoff_digest", "images", "projections", "result", "failure", "limitations", "findings",
+                          "event", "confinement", "time"})
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+
+
 def parse_review_record(predicate: Any, digest: str, where: str | None = None) -> ReviewRecord:
-    """The gate's view of a verified review record's predicate, strictly (pure).
+    """The gate's view of a verified review record's predicate, strictly and for consistency (pure).
+
+    Exactly the documented fields; a ``complete`` record has a result, no failure and no
+    limitation; a ``failed`` one a failure and no result; the finding counts add up; the event
+    is the one the adapter gives for them (``REQUEST_CHANGES`` exactly when something blocks).
 
     Raises:
         VerificationError: ``MERGE_RECORD_MALFORMED``.
     """
+    from ..handoff import IMAGE_NAMES
     from ..procedure import STATUSES
 
+    if not isinstance(predicate, dict) or set(predicate) != _RECORD_KEYS:
+        raise _bad(f"the review record must have exactly the fields {sorted(_RECORD_KEYS)}", where)
     try:
         repo, pr, base, findings = predicate["repository"], predicate["pull_request"], predicate["base"], predicate["findings"]
         record = ReviewRecord(predicate["review"], predicate["status"], repo["id"], repo["full_name"], pr["id"], pr["number"],
                               base["commit"], predicate["head"], findings["blocking"], digest)
+        counts = [findings[k] for k in ("total", "blocking", "inline", "in_body")]
+        images = predicate["images"]
+        confinement = predicate["confinement"]
     except (KeyError, TypeError) as e:
         raise _bad(f"the review record lacks {e}", where) from e
-    if record.status not in STATUSES or not all(_positive(v) for v in (record.repository_id, record.pull_request_id, record.number)) \
-            or not isinstance(record.full_name, str) or not all(isinstance(v, str) and _SHA.match(v) for v in (record.base_commit, record.head)) \
-            or type(record.blocking) is not int or record.blocking < 0 or not isinstance(record.review, str):
+    status, result, failure, limitations = record.status, predicate["result"], predicate["failure"], predicate["limitations"]
+    shape = (record.status in STATUSES and all(_positive(v) for v in (record.repository_id, record.pull_request_id, record.number))
+             and isinstance(record.full_name, str) and bool(record.full_name)
+             and all(isinstance(v, str) and _SHA.match(v) for v in (record.base_commit, record.head, predicate["merge_base"]))
+             and isinstance(record.review, str) and bool(re.fullmatch(r"[0-9a-f]{32}", record.review))
+             and all(type(n) is int and n >= 0 for n in counts) and set(findings) == {"total", "blocking", "inline", "in_body"}
+             and isinstance(images, dict) and set(images) == set(IMAGE_NAMES)
+             and all(isinstance(v, str) and _DIGEST.match(v) for v in images.values())
+             and isinstance(limitations, list) and all(isinstance(x, str) and x for x in limitations)
+             and (confinement is None or isinstance(confinement, dict)))
+    if not shape:
         raise _bad("the review record's predicate is not the documented shape", where)
+    total, blocking, inline, in_body = counts
+    consistent = (blocking <= total and inline + in_body == total
+                  and predicate["event"] == ("REQUEST_CHANGES" if blocking else "COMMENT")
+                  and (result is None) == (failure is not None) == (status == "failed")
+                  and (status != "complete" or not limitations) and (status != "limited" or bool(limitations))
+                  and (status != "partial" or not limitations) and (status != "failed" or total == 0))
+    if not consistent:
+        raise _bad("the review record contradicts itself (its status, result, failure, limitations, counts and event "
+                   "do not agree)", where)
     return record
+
+
+def record_confined(predicate: Mapping[str, Any]) -> bool:
+    """Whether the record says its reviewer ran confined (pure)."""
+    c = predicate.get("confinement")
+    return isinstance(c, dict) and c.get("confined") is True
 
 
 def ci_result_predicate(*, repository_id: int, full_name: str, head: str, check: str, conclusion: str, run: str) -> dict[str, Any]:
@@ -162,12 +202,15 @@ class MergeDecision:
 
 
 def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], required_checks: Sequence[str], *,
-                 trusted_producer: str | None = None) -> MergeDecision:
+                 trusted_producer: tuple[str, str | None] | None = None,
+                 same_head: Sequence[ReviewRecord] = ()) -> MergeDecision:
     """The merge decision (pure): every piece of the module docstring, every failing one a finding.
 
     ``now`` is the host's :class:`~attest.review.bootstrap.HostIdentity` read after the record;
     ``trusted_producer`` is None when the deployment does not ask for it, else the verdict
-    (``"true"``, ``"false"`` or ``"unknown"``).
+    (``"true"``, ``"false"`` or ``"unknown"``) and the head it was evaluated for; ``same_head``
+    are the other review records of the deployment's state (any head): one of this pull
+    request's current head with blocking findings keeps the head blocked.
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK`` when ``required_checks`` is empty.
@@ -190,8 +233,16 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
     if record.status != "complete":
         found.append(Finding(MergeGateCode.MERGE_REVIEW_NOT_COMPLETE, None, f"the review was {record.status}: only a complete "
                              "review can authorize a merge"))
+    if not record.confined:
+        found.append(Finding(MergeGateCode.MERGE_REVIEW_UNCONFINED, None, "the reviewer ran unconfined (--unsafe-unconfined): "
+                             "its review never authorizes a merge"))
     if record.blocking:
         found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"))
+    earlier = sorted({r.review for r in same_head if r.blocking and r.digest != record.digest and r.head == now.head_sha
+                      and (r.repository_id, r.pull_request_id) == (now.repository_id, now.pull_request_id)})
+    if earlier:
+        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"another review of this head had blocking findings "
+                             f"({', '.join(earlier)}): a later clean review does not clear them; only a new head can"))
     for check in dict.fromkeys(required_checks):
         mine = [c for c in ci if c.check == check and c.head == now.head_sha and c.repository_id == now.repository_id
                 and c.full_name == now.full_name]
@@ -204,9 +255,14 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
         if bad:
             found.append(Finding(MergeGateCode.MERGE_CI_FAILED, None, f"the required check {check!r} of the head {now.head_sha} "
                                  f"concluded {', '.join(bad)}"))
-    if trusted_producer is not None and trusted_producer != "true":
-        found.append(Finding(MergeGateCode.MERGE_TRUSTED_PRODUCER_MISSING, None, f"the deployment asks for trusted-producer "
-                             f"review evidence; it is {trusted_producer}"))
+    if trusted_producer is not None:
+        verdict, evaluated = trusted_producer
+        if verdict != "true":
+            found.append(Finding(MergeGateCode.MERGE_TRUSTED_PRODUCER_MISSING, None, f"the deployment asks for trusted-producer "
+                                 f"review evidence; it is {verdict}"))
+        elif evaluated != now.head_sha:
+            found.append(Finding(MergeGateCode.MERGE_TRUSTED_PRODUCER_MISSING, None, f"the trusted-producer evidence was "
+                                 f"evaluated for the head {evaluated}, not {now.head_sha}"))
     if found:
         return MergeDecision(False, tuple(found))
     return MergeDecision(True, (Finding(MergeGateCode.MERGE_AUTHORIZED, None, f"a complete review with no blocking finding and "
@@ -252,6 +308,12 @@ def _verified(path: str | os.PathLike[str], policy: Any, predicate_type: str) ->
     if verified.predicate_type != predicate_type:
         raise VerificationError(AttestationCode.BAD_PREDICATE_TYPE, f"a {verified.predicate_type} statement, not a "
                                 f"{predicate_type}", os.fspath(path))
+    # Merge authority only from signers TRUST names for exactly this type: an any-type signer (a CI
+    # key listed without `predicates`) never signs a review record or a CI result that counts.
+    explicit = [sid for sid in dict.fromkeys(verified.signers) if predicate_type in policy.signer(sid).predicates]
+    if len(explicit) < policy.threshold:
+        raise VerificationError(AttestationCode.SIGNER_NOT_FOR_PREDICATE, f"{len(explicit)} of its signers are named in TRUST for "
+                                f"{predicate_type} (`predicates`); the merge gate needs {policy.threshold}", os.fspath(path))
     return verified.statement["predicate"], verified.attestation_digest
 
 
@@ -263,12 +325,15 @@ def merge_gate_check(
     ci: Sequence[str | os.PathLike[str]],
     required_checks: Sequence[str],
     trusted_producer: Any = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> MergeGate:
     """Verify the record and every CI result under TRUST, ask the host again, then :func:`decide_merge`.
 
     ``trusted_producer``: None, or a callable returning the evidence verdict's ``trusted``
-    value (``"true"``, ``"false"``, ``"unknown"``); it is called after the record and CI
-    results verified and before the host's final read.
+    value (``"true"``, ``"false"``, ``"unknown"``) and the head it was evaluated for
+    (:func:`github_trusted_producer`); it is called after the record and CI results verified
+    and before the host's final read. ``state_dir``: the deployment's state, whose every review
+    record of the current head counts (one with blocking findings keeps the head blocked).
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK``, unreadable files, the host adapter's codes.
@@ -281,16 +346,65 @@ def merge_gate_check(
         raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check)")
     # 1. The review record, verified; nothing of it is read before.
     predicate, digest = _verified(record, policy, REVIEW_RECORD_PREDICATE)
-    parsed = parse_review_record(predicate, digest, os.fspath(record))
+    parsed = replace(parse_review_record(predicate, digest, os.fspath(record)), confined=record_confined(predicate))
+    others = _state_records(state_dir, policy) if state_dir is not None else ()
     results: list[CiResult] = []
     for path in ci:
         p, d = _verified(path, policy, CI_RESULT_PREDICATE)
         results.append(parse_ci_result(p, d, os.fspath(path)))
-    verdict = None if trusted_producer is None else str(trusted_producer())
+    verdict = None if trusted_producer is None else trusted_producer()
     # 2. The host, asked last: the head that would be merged is the one decided on.
     now = host.resolve()
-    return MergeGate(decide_merge(parsed, now, results, required_checks, trusted_producer=verdict), parsed, now.head_sha,
-                     tuple(results))
+    return MergeGate(decide_merge(parsed, now, results, required_checks, trusted_producer=verdict, same_head=others), parsed,
+                     now.head_sha, tuple(results))
+
+
+def _state_records(state_dir: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, ...]:
+    """Every review record under ``STATE/records`` that verifies under TRUST (a planted link fails).
+
+    Raises:
+        VerificationError: ``STATE_SYMLINK``, and any record's verification failure: the
+            deployment's own records must all verify.
+    """
+    from ...freeze._state import open_state, open_sub
+    from ..procedure import RECORDS_DIR, REVIEW_RECORD_PREDICATE
+
+    root = os.path.abspath(os.fspath(state_dir))
+    state_fd = open_state(root, create=False)
+    try:
+        try:
+            os.stat(RECORDS_DIR, dir_fd=state_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return ()
+        dfd = open_sub(state_fd, RECORDS_DIR, os.path.join(root, RECORDS_DIR), create=False)
+    finally:
+        os.close(state_fd)
+    try:
+        names = sorted(n for n in os.listdir(dfd) if n.endswith(".json") and not n.startswith("."))
+    finally:
+        os.close(dfd)
+    out = []
+    for name in names:
+        path = os.path.join(root, RECORDS_DIR, name)
+        p, d = _verified(path, policy, REVIEW_RECORD_PREDICATE)
+        out.append(parse_review_record(p, d, path))
+    return tuple(out)
+
+
+def github_trusted_producer(config: Any, client: Any) -> Any:
+    """A ``trusted_producer`` callable for :func:`merge_gate_check`: ``attest evidence trusted-producer``'s verdict and its head.
+
+    Raises:
+        Nothing itself; the callable raises nothing either (every failure is an ``unknown`` verdict).
+    """
+    def producer() -> tuple[str, str | None]:
+        from ..evidence import PullRequest, collect
+
+        ev, verdict = collect(config, client)
+        pr = ev.final_pull_request if isinstance(ev.final_pull_request, PullRequest) else None
+        return str(verdict.trusted.value), pr.head_sha if pr is not None else None
+
+    return producer
 
 
 def sign_ci_result(predicate: Mapping[str, Any], signer: Any, out: str | os.PathLike[str]) -> tuple[str, str]:
@@ -319,8 +433,10 @@ __all__ = [
     "ReviewRecord",
     "ci_result_predicate",
     "decide_merge",
+    "github_trusted_producer",
     "merge_gate_check",
     "parse_ci_result",
     "parse_review_record",
+    "record_confined",
     "sign_ci_result",
 ]

@@ -63,6 +63,7 @@ class SerializeCode(ReasonCode):
     REVIEW_NOT_PROCEED = "REVIEW_NOT_PROCEED"                    # the recheck before writing decided refresh, restart or fail
     REVIEW_ADAPTER_UNSUPPORTED = "REVIEW_ADAPTER_UNSUPPORTED"    # the retained adapter bytes are not the transport this serializer implements
     REVIEW_PAYLOAD_TOO_LARGE = "REVIEW_PAYLOAD_TOO_LARGE"        # the body or a comment passes the adapter's limit; nothing is dropped
+    REVIEW_ALREADY_SERIALIZED = "REVIEW_ALREADY_SERIALIZED"      # the review has its record: no second run, no second record
 
 
 __all__ = ["BindingCode", "RecheckCode", "ReviewStartCode", "SerializeCode"]

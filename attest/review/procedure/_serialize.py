@@ -102,15 +102,24 @@ def _changed_lines(surface: Mapping[str, Any]) -> dict[str, dict[str, tuple[rang
     from ...git import ChangedPath, Hunk
 
     out: dict[str, dict[str, tuple[range, ...]]] = {}
+    statuses: dict[str, str] = {}
     try:
         for p in surface["paths"]:
             hunks = tuple(Hunk(h["left"]["start"], h["left"]["count"], h["right"]["start"], h["right"]["count"]) for h in p["hunks"])
             cp = ChangedPath(p["path"], p["status"], p["old_mode"], p["new_mode"], p["old_oid"], p["new_oid"], p["content"], hunks)
             out[cp.path] = {side: tuple(h.lines(side) for h in cp.hunks) for side in ("LEFT", "RIGHT")}
+            statuses[cp.path] = cp.status
     except (KeyError, TypeError, ValueError) as e:
         from ._codes import RecheckCode
 
         raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's changed surface is malformed: {e!r}") from e
+    # Renames are not detected here, but a host's diff does detect them: while the surface both adds
+    # and deletes a path, no added or deleted path is anchored (the host may show a pair as one
+    # renamed file, whose lines and path differ from ours); their findings go to the body.
+    if {"added", "deleted"} <= set(statuses.values()):
+        for path, status in statuses.items():
+            if status in ("added", "deleted"):
+                out[path] = {"LEFT": (), "RIGHT": ()}
     return out
 
 
@@ -119,8 +128,9 @@ def anchor(finding: ResultFinding, lines: Mapping[str, Mapping[str, Sequence[ran
 
     Inline only when it names a path and a line, and that line is a changed line of that path
     on its side of the changed surface (no side: RIGHT, the head's line numbers). A deleted
-    file's lines are changed lines on LEFT only; a renamed file is a deleted path and an added
-    one (renames are not detected), so each side anchors on its own path.
+    file's lines are changed lines on LEFT only. Renames are not detected, but a host's diff
+    detects them, so while the surface both adds and deletes a path no added or deleted path
+    anchors at all (``lines`` from :func:`_changed_lines` has no ranges for them).
 
     Raises:
         Nothing.
@@ -134,9 +144,38 @@ def anchor(finding: ResultFinding, lines: Mapping[str, Mapping[str, Sequence[ran
     return None
 
 
+_MD_PUNCT = frozenset("!\"#$%'()*+,-./:;=?@[\\]^_`{|}~")  # ASCII punctuation CommonMark may read; & < > become entities
+_INVISIBLE = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+
+
 def _escape(text: str) -> str:
-    """Text shown in Markdown as it is: HTML-escaped (no comment or tag can hide what follows), one line."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
+    """Reviewer text shown in Markdown exactly as written, one line, inert (pure).
+
+    ``&``, ``<`` and ``>`` become entities (no HTML comment or tag can hide what follows); every
+    other ASCII punctuation character is backslash-escaped (no heading, list item, link, image,
+    emphasis, code span, fence or link definition can form); line breaks and tabs become
+    spaces; control, format (bidirectional overrides, zero-width characters), private-use and
+    unassigned code points become U+FFFD, so nothing reorders or hides the text around it.
+    """
+    import unicodedata
+
+    out: list[str] = []
+    for ch in text:
+        if ch in "\r\n\t":
+            out.append(" ")
+        elif ch == "&":
+            out.append("&amp;")
+        elif ch == "<":
+            out.append("&lt;")
+        elif ch == ">":
+            out.append("&gt;")
+        elif ch in _MD_PUNCT:
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) in _INVISIBLE:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _fenced(doc: Mapping[str, Any]) -> str:
@@ -331,6 +370,45 @@ class Serialized:
                 "findings": {"inline": self.inline, "in_body": self.in_body, "blocking": self.blocking}}
 
 
+def _serialized(state_dir: str, review: str) -> bool:
+    """Whether ``STATE/records/<review>.json`` exists (a planted link there fails: ``STATE_SYMLINK``)."""
+    from ._recheck import _read_at
+
+    return _read_at(state_dir, RECORDS_DIR, f"{review}.json", MAX_RUN_RECORD_BYTES * 16) is not None
+
+
+def _refuse_serialized(state_dir: str, review: str) -> None:
+    if _serialized(state_dir, review):
+        raise VerificationError(SerializeCode.REVIEW_ALREADY_SERIALIZED, f"review {review} was serialized already: one review, "
+                                "one analysis, one record (a new head is a new review)",
+                                os.path.join(state_dir, RECORDS_DIR, f"{review}.json"))
+
+
+def _output_paths(result: str, out: str, record: str | None) -> tuple[str, str | None]:
+    """The payload and record paths, checked before anything is written: distinct from each other and the result, in existing directories.
+
+    Raises:
+        InputError: ``BAD_OUTPUT_PATH``.
+    """
+    from ...errors import CommonCode
+
+    def real(path: str) -> str:
+        return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+
+    paths = [p for p in (out, record) if p is not None]
+    for p in paths:
+        parent = os.path.dirname(os.path.abspath(p))
+        if not os.path.basename(p) or not os.path.isdir(parent):
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, "the directory to write into does not exist (or the path names no file)", p)
+        if os.path.isdir(p):
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, "a directory is there", p)
+    reals = [real(p) for p in (result, *paths)]
+    if len(set(reals)) != len(reals):
+        raise InputError(CommonCode.BAD_OUTPUT_PATH, "the result, the payload (-o) and the record (--record) must be three "
+                         "different files", out)
+    return os.path.abspath(out), None if record is None else os.path.abspath(record)
+
+
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
@@ -353,7 +431,7 @@ def serialize_review(
     Raises:
         InputError: ``REVIEW_ID_INVALID``, ``REVIEW_STATE_MISSING``, an unreadable result
             (``UNREADABLE``), ``BAD_OUTPUT_PATH``, ``SIGNING_FAILED``, the host adapter's codes.
-        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW``, ``REVIEW_NOT_PROCEED`` (with the
+        VerificationError: ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_RESULT_NOT_OF_REVIEW``, ``REVIEW_NOT_PROCEED`` (with the
             recheck's findings: refresh, restart or fail), ``REVIEW_ADAPTER_UNSUPPORTED``,
             ``REVIEW_PAYLOAD_TOO_LARGE``, ``REVIEW_RESULT_INVALID``, the review state's codes.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
@@ -366,8 +444,11 @@ def serialize_review(
     from ._start import write_state_file
 
     root = os.path.abspath(os.fspath(state_dir))
-    # 1. The state (refused when an earlier recheck closed it).
+    # 1. The state (refused when an earlier recheck closed it, or when it was serialized already),
+    #    and the outputs, checked before anything is read or written.
     state = load_review_state(root, review)
+    _refuse_serialized(root, review)
+    out_path, record_path_arg = _output_paths(os.fspath(result), os.fspath(out), None if record is None else os.fspath(record))
     # 2. The run this review's analysis was: the result must be its exact bytes.
     run = read_run_record(root, state)
     parsed: ReviewResult | None = None
@@ -402,12 +483,24 @@ def serialize_review(
     stmt = review_record_statement(state, status=status, payload=payload, result_digest=result_digest, failure=failure, run=run,
                                    result=parsed, placed=placed, time=clock())
     signed = sign_statement(stmt, signer)
-    out_path = os.path.abspath(os.fspath(out))
-    write_atomic(out_path, payload, mode=0o644, what="review payload")
-    record_path = write_state_file(root, RECORDS_DIR, f"{review}.json", signed)
-    if record is not None:
-        record_path = os.path.abspath(os.fspath(record))
-        write_atomic(record_path, signed, mode=0o644, what="review record")
+    # The state's record first (it also proves STATE/records is not a planted link), then the
+    # caller's copies; a failure removes what this call wrote, so a failed serialize leaves nothing.
+    written: list[str] = []
+    try:
+        record_path = write_state_file(root, RECORDS_DIR, f"{review}.json", signed)
+        written.append(record_path)
+        if record_path_arg is not None:
+            write_atomic(record_path_arg, signed, mode=0o644, what="review record")
+            written.append(record_path_arg)
+            record_path = record_path_arg
+        write_atomic(out_path, payload, mode=0o644, what="review payload")
+    except BaseException:
+        for path in written:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
     findings = parsed.findings if parsed is not None else ()
     return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
                       "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
@@ -431,14 +524,16 @@ def run_review(
     was started, the run record says it: the result's digest, or the failure (then re-raised).
 
     Raises:
-        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (the review's handoff is another) and
-            everything :func:`~attest.review.handoff.run_review_step` raises.
+        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (the review's handoff is another),
+            ``REVIEW_ALREADY_SERIALIZED`` (one review, one analysis) and everything
+            :func:`~attest.review.handoff.run_review_step` raises.
     """
     from ..handoff import run_review_step, verify_handoff
     from ._recheck import load_review_state
 
     root = os.path.abspath(os.fspath(state_dir))
     state = load_review_state(root, review)
+    _refuse_serialized(root, review)
     h = verify_handoff(handoff, policy)
     if h.attestation_digest != state.doc["handoff"]["digest"]:
         raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"review {review} was started from the handoff "

@@ -32,8 +32,8 @@ def bootstrap(
                                             "a named variable that is unset is an error)."),
     api_url: Optional[str] = typer.Option(None, "--api-url", help="With --github: REST API base URL (default https://api.github.com; "
                                           "https, http only on loopback)."),
-    key: list[str] = typer.Option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff "
-                                  "(exactly one: several are refused, never reduced to the last)."),
+    key: list[str] = typer.Option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
+                                  "Repeatable: every key signs the one envelope (for a threshold policy)."),
     out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed handoff (HANDOFF)."),
     backend: str = typer.Option("immutable", "--backend", help="Immutability backend of every image this run freezes "
                                 "(immutable, readonly, ro-bind); recorded in the handoff."),
@@ -43,18 +43,14 @@ def bootstrap(
     import os
 
     from .._fs import check_directory_path
-    from ..errors import CommonCode, InputError
     from ..review.bootstrap import BootstrapError, host_adapter
     from ..review.bootstrap import bootstrap as run
 
-    if len(key) != 1:
-        # The bootstrap signs its handoff with one key; silently keeping the last of several is what this refuses.
-        raise InputError(CommonCode.USAGE, f"the handoff is signed by exactly one --key ({len(key)} given)")
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     check_directory_path(state_dir, what="--state-dir")
     try:
         result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
-                     host=host, key=key[0], out=out, backend=backend)
+                     host=host, key=key, out=out, backend=backend)
     except BootstrapError as err:  # rendered by the one handler: {"ok": false, "step": N, "errors": [...]} or text
         text = error_text(err).replace("attest: ", f"attest: bootstrap at step {err.step}: ", 1)
         raise ReportedFailure(err, document=err.to_json(), text=text) from err

@@ -153,11 +153,3 @@ def test_install_signs_with_every_key(project: Project, tmp_path: Path, capsys) 
                   "--key", str(alice), "--key", str(alice))
     assert rc == 2 and doc["errors"][0]["code"] == "USAGE" and not again.exists()
 
-
-def test_bootstrap_refuses_several_keys_instead_of_keeping_the_last(tmp_path: Path, capsys) -> None:
-    alice, bob = _keys(tmp_path, "ed-alice", "ec-bob")
-    rc, doc = run(capsys, "bootstrap", "--pins", str(tmp_path / "pins.toml"), "--policy", str(tmp_path / "p.toml"),
-                  "--state-dir", str(tmp_path), "--skill", str(tmp_path), "--installation", str(tmp_path / "att.json"),
-                  "--repo", str(tmp_path), "--identity", str(tmp_path / "id.json"), "--key", str(alice), "--key", str(bob),
-                  "-o", str(tmp_path / "handoff.json"))
-    assert rc == 2 and doc["errors"][0]["code"] == "USAGE" and "exactly one --key" in doc["errors"][0]["detail"]

@@ -16,7 +16,7 @@ import datetime as _dt
 import hashlib
 import os
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,7 +185,7 @@ def bootstrap(
     installation: str | os.PathLike[str],
     repo: str | os.PathLike[str],
     host: HostAdapter,
-    key: str,
+    key: str | Sequence[str],
     out: str | os.PathLike[str],
     backend: str,
     runner: PolicyCheckRunner | None = None,
@@ -209,7 +209,7 @@ def bootstrap(
             ``PROCEDURE_NOT_REPRODUCED``; step 8 ``BUNDLE_MISMATCH``; any step the freeze and
             git layers' codes, and ``BOOTSTRAP_IO`` for an ``OSError``.
     """
-    from ...attestation import load_policy, load_signer, signer_key_file
+    from ...attestation import load_policy, load_signer, signer_key_file, signing_keys
     from ...git import GitRepo, repository_locations
 
     state = os.path.abspath(os.fspath(state_dir))
@@ -224,13 +224,17 @@ def bootstrap(
         if isinstance(identity_path, str):
             inputs["IDENTITY"] = identity_path
         inputs.update({f"TRUST ({os.path.basename(s)})": s for s in policy.sources})
-        key_file = signer_key_file(key)
-        if key_file is not None:
-            inputs["KEY"] = key_file
+        keys = [key] if isinstance(key, str) else list(key)
+        for i, one in enumerate(keys):
+            key_file = signer_key_file(one)
+            if key_file is not None:
+                inputs["KEY" if len(keys) == 1 else f"KEY {i + 1}"] = key_file
         roots = {f"the repository ({where})": where for where in repository_locations(repo)}
         roots.update({"the installed Skill": os.fspath(skill_dir), "the image store": os.path.join(state, "store")})
         verify_inputs_outside(inputs, roots)
-        signer = load_signer(key)  # early: a bad key fails before any work, after its placement was judged
+        # Early: a bad key fails before any work, after its placement was judged; several keys sign one envelope.
+        loaded = [load_signer(one) for one in keys]
+        signer = loaded[0] if len(loaded) == 1 else signing_keys(loaded, "dsse")
         # ... then the bootstrap image.
         skill = establish_skill(installation, policy, skill_dir, deployment, state, backend=backend)
         with GitRepo.open(repo) as git:

@@ -6,13 +6,23 @@ staging directory, ``SOURCE_DATE_EPOCH``, ``PYTHONHASHSEED=0``, ``TZ=UTC``,
 network (no usable interface), mount, PID, IPC and UTS namespaces; a minimal root (the
 system paths and the interpreters' prefixes read-only, nosuid, nodev; a tmpfs ``/dev``
 with five harmless nodes; a new ``/proc``; fresh tmpfs ``/tmp``, ``/var/tmp``, ``/run``,
-``/dev/shm``; only the step's own directories of the staging area read-write); a uid/gid
-that no account or host process has (one per build), no capabilities,
-no_new_privs. When this cannot be established the step is refused with
-``NETWORK_NOT_ISOLATED`` unless the caller explicitly accepted an unisolated build; the
-result, the build record and the input address then say so.
+``/dev/shm``; only the step's own directories of the staging area read-write); no
+capabilities, no_new_privs. Two confinements give this (:func:`decide_confinement`):
+
+- ``rootful`` (the builder is root): the step runs as a uid/gid that no account or host
+  process has (one per build);
+- ``rootless`` (any other builder, where unprivileged user namespaces work): the same
+  namespaces inside a new user namespace that maps only the caller's own uid and gid, so the
+  step runs as the caller (as bubblewrap does); see :meth:`Sandbox.guarantees` for what that
+  changes.
+
+When neither can be established the step is refused with ``NETWORK_NOT_ISOLATED`` unless
+the caller explicitly accepted an unisolated build; the result, the build record and the
+input address then say so.
 
     >>> sandbox = Sandbox.establish(allow_unisolated_network=False)
+    >>> sandbox.confinement
+    'rootless'
     >>> sandbox.run([python, "-I", "-c", "print(1)"], cwd=staging, home=staging, staging=staging)
 """
 
@@ -58,24 +68,39 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
     return env
 
 
-# The confinement, run as root by ``unshare --net --mount --pid --fork --ipc --uts`` (so as
-# pid 1 of a new PID namespace). It builds a new root on a tmpfs at $S/.sandbox-root holding
-# only: the read-only paths it is given (bind mounts remounted ro,nosuid,nodev; host
-# symlinks such as /bin -> usr/bin recreated as symlinks), a tmpfs /dev with only null, zero,
-# full, random and urandom bound in, a fresh proc for the new PID namespace, fresh tmpfs
-# /tmp, /var/tmp, /run (/var/run links to it) and /dev/shm, and the step's writable
-# directories read-write (nosuid,nodev). The staging directory $S itself is never bound:
-# a step sees only the directories below it that it is given, so it can neither plant
-# anything where the host later looks nor touch the inputs of a later step. It then chroots
-# there, drops to the step's uid/gid with no supplementary groups, no capabilities (bounding
-# set emptied) and no_new_privs, restores the step's umask and execs the step in its working
-# directory. Any failure exits 97 before the step runs.
-# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID UMASK ro-path... -- rw-path... -- argv...
+# The confinement, run by ``unshare --net --mount --pid --fork --ipc --uts`` (so as pid 1 of a
+# new PID namespace): as root (``rootful``), or with the capabilities of a new user namespace
+# that maps only the caller (``rootless``: ``unshare --user --map-current-user --keep-caps``
+# first). It builds a new root on a tmpfs at $S/.sandbox-root holding only: the read-only
+# paths it is given (bind mounts remounted ro,nosuid,nodev, keeping the noexec and atime flags
+# they have, which a user namespace may not clear; host symlinks such as /bin -> usr/bin
+# recreated as symlinks), a tmpfs /dev with only null, zero, full, random and urandom bound
+# in, a fresh proc for the new PID namespace, fresh tmpfs /tmp, /var/tmp, /run (/var/run
+# links to it) and /dev/shm, and the step's writable directories read-write (nosuid,nodev).
+# The staging directory $S itself is never bound: a step sees only the directories below it
+# that it is given, so it can neither plant anything where the host later looks nor touch the
+# inputs of a later step. It then chroots there (a chrooted process cannot create a user
+# namespace, so the step cannot gain capabilities in a namespace of its own), drops to the
+# step's uid/gid with no supplementary groups (rootful; rootless keeps the caller's uid, the
+# only one mapped) with no capabilities (bounding, inheritable and ambient sets emptied) and
+# no_new_privs, restores the step's umask and execs the step in its working directory. Any
+# failure exits 97 before the step runs.
+# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID|caller UMASK ro-path... -- rw-path... -- argv...
 _CONFINE = r"""
 S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
 R="$S/.sandbox-root"
 fail() { echo "attest-sandbox: $1" >&2; exit 97; }
 umask 022
+# Remount MOUNTPOINT ro or rw (ACCESS), nosuid, nodev, keeping the noexec and atime flags it
+# has (OPTIONS, as findmnt lists them): in a user namespace the kernel refuses to clear them.
+remount() {  # MOUNTPOINT ACCESS OPTIONS
+  keep=""
+  for f in noexec noatime nodiratime relatime; do
+    case ",$3," in *",$f,"*) keep="$keep,$f" ;; esac
+  done
+  "$MOUNT" -o "remount,bind,$2,nosuid,nodev$keep" "$1"
+}
+options() { "$FINDMNT" -n -r -o VFS-OPTIONS -M "$1"; }
 "$MOUNT" --make-rprivate / || fail "cannot make mounts private"
 "$MOUNT" -t tmpfs -o mode=0755,nosuid,nodev attest-root "$R" || fail "cannot mount the new root"
 # The fresh tmpfs directories come first, so a read-only bind below them (a venv or an
@@ -86,9 +111,9 @@ for t in /tmp /var/tmp /run; do
 done
 bind_ro_dir() {  # SOURCE TARGET-inside-the-new-root
   mkdir -p "$R$2" && "$MOUNT" --rbind "$1" "$R$2" || fail "cannot bind $2"
-  "$FINDMNT" -R -n -r -o TARGET "$R$2" > "$S/.sandbox-mounts" || fail "cannot list mounts under $2"
-  while read -r m; do
-    "$MOUNT" -o remount,bind,ro,nosuid,nodev "$m" || fail "cannot make $m read-only"
+  "$FINDMNT" -R -n -r -o TARGET,VFS-OPTIONS "$R$2" > "$S/.sandbox-mounts" || fail "cannot list mounts under $2"
+  while read -r m o; do
+    remount "$m" ro "$o" || fail "cannot make $m read-only"
   done < "$S/.sandbox-mounts"
 }
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
@@ -107,7 +132,7 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
     bind_ro_dir "$P" "$P"
   elif [ -f "$P" ]; then
     mkdir -p "$R$(dirname -- "$P")" && : > "$R$P" && "$MOUNT" --bind "$P" "$R$P" \
-      && "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R$P" || fail "cannot bind $P"
+      && remount "$R$P" ro "$(options "$R$P")" || fail "cannot bind $P"
   fi
 done
 [ "$1" = "--" ] || fail "no command"
@@ -116,7 +141,7 @@ rm -f "$S/.sandbox-mounts"
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   W="$1"; shift
   [ -d "$W" ] && [ ! -L "$W" ] || fail "writable $W is not a directory"
-  mkdir -p "$R$W" && "$MOUNT" --bind "$W" "$R$W" && "$MOUNT" -o remount,bind,rw,nosuid,nodev "$R$W" \
+  mkdir -p "$R$W" && "$MOUNT" --bind "$W" "$R$W" && remount "$R$W" rw "$(options "$R$W")" \
     || fail "cannot bind $W read-write"
 done
 [ "$1" = "--" ] || fail "no command"
@@ -133,22 +158,44 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 umask "$U" || fail "bad umask"
-# Bounds the step cannot raise (THREATS G): processes of its (per-build) uid, and the size of
-# any one file it writes (dash counts 512-byte blocks: 4 GiB).
+# Bounds the step cannot raise (THREATS G): processes of its uid, and the size of any one file
+# it writes, each lowered to the bound and never raised (a rootless caller cannot raise a hard
+# limit; dash counts 512-byte blocks: 4 GiB).
 # (bash, which runs the script when descriptors are bound, names the process limit -u and counts -f in KiB)
-if [ -n "${BASH_VERSION:-}" ]; then ulimit -u 4096 && ulimit -f 4194304; else ulimit -p 4096 && ulimit -f 8388608; fi \
+bound() {  # OPTION VALUE
+  h=$(ulimit -H "$1") || return 1
+  if [ "$h" = unlimited ] || [ "$h" -gt "$2" ]; then h="$2"; fi
+  ulimit "$1" "$h"
+}
+if [ -n "${BASH_VERSION:-}" ]; then bound -u 4096 && bound -f 4194304; else bound -p 4096 && bound -f 8388608; fi \
   || fail "cannot set the step's limits"
-# This shell stays pid 1, as root, and waits: the kernel clears a parent-death signal on any
-# uid change, so the step itself cannot carry one. unshare --kill-child (and setpriv
-# --pdeathsig on unshare) kill this pid 1 when the builder dies, and the kernel then kills
-# every process of the namespace: an interrupted build leaves no step running.
-"$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
-  --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@" &
+# This shell stays pid 1 and waits, with its (namespace's) capabilities: the kernel clears a
+# parent-death signal on any uid change, so the step itself cannot carry one. unshare
+# --kill-child (and setpriv --pdeathsig on unshare) kill this pid 1 when the builder dies, and
+# the kernel then kills every process of the namespace: an interrupted build leaves no step
+# running. Rootful, the step's other uid keeps it out of /proc/1; rootless (the same uid), the
+# capabilities it lacks do (ptrace access needs the target's capabilities to be a subset of
+# the caller's).
+if [ "$ID" = caller ]; then
+  "$CHROOT" "$R" "$SETPRIV" --bounding-set=-all --inh-caps=-all --ambient-caps=-all \
+    --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@" &
+else
+  "$CHROOT" "$R" "$SETPRIV" --reuid="$ID" --regid="$ID" --clear-groups --bounding-set=-all --inh-caps=-all \
+    --no-new-privs -- /bin/sh -c 'cd "$0" && exec "$@"' "$C" "$@" &
+fi
 wait "$!"
 """
 _TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _NAMESPACES = ("net", "mount", "pid", "ipc", "uts")
 _UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts")
+# Rootless: a new user namespace mapping only the caller's uid and gid to themselves (no other
+# id exists there, setgroups is denied), whose capabilities the confinement shell keeps
+# (as ambient capabilities across its exec) to mount and chroot; the step gets none of them.
+_USERNS_FLAGS = ("--user", "--map-current-user", "--keep-caps")
+
+#: The confinements a sandbox can have: ``rootful`` (root builds, steps as a uid of their own),
+#: ``rootless`` (a user namespace mapping only the caller; steps as the caller), ``none``.
+CONFINEMENTS = ("rootful", "rootless", "none")
 
 # Confined steps run as a uid no host process has: one drawn per build from a range that no
 # distribution allocates (just below 2^31), absent from the user database and checked against
@@ -160,11 +207,92 @@ STEP_UID_RANGE = (0x7F000000, 0x7FFE0000)  # below systemd's foreign range 0x7FF
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Increment when what a confined step can reach changes: it is part of every input address.
 SANDBOX_PROFILE = "attest-sandbox/v4"
+# A rootless step reaches what a rootful one does, but runs as the caller (see Sandbox.guarantees):
+# its own profile, so a rootless output never shares an input address with a rootful one.
+ROOTLESS_PROFILE = f"{SANDBOX_PROFILE}+rootless"
+
+# Where the kernel says whether unprivileged users may create user namespaces (Debian's switch,
+# the per-user limit, Ubuntu's AppArmor restriction, which lets them be created without
+# capabilities inside).
+USERNS_SYSCTLS = {
+    "unprivileged_userns_clone": "/proc/sys/kernel/unprivileged_userns_clone",
+    "max_user_namespaces": "/proc/sys/user/max_user_namespaces",
+    "apparmor_restrict_unprivileged_userns": "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+}
+
+
+def decide_confinement(euid: int, sysctls: Mapping[str, str | None]) -> tuple[str, str | None]:
+    """Which confinement a builder of ``euid`` can try, from the user-namespace sysctls (pure).
+
+    ``sysctls`` maps the names of :data:`USERNS_SYSCTLS` to their contents (None: the file
+    does not exist, as on kernels without that switch). Root confines ``rootful``: it has the
+    privileges, and a rootless sandbox would run its steps as uid 0 of the host (owner of
+    ``/etc/shadow``). Anyone else confines ``rootless`` unless the kernel forbids unprivileged
+    user namespaces. The answer is what to *try*: the probe still has to succeed.
+
+    Raises:
+        Nothing: ``(confinement, None)``, or ``("none", why)``.
+    """
+    if euid == 0:
+        return "rootful", None
+
+    def value(name: str) -> str | None:
+        raw = sysctls.get(name)
+        return None if raw is None else raw.strip()
+
+    clone, limit, apparmor = (value(n) for n in USERNS_SYSCTLS)
+    if clone is not None and clone != "1":
+        return "none", f"unprivileged user namespaces are disabled here (kernel.unprivileged_userns_clone = {clone or 'empty'})"
+    if limit is not None and not (limit.isdigit() and int(limit) > 0):
+        return "none", f"user namespaces are disabled here (user.max_user_namespaces = {limit or 'empty'})"
+    if apparmor is not None and apparmor != "0":
+        return "none", ("AppArmor restricts unprivileged user namespaces here "
+                        f"(kernel.apparmor_restrict_unprivileged_userns = {apparmor or 'empty'})")
+    return "rootless", None
+
+
+def _read_sysctls() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name, path in USERNS_SYSCTLS.items():
+        try:
+            with open(path, "rb") as f:
+                out[name] = f.read(64).decode("ascii", "replace")
+        except FileNotFoundError:
+            out[name] = None
+        except OSError as e:  # unreadable: say so rather than guess
+            out[name] = f"unreadable ({e.strerror})"
+    return out
 
 
 def _tools() -> tuple[str, ...] | None:
     found = tuple(shutil.which(t, path=_TOOLS_PATH) for t in ("unshare", "mount", "findmnt", "chroot", "setpriv"))
     return None if any(t is None for t in found) else found  # type: ignore[return-value]
+
+
+def rootless_problem() -> str | None:
+    """Why a rootless confinement cannot be made by this process, or None when it can.
+
+    None only when this process is not root, :func:`decide_confinement` allows user
+    namespaces and ``unshare --user --map-root-user true`` really runs (the confinement itself
+    is probed by :meth:`Sandbox.establish` and, for the reviewer, by running it).
+
+    Raises:
+        Nothing: every failure is the returned reason.
+    """
+    import tempfile
+
+    if os.geteuid() == 0:
+        return "the caller is root (root confines rootful)"
+    mode, why = decide_confinement(os.geteuid(), _read_sysctls())
+    if mode != "rootless":
+        return why
+    tools = _tools()
+    if tools is None:
+        return "unshare, mount, findmnt, chroot or setpriv is missing"
+    with tempfile.TemporaryDirectory(prefix="attest-userns-probe-") as scratch:
+        if not _probe([tools[0], "--user", "--map-root-user", "--", "/bin/true"], scratch):
+            return "cannot create a user namespace here (unshare --user --map-root-user true failed)"
+    return None
 
 
 def readonly_roots(paths: Sequence[str]) -> tuple[str, ...]:
@@ -214,7 +342,11 @@ def _uids_in_use() -> set[int]:
 
 
 def pick_step_uid() -> int:
-    """A uid for one build's steps that no account and no running process has."""
+    """A uid for one build's steps that no account and no running process has.
+
+    Only a rootful sandbox uses it; a rootless one runs its steps as the caller (the only uid
+    its user namespace maps) and ignores the uid it is given.
+    """
     import grp
     import pwd
     import secrets
@@ -251,17 +383,21 @@ def _give_to_step(writable: Sequence[str], uid: int) -> None:
 
 
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
-                   writable: Sequence[str], uid: int, argv: Sequence[str], *, network: bool = False,
+                   writable: Sequence[str], uid: int | None, argv: Sequence[str], *, network: bool = False,
                    fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh") -> list[str]:
+    # uid None: rootless (a user namespace mapping only the caller, who the step runs as).
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
     flags = _UNSHARE_FLAGS if not network else tuple(f for f in _UNSHARE_FLAGS if f != "--net")
+    if uid is None:
+        flags = (*_USERNS_FLAGS, *flags)
     binds = [f"fd:{fd}:{target}" for fd, target in fd_binds]
     return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
-            str(uid), f"{umask:04o}", *readonly_roots(readonly), *binds, "--", *writable, "--", *argv]
+            "caller" if uid is None else str(uid), f"{umask:04o}", *readonly_roots(readonly), *binds, "--", *writable, "--", *argv]
 
 
 def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: Sequence[str], writable: Sequence[str], uid: int,
-                 network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK) -> list[str]:
+                 network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK,
+                 rootless: bool = False) -> list[str]:
     """The command line that runs ``argv`` confined exactly as a build step is (``_CONFINE``).
 
     New mount, PID, IPC, UTS (and, unless ``network``, network) namespaces; a tmpfs root holding
@@ -270,6 +406,9 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     ``writable`` read-write (hand them to ``uid`` first: :func:`give_to_uid`); ``uid`` with no
     capabilities and no_new_privs; every process killed when the confinement's pid 1 ends.
     ``root_parent`` is a private directory that will hold the new root's mount point.
+    ``rootless``: all of it inside a new user namespace that maps only the caller, who the
+    command then runs as (``uid`` is ignored and nothing needs handing over); for a caller that
+    is not root, where :func:`rootless_problem` is None.
 
     Raises:
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, mount, findmnt, chroot or
@@ -284,8 +423,8 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     root = os.path.join(root_parent, ".sandbox-root")
     if not os.path.isdir(root):
         os.mkdir(root, 0o700)
-    return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, uid, argv, network=network, fd_binds=fd_binds,
-                          shell=bash)
+    return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, None if rootless else uid, argv, network=network,
+                          fd_binds=fd_binds, shell=bash)
 
 
 def give_to_uid(writable: Sequence[str], uid: int) -> None:
@@ -320,9 +459,11 @@ class Sandbox:
     ``network_isolated``: steps run in a network namespace with no usable interface (abstract
     AF_UNIX sockets are per network namespace, so the host's are unreachable too).
     ``filesystem_confined``: steps run in new mount, PID, IPC and UTS namespaces, chrooted
-    into a minimal root (see ``_CONFINE``), as a uid/gid no host process has, without capabilities and with
-    no_new_privs: they cannot read or write the cache, the store, git or host sockets, open
-    host devices, or see or signal host processes.
+    into a minimal root (see ``_CONFINE``), without capabilities and with no_new_privs: they
+    cannot read or write the cache, the store, git or host sockets, open host devices, or see
+    or signal host processes. ``rootless``: all of it inside a new user namespace mapping only
+    the caller, as whom the steps run (a rootful sandbox runs them as a uid/gid no host process
+    has); :attr:`confinement` names which.
     """
 
     network_isolated: bool
@@ -331,16 +472,26 @@ class Sandbox:
     umask: int = BUILD_UMASK
     source_date_epoch: int = SOURCE_DATE_EPOCH
     extra_env: tuple[tuple[str, str], ...] = ()
+    rootless: bool = False
+
+    @property
+    def confinement(self) -> str:
+        """``rootful``, ``rootless`` or ``none`` (:data:`CONFINEMENTS`): how the steps' filesystem is confined."""
+        if not self.filesystem_confined:
+            return "none"
+        return "rootless" if self.rootless else "rootful"
 
     @classmethod
     def establish(cls, *, allow_unisolated_network: bool, umask: int = BUILD_UMASK,
                   source_date_epoch: int = SOURCE_DATE_EPOCH, force_unisolated: bool = False) -> Sandbox:
         """Probe the namespaces and the confinement once; refuse (fail closed) unless both hold.
 
-        ``allow_unisolated_network`` accepts a build without them (recorded in the output and
-        in the input address, so such an output is never reused by a caller who required
-        them). ``force_unisolated`` pretends namespaces are unavailable, so the refusal path
-        is testable on machines where they work.
+        Root probes the rootful confinement; any other caller the rootless one
+        (:func:`decide_confinement`, then ``unshare --user --map-root-user true``, then a confined
+        step). ``allow_unisolated_network`` accepts a build without them (recorded in the output
+        and in the input address, so such an output is never reused by a caller who required
+        them). ``force_unisolated`` pretends namespaces are unavailable, so the refusal path is
+        testable on machines where they work.
 
         Raises:
             EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when the network namespace or the
@@ -349,31 +500,44 @@ class Sandbox:
         import tempfile
 
         tools = None if force_unisolated else _tools()
+        rootless = os.geteuid() != 0
+        why_not: str | None = None
+        if rootless and tools is not None:
+            why_not = rootless_problem()
         net = confined = False
-        if tools is not None:
+        if tools is not None and why_not is None:
+            prefix = [tools[0], *_USERNS_FLAGS[:2]] if rootless else [tools[0]]
             with tempfile.TemporaryDirectory(prefix="attest-sandbox-probe-") as scratch:
-                net = _probe([tools[0], "--net", "--", "/bin/true"], scratch)
+                net = _probe([*prefix, "--net", "--", "/bin/true"], scratch)
                 if net:
                     os.mkdir(os.path.join(scratch, ".sandbox-root"), 0o700)
                     work = os.path.join(scratch, "work")
                     os.mkdir(work, 0o700)
-                    uid = pick_step_uid()
-                    _give_to_step([work], uid)
-                    confined = _probe(_confined_argv(tools, scratch, work, umask, (), [work], uid,
+                    uid = os.getuid() if rootless else pick_step_uid()
+                    if not rootless:
+                        _give_to_step([work], uid)
+                    confined = _probe(_confined_argv(tools, scratch, work, umask, (), [work], None if rootless else uid,
                                                      ["/bin/sh", "-c", ": > probe"]), scratch)
-                    # The step could write where it was given, and as no one else.
+                    # The step could write where it was given, and as no one else (rootless: as the caller).
                     try:
                         confined = confined and os.lstat(os.path.join(work, "probe")).st_uid == uid
                     except FileNotFoundError:
                         confined = False
         if not (net and confined) and not allow_unisolated_network:
-            missing = "a network namespace without interfaces" if not net else "a confined mount/PID/IPC namespace as an unprivileged uid"
+            if why_not is not None:
+                missing = f"a rootless sandbox (a user namespace): {why_not}"
+            elif not net:
+                missing = "a network namespace without interfaces" + (" in a user namespace" if rootless else "")
+            elif rootless:
+                missing = "a confined mount/PID/IPC namespace in a user namespace (rootless)"
+            else:
+                missing = "a confined mount/PID/IPC namespace as an unprivileged uid"
             raise EnvironmentFailure(
                 BuildCode.NETWORK_NOT_ISOLATED,
                 f"cannot create {missing} here (unshare, mount or setpriv failed); "
                 "pass --allow-network-unisolated to build anyway (recorded in the output and the input address)",
             )
-        return cls(net, net and confined, tools if net else None, umask, source_date_epoch)
+        return cls(net, net and confined, tools if net else None, umask, source_date_epoch, (), rootless and net)
 
     def with_umask(self, umask: int) -> Sandbox:
         """Another sandbox whose steps run with ``umask`` (the rebuild check's second context).
@@ -381,7 +545,9 @@ class Sandbox:
         Raises:
             Nothing: a copy with one field changed.
         """
-        return Sandbox(self.network_isolated, self.filesystem_confined, self.tools, umask, self.source_date_epoch, self.extra_env)
+        from dataclasses import replace
+
+        return replace(self, umask=umask)
 
     def with_env(self, extra: Mapping[str, str]) -> Sandbox:
         """Another sandbox whose steps also see ``extra`` (the rebuild check's noise).
@@ -389,40 +555,73 @@ class Sandbox:
         Raises:
             Nothing: a copy with one field changed.
         """
-        return Sandbox(self.network_isolated, self.filesystem_confined, self.tools, self.umask, self.source_date_epoch,
-                       tuple(sorted(extra.items())))
+        from dataclasses import replace
+
+        return replace(self, extra_env=tuple(sorted(extra.items())))
 
     def guarantees(self) -> dict[str, Any]:
         """Exactly what was established, for the output, the build record and the input address.
 
         Only the guarantees (not the umask or the environment noise of a rebuild check) are
-        here: two builds under the same guarantees share an input address.
+        here: two builds under the same guarantees share an input address. ``confinement``
+        names the kind (``rootful``, ``rootless``, ``none``) and, rootless, ``differs`` says
+        what running as the caller changes.
 
         Raises:
             Nothing: it describes what :meth:`establish` found.
         """
+        common = {
+            "capabilities": "none (bounding set empty), no_new_privs",
+            "root": "tmpfs; read-only nosuid nodev binds of the system paths, the interpreters' prefixes and "
+                    "the step's inputs; only the step's own output directories read-write nosuid nodev",
+            "dev": "tmpfs with null, zero, full, random, urandom",
+            "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
+            "proc": "new, for the new PID namespace",
+        }
+        if self.filesystem_confined and self.rootless:
+            uid, gid = os.getuid(), os.getgid()
+            return {
+                "profile": ROOTLESS_PROFILE,
+                "confinement": "rootless",
+                "network_isolated": True,
+                "filesystem_confined": True,
+                "namespaces": ["user", *_NAMESPACES],
+                "uid": f"{uid} (rootless: the caller's own, the only uid its new user namespace maps)",
+                "gid": f"{gid} (the caller's own, the only gid mapped)",
+                **common,
+                "capabilities": "none (bounding, inheritable and ambient sets empty), no_new_privs",
+                "limits": "512 MiB per tmpfs, 4096 processes of the caller's uid in the namespace (or the caller's lower "
+                          "limit), 4 GiB per file written",
+                "differs": [
+                    "the steps run as the caller's uid, not as a uid of their own: host processes of that uid can reach "
+                    "a running step (ptrace, /proc/PID/cwd), which a rootful build's steps are out of reach of",
+                    "what a step writes in its own directories is owned by the caller (nothing is handed to a step uid); "
+                    "everything else in its root is read-only to it, whoever owns it",
+                    "a step can read what the caller can read in its root (the system paths and its inputs), not only "
+                    "what every user can",
+                    "the caller's supplementary groups stay with the steps (an unprivileged user namespace cannot drop "
+                    f"them), shown as the overflow gid; here: {sorted(os.getgroups()) or 'none'}",
+                ],
+            }
         if self.filesystem_confined:
             return {
                 "profile": SANDBOX_PROFILE,
+                "confinement": "rootful",
                 "network_isolated": True,
                 "filesystem_confined": True,
                 "namespaces": list(_NAMESPACES),
                 "uid": "one per build, unused by any account or process, from "
                        f"{STEP_UID_RANGE[0]}-{STEP_UID_RANGE[1] - 1}",
                 "gid": "the same number as the uid",
-                "capabilities": "none (bounding set empty), no_new_privs",
-                "root": "tmpfs; read-only nosuid nodev binds of the system paths, the interpreters' prefixes and "
-                        "the step's inputs; only the step's own output directories read-write nosuid nodev",
-                "dev": "tmpfs with null, zero, full, random, urandom",
-                "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
-                "proc": "new, for the new PID namespace",
+                **common,
                 "limits": "512 MiB per tmpfs, 4096 processes of the step uid, 4 GiB per file written",
             }
         return {
             "profile": SANDBOX_PROFILE,
+            "confinement": "none",
             "network_isolated": self.network_isolated,
             "filesystem_confined": False,
-            "namespaces": ["net"] if self.network_isolated else [],
+            "namespaces": (["user", "net"] if self.rootless else ["net"]) if self.network_isolated else [],
             "uid": os.getuid(),
             "gid": os.getgid(),
             "capabilities": "inherited",
@@ -440,7 +639,8 @@ class Sandbox:
         A confined step sees the system paths and ``readonly`` (read-only) and the directories
         ``writable`` (read-write, each a direct child of ``staging``, handed to ``uid`` first);
         nothing else of the host, not even ``staging`` itself. ``uid`` is the build's step uid
-        (:func:`pick_step_uid`), the same for every step of one build.
+        (:func:`pick_step_uid`), the same for every step of one build; a rootless sandbox
+        ignores it (its steps run as the caller, who already owns ``writable``).
 
         Raises:
             EnvironmentFailure: ``BUILD_STEP_FAILED`` when a writable directory is not a child
@@ -458,11 +658,12 @@ class Sandbox:
             root = os.path.join(staging, ".sandbox-root")
             if not os.path.isdir(root):
                 os.mkdir(root, 0o700)
-            _give_to_step(writable, uid)
-            cmd = _confined_argv(self.tools, staging, cwd, self.umask, readonly, writable, uid, cmd)
+            if not self.rootless:
+                _give_to_step(writable, uid)
+            cmd = _confined_argv(self.tools, staging, cwd, self.umask, readonly, writable, None if self.rootless else uid, cmd)
         elif self.network_isolated:
             assert self.tools is not None
-            cmd = [self.tools[0], "--net", "--", *cmd]
+            cmd = [self.tools[0], *(_USERNS_FLAGS[:2] if self.rootless else ()), "--net", "--", *cmd]
         try:
             proc = subprocess.run(
                 cmd,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,16 +160,28 @@ def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> 
     return roots
 
 
-def verify_can_confine(euid: int, *, unsafe_unconfined: bool) -> None:
-    """Raise unless the reviewer can be confined by a process of ``euid``, or the caller asked for no confinement (pure).
+def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable[[], str | None] | None = None) -> None:
+    """Raise unless the reviewer can be confined by a process of ``euid``, or the caller asked for no confinement.
+
+    Root confines it rootful (a uid of its own); anyone else rootless (a user namespace mapping
+    only the caller, :func:`confine_reviewer`), where ``rootless()`` returns None; otherwise it
+    returns why not. Its default, :func:`attest.build._sandbox.rootless_problem`, asks this
+    machine, and is called only for a non-root caller who did not pass ``unsafe_unconfined``;
+    given, the decision is pure.
 
     Raises:
         EnvironmentFailure: ``REVIEWER_NOT_CONFINED`` for a non-root caller without ``unsafe_unconfined``
-            (the confinement needs mounts and a uid of its own; rootless confinement is not built yet).
+            where no rootless confinement can be made (no unprivileged user namespaces).
     """
-    if euid != 0 and not unsafe_unconfined:
-        raise EnvironmentFailure(HandoffCode.REVIEWER_NOT_CONFINED, "confining the reviewer (namespaces, a uid of its own, "
-                                 "mounts) needs root here; pass --unsafe-unconfined to run it as you, seeing the host")
+    if euid == 0 or unsafe_unconfined:
+        return
+    from ...build._sandbox import rootless_problem
+
+    problem = (rootless or rootless_problem)()
+    if problem is not None:
+        raise EnvironmentFailure(HandoffCode.REVIEWER_NOT_CONFINED, "the reviewer cannot be confined here: without root "
+                                 f"that needs a user namespace, and {problem}; pass --unsafe-unconfined to run it as you, "
+                                 "seeing the host")
 
 
 _RUN_SUBDIRS = ("home", "tmp", "cache", "config", "data", "pycache")
@@ -179,7 +191,12 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
     """A ``confine`` callback for :func:`attest.freeze.run_from_images` and a list that receives the uid it picked.
 
     Each image is opened (``O_NOFOLLOW|O_DIRECTORY``) and must be the verified, sealed root (same
-    device and inode as sealed) before its descriptor is bound read-only at its path.
+    device and inode as sealed) before its descriptor is bound read-only at its path. Root
+    confines rootful: a uid of the reviewer's own (:func:`attest.build.pick_step_uid`), which
+    the run directories are handed to. Anyone else confines rootless: the same root and
+    namespaces inside a new user namespace that maps only the caller, so the reviewer runs as
+    the caller (the uid recorded), who already owns the run directories; the images stay
+    read-only to it because they are bound read-only, whoever owns them.
 
     Raises:
         Nothing itself. The callback raises ``VerificationError`` (``HANDOFF_IMAGE_MISMATCH``: an
@@ -193,10 +210,12 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
     picked: list[int] = []
 
     def confine(argv: Sequence[str], images: Mapping[str, Any], run_dir: str, cwd: str) -> tuple[list[str], list[int]]:
-        uid = pick_step_uid()
+        rootless = os.geteuid() != 0
+        uid = os.getuid() if rootless else pick_step_uid()
         picked.append(uid)
         writable = [f"{run_dir}/{sub}" for sub in _RUN_SUBDIRS]
-        give_to_uid(writable, uid)
+        if not rootless:
+            give_to_uid(writable, uid)
         fds: list[int] = []
         try:
             binds: list[tuple[int, str]] = []
@@ -214,7 +233,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
                                             "the directory that was verified", image.path)
                 binds.append((fd, image.path))
             return confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=readonly, writable=writable, uid=uid,
-                                network=network, fd_binds=binds), fds
+                                network=network, fd_binds=binds, rootless=rootless), fds
         except BaseException:
             for fd in fds:
                 os.close(fd)

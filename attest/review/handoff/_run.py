@@ -79,13 +79,18 @@ class Confinement:
     network: str  # "none" (its own empty network namespace) or "host"
     uid: int | None = None
     readonly: tuple[str, ...] = ()
+    mode: str = "rootful"  # "rootful": a uid no account or process has; "rootless": the caller's uid in a user namespace
 
     def to_json(self) -> dict[str, Any]:
         if not self.confined:
             return {"confined": False, "why": "--unsafe-unconfined: the reviewer ran as the caller, seeing the host"}
-        return {"confined": True, "network": self.network, "uid": self.uid, "readonly": list(self.readonly),
-                "namespaces": ["mount", "pid", "ipc", "uts", *(["net"] if self.network == "none" else [])],
-                "capabilities": "none, no_new_privs"}
+        doc = {"confined": True, "mode": self.mode, "network": self.network, "uid": self.uid, "readonly": list(self.readonly),
+               "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
+                              *(["net"] if self.network == "none" else [])],
+               "capabilities": "none, no_new_privs"}
+        if self.mode == "rootless":
+            doc["uid_note"] = "the caller's own uid, mapped into the user namespace: processes of that uid outside can see it"
+        return doc
 
 
 MAX_RUNTIME_ATTESTATION = 64 << 20
@@ -327,7 +332,8 @@ def run_review_step(
     write_atomic(path, canonical, mode=0o644, what="review result")
     from ...build import readonly_roots
 
-    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, readonly_roots(roots)) \
+    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, readonly_roots(roots),
+                              "rootful" if os.geteuid() == 0 else "rootless") \
         if confine is not None \
         else Confinement(False, "host")
     return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest(), confinement)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,8 @@ class Policy:
     # Every file the policy was built from, resolved: a verifier refuses them inside a tree under review.
     sources: tuple[str, ...]
     digest: str = ""  # sha256:<hex> of the policy file bytes, named by verification summaries
+    # Top-level tables a caller allowed (``load_policy(..., extensions=...)``), as parsed; the caller validates them.
+    extensions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def signer_ids(self) -> tuple[str, ...]:
@@ -154,6 +157,8 @@ class ParsedPolicy:
 
     threshold: int
     signers: tuple[SignerRef, ...]
+    # (name, parsed value) of each allowed extension table present (``parse_policy(..., extensions=...)``).
+    extensions: tuple[tuple[str, Any], ...] = ()
 
 
 def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
@@ -168,8 +173,11 @@ def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_policy(data: bytes, where: str) -> ParsedPolicy:
+def parse_policy(data: bytes, where: str, *, extensions: Collection[str] = ()) -> ParsedPolicy:
     """Validate the bytes of a policy file; pure (no file is read, ``where`` only names it in errors).
+
+    ``extensions`` names top-level keys another layer defines (the release policy's
+    ``rebuilders``): they are returned as parsed, unvalidated, in ``ParsedPolicy.extensions``.
 
     Raises:
         InputError: ``DUPLICATE_KEY`` for a key or table given twice; ``POLICY_UNKNOWN_KEY``
@@ -191,7 +199,7 @@ def parse_policy(data: bytes, where: str) -> ParsedPolicy:
         msg = str(e)
         dup = "overwrite" in msg or "twice" in msg or "mutate" in msg
         raise _bad(CommonCode.DUPLICATE_KEY if dup else AttestationCode.BAD_POLICY, f"the policy is not valid TOML: {msg}", where) from e
-    unknown = set(doc) - _TOP_KEYS
+    unknown = set(doc) - _TOP_KEYS - set(extensions)
     if unknown:
         raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"unknown top-level keys {sorted(unknown)}", where)
     raw_signers = doc.get("signers", [])
@@ -228,11 +236,13 @@ def parse_policy(data: bytes, where: str) -> ParsedPolicy:
     # Duplicates count once (load_policy refuses them once the keys are read), so this bound is exact.
     if threshold > len(signers):
         raise _bad(AttestationCode.POLICY_THRESHOLD, f"threshold {threshold} exceeds the {len(signers)} distinct signers", where)
-    return ParsedPolicy(threshold, tuple(signers))
+    return ParsedPolicy(threshold, tuple(signers), tuple((k, doc[k]) for k in sorted(set(extensions) & set(doc))))
 
 
-def load_policy(path: str | os.PathLike[str]) -> Policy:
+def load_policy(path: str | os.PathLike[str], *, extensions: Collection[str] = ()) -> Policy:
     """Read and validate a policy file; every referenced key and root is read now, once.
+
+    ``extensions``: see :func:`parse_policy`; ``Policy.extensions`` holds them, read from the same bytes.
 
     Raises:
         InputError: every code of :func:`parse_policy`; ``UNREADABLE`` / ``TOO_LARGE`` for the
@@ -244,7 +254,7 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     """
     name = os.fspath(path)
     data = read_bounded(name, what="policy", max_bytes=MAX_POLICY_BYTES)
-    parsed = parse_policy(data, name)
+    parsed = parse_policy(data, name, extensions=extensions)
     base = Path(os.path.abspath(name)).parent
     sources = [os.path.realpath(name)]
     signers: list[SignerSpec] = []
@@ -269,7 +279,8 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
                 name,
             )
         seen[s.id] = i
-    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest())
+    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest(),
+                  dict(parsed.extensions))
 
 
 def _check_trusted_root(data: bytes, where: str) -> None:

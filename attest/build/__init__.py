@@ -11,7 +11,17 @@ the runtime and skill builders, the rebuild check and promotion.
 
 from __future__ import annotations
 
-from ._api import default_cache, default_state, run_build_runtime, run_build_skill, run_fetch, run_promote, run_rebuild
+from ._api import (
+    default_cache,
+    default_state,
+    run_build_runtime,
+    run_build_skill,
+    run_fetch,
+    run_promote,
+    run_rebuild,
+    run_rebuild_release,
+    run_verify_log,
+)
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
 from ._identity import InterpreterIdentity, interpreter_identity, verify_same_interpreter
@@ -27,17 +37,59 @@ from ._install import (
 )
 from ._lock import Lock, LockedPackage, LockedWheel, load_lock, parse_pylock, parse_requirements
 from ._outputs import BuildResult
-from ._promote import PromotionFacts, PromotionPlan, PromotionResult, dump_pins, parse_pins, plan_promotion
+from ._promolog import (
+    PROMOTION_PREDICATE,
+    LogEntry,
+    LogVerification,
+    check_log_chain,
+    check_log_pins,
+    log_path,
+    verify_promotion_log,
+)
+from ._promote import (
+    REPIN_GROUPS,
+    BeforeWrite,
+    PromotionCandidate,
+    PromotionFacts,
+    PromotionPlan,
+    PromotionResult,
+    dump_pins,
+    parse_pins,
+    plan_promotion,
+)
+from ._promotion_codes import PromotionCode
 from ._rebuild import RebuildReport
+from ._rebuilders import (
+    DISAGREEMENT_PREDICATE,
+    REBUILD_PREDICATE,
+    RELEASE_POLICY_EXTENSIONS,
+    Disagreement,
+    RebuildClaim,
+    RebuildersRequirement,
+    RebuildersVerdict,
+    RebuildRelease,
+    RebuildSubject,
+    RebuiltArtifact,
+    decide_rebuilders,
+    parse_rebuilders,
+    rebuilders_of,
+)
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime, select_wheels
 from ._sandbox import SYSTEM_PATHS, Sandbox, clean_env, confine_argv, give_to_uid, pick_step_uid, python_roots, readonly_roots
 from ._skill import build_skill
 
 __all__ = [
+    "DISAGREEMENT_PREDICATE",
+    "PROMOTION_PREDICATE",
+    "REBUILD_PREDICATE",
+    "RELEASE_POLICY_EXTENSIONS",
+    "REPIN_GROUPS",
     "SYSTEM_PATHS",
+    "BeforeWrite",
     "BuildCode",
     "BuildResult",
+    "Disagreement",
     "FetchResult",
     "InstallCode",
     "InstallResult",
@@ -46,10 +98,20 @@ __all__ = [
     "Lock",
     "LockedPackage",
     "LockedWheel",
+    "LogEntry",
+    "LogVerification",
+    "PromotionCandidate",
+    "PromotionCode",
     "PromotionFacts",
     "PromotionPlan",
     "PromotionResult",
+    "RebuildClaim",
+    "RebuildRelease",
     "RebuildReport",
+    "RebuildSubject",
+    "RebuildersRequirement",
+    "RebuildersVerdict",
+    "RebuiltArtifact",
     "RuntimeRecipe",
     "Sandbox",
     "SkillPins",
@@ -57,8 +119,11 @@ __all__ = [
     "VerifiedInstallation",
     "build_runtime",
     "build_skill",
+    "check_log_chain",
+    "check_log_pins",
     "clean_env",
     "confine_argv",
+    "decide_rebuilders",
     "default_cache",
     "default_state",
     "dump_pins",
@@ -69,19 +134,25 @@ __all__ = [
     "interpreter_identity",
     "load_lock",
     "load_recipe",
+    "log_path",
     "parse_pins",
     "parse_pylock",
+    "parse_rebuilders",
     "parse_requirements",
     "pick_step_uid",
     "plan_promotion",
     "python_roots",
     "readonly_roots",
+    "rebuilders_of",
     "run_build_runtime",
     "run_build_skill",
     "run_fetch",
     "run_promote",
     "run_rebuild",
+    "run_rebuild_release",
+    "run_verify_log",
     "select_wheels",
     "verify_installation",
+    "verify_promotion_log",
     "verify_same_interpreter",
 ]

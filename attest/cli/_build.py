@@ -1,4 +1,4 @@
-"""`attest fetch`, `attest build runtime|skill`, `attest rebuild`, `attest promote`.
+"""`attest fetch`, `attest build runtime|skill`, `attest rebuild`, `attest rebuild-release`, `attest promote`.
 
 No command exits on its own: failures are raised (a failed rebuild check as
 :class:`ReportedFailure` with its report) and ``attest.cli.main`` renders them and exits.
@@ -6,7 +6,6 @@ No command exits on its own: failures are raised (a failed rebuild check as
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import typer
@@ -17,6 +16,8 @@ _STATE_HELP = "State directory (0700) holding the store, build records and attes
 StoreOption = typer.Option(None, "--store", help=_STATE_HELP)
 CacheOption = typer.Option(None, "--cache", help="Fetched-input cache [default: STORE/cache].")
 KeyOption = typer.Option(None, "--key", help="Private key (PEM or signer URI) that signs the attestations.")
+KeysOption = typer.Option([], "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations. "
+                          "Repeatable: each attestation is one DSSE envelope with one signature per key.")
 UnisolatedOption = typer.Option(False, "--allow-network-unisolated",
                                 help="Build even when no empty network namespace can be made (recorded in the output).")
 PythonOption = typer.Option(None, "--python", help="Interpreter to build for [default: the recipe's, else this one].")
@@ -31,6 +32,7 @@ def register(app: typer.Typer) -> None:
     build_app.command("skill")(build_skill)
     app.add_typer(build_app, name="build")
     app.command("rebuild")(rebuild)
+    app.command("rebuild-release")(rebuild_release)
     app.command("promote")(promote)
 
 
@@ -100,7 +102,7 @@ def build_runtime(
     toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA of the toolchain."),
     store: Optional[str] = StoreOption,
     cache: Optional[str] = CacheOption,
-    key: Optional[str] = KeyOption,
+    key: list[str] = KeysOption,
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
@@ -119,7 +121,7 @@ def build_skill(
     source_rev: str = typer.Option(..., "--source-rev", help="Full git SHA of the skill source."),
     installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Full SHA of the installer [default: --source-rev]."),
     store: Optional[str] = StoreOption,
-    key: Optional[str] = KeyOption,
+    key: list[str] = KeysOption,
     fmt: str = FormatOption,
     json_mode: bool = JsonOption,
 ) -> None:
@@ -161,11 +163,51 @@ def rebuild(
         print(f"  vsa: {vsa_path}")
 
 
+def rebuild_release(
+    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA of the candidate to rebuild."),
+    key: str = typer.Option(..., "--key", help="This rebuilder's signing key (its identity in the release policy's [rebuilders])."),
+    out: str = typer.Option(..., "-o", "--out", help="Where to write the signed rebuild result."),
+    runtime_recipe: str = typer.Option("builders/runtime.toml", "--runtime-recipe"),
+    skill_recipe: str = typer.Option("builders/skill.toml", "--skill-recipe"),
+    skill_rev: Optional[str] = typer.Option(None, "--skill-rev", help="Skill source SHA [default: --toolchain-rev]."),
+    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Installer SHA [default: --toolchain-rev]."),
+    store: Optional[str] = typer.Option(None, "--store", help=_STATE_HELP + " Use a state directory of this rebuilder's own, "
+                                        "never the promoter's."),
+    cache: Optional[str] = CacheOption,
+    python: Optional[str] = PythonOption,
+    fmt: str = FormatOption,
+    json_mode: bool = JsonOption,
+) -> None:
+    """Rebuild a candidate's runtime and skill independently and sign a rebuild result for `attest promote`."""
+    from ..build import run_rebuild_release
+
+    done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=_state(store),
+                               cache=cache, python=python, installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt)
+    if json_mode:
+        print_json(done.to_json())
+        return
+    s = done.subject
+    print(f"REBUILT {toolchain_rev}: signed rebuild result {done.path} ({done.digest}) by {', '.join(done.signers)}")
+    print(f"  runtime  {s.runtime.name}: {s.runtime.inventory.identity}{' (reused from this store)' if done.runtime.reused else ''}")
+    print(f"  skill    {s.skill.name}: {s.skill.inventory.identity}{' (reused from this store)' if done.skill.reused else ''}")
+
+
 def promote(
-    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA to promote."),
+    toolchain_rev: Optional[str] = typer.Option(None, "--toolchain-rev", help="Full git SHA to promote (required unless --verify-log)."),
     pins: str = typer.Option(..., "--pins", help="Deployment pins TOML (rewritten atomically on success only)."),
-    key: str = typer.Option(..., "--key", help="Release signing key."),
-    policy: str = typer.Option(..., "--policy", help="Release trust policy the attestations must verify under."),
+    key: Optional[str] = typer.Option(None, "--key", help="Release signing key (required unless --verify-log)."),
+    policy: str = typer.Option(..., "--policy", help="Release policy: the trusted signers and the [rebuilders] table."),
+    rebuild_result: list[str] = typer.Option([], "--rebuild-result", metavar="FILE",
+                                             help="A rebuilder's signed result (`attest rebuild-release`). Repeatable."),
+    unsafe_without_rebuilders: bool = typer.Option(False, "--unsafe-without-rebuilders",
+                                                   help="Promote although the release policy has no [rebuilders] table "
+                                                   "(no independent rebuild is required). Printed and recorded in the log."),
+    repin: list[str] = typer.Option([], "--repin", metavar="WHAT",
+                                    help="Allow this pinned identity to change: interpreter, lock, toolchain-repository or "
+                                    "skill-source. Repeatable; every change is printed and logged."),
+    fixture: str = typer.Option("builders/fixture-consumer", "--fixture",
+                                help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
+    verify_log: bool = typer.Option(False, "--verify-log", help="Only verify the promotion log beside --pins under --policy."),
     runtime_recipe: str = typer.Option("builders/runtime.toml", "--runtime-recipe"),
     skill_recipe: str = typer.Option("builders/skill.toml", "--skill-recipe"),
     skill_rev: Optional[str] = typer.Option(None, "--skill-rev", help="Skill source SHA [default: --toolchain-rev]."),
@@ -177,17 +219,29 @@ def promote(
     fmt: str = FormatOption,
     json_mode: bool = JsonOption,
 ) -> None:
-    """Build (or reuse), rebuild-check and verify the runtime and skill, then update the pins."""
-    from ..build import run_promote
+    """Build, rebuild-check and verify the candidate, require k of n rebuilders and the fixture run, then update the pins."""
+    from ..errors import CommonCode, InputError
 
-    result = run_promote(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
-                         state=_state(store), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
-                         installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt)
+    if verify_log:
+        from ..build import run_verify_log
+
+        checked = run_verify_log(pins, policy)
+        if json_mode:
+            print_json(checked.to_json())
+            return
+        head = checked.entries[-1]
+        print(f"VERIFIED the promotion log {checked.log}: {len(checked.entries)} entr{'y' if len(checked.entries) == 1 else 'ies'}, "
+              f"chain unbroken, the pins are entry {head.sequence}'s ({head.pins_sha256}, toolchain {head.toolchain_revision}, {head.time})")
+        return
+    if toolchain_rev is None or key is None:
+        raise InputError(CommonCode.USAGE, "promote needs --toolchain-rev and --key (or --verify-log)")
+    from ..review.release import promote_release
+
+    result = promote_release(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+                             state=_state(store), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
+                             installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_result,
+                             unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, fixture=fixture)
     if json_mode:
         print_json(result.to_json())
         return
-    print(f"PROMOTED {toolchain_rev} into {os.path.abspath(pins)}")
-    if not result.changes:
-        print("  (no change: the pins already named this promotion)")
-    for k, old, new in result.changes:
-        print(f"  {k}: {old!r} -> {new!r}")
+    print("\n".join(result.summary_lines()))

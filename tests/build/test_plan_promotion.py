@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 
 from attest.attestation import VerifiedStatement
-from attest.build import BuildResult, PromotionFacts, PromotionPlan, RebuildReport, dump_pins, parse_pins, plan_promotion
+from attest.build import (
+    BuildResult,
+    PromotionFacts,
+    PromotionPlan,
+    RebuildersRequirement,
+    RebuildersVerdict,
+    RebuildReport,
+    dump_pins,
+    parse_pins,
+    plan_promotion,
+)
 from attest.errors import AttestError, Finding, InputError, VerificationError
 from attest.inventory import Entry, EntryType, Inventory
 
@@ -70,6 +80,11 @@ def report(result: BuildResult, *findings: Finding) -> RebuildReport:
     return RebuildReport(result.kind, result, result.name, result.inventory.identity, tuple(findings))
 
 
+REBUILDER_A, REBUILDER_B = "key:sha256:" + "a" * 64, "key:sha256:" + "b" * 64
+TWO_OF_TWO = RebuildersRequirement(2, (REBUILDER_A, REBUILDER_B))
+RESULT_A, RESULT_B = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+AGREED = RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A), (REBUILDER_B, RESULT_B)), (), ())
+
 FACTS = PromotionFacts(
     toolchain_repository="https://github.com/attest-dev/attest",
     toolchain_rev=REV,
@@ -83,6 +98,7 @@ FACTS = PromotionFacts(
     installer_repository="https://github.com/attest-dev/installer",
     installer_rev=INSTALLER_REV,
     rebuilds=(report(RUNTIME), report(SKILL)),
+    rebuilders=AGREED,
 )
 
 
@@ -131,6 +147,19 @@ REFUSALS: list[tuple[str, Callable[[PromotionFacts], PromotionFacts], type[Attes
      "PROMOTION_REFUSED", RUNTIME.attestations[0]),
     ("skill-provenance-other-tree", facts(skill_attestations=(both(SKILL)[0], verified(SKILL, OTHER_HEX, "f"))), VerificationError,
      "PROMOTION_REFUSED", SKILL.attestations[1]),
+    # k of n independent rebuilders: the verdict's findings refuse, and so does a verdict that does not add up.
+    ("rebuilders-disagree", facts(rebuilders=RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A),), (), (
+        Finding("REBUILD_DISAGREEMENT", "bin/python", "b rebuilt other bytes"),))), VerificationError, "REBUILD_DISAGREEMENT",
+     "bin/python"),
+    ("rebuilders-one-of-two-reported", facts(rebuilders=RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A),), (), (
+        Finding("REBUILDERS_THRESHOLD_NOT_MET", None, "1 of 2"),))), VerificationError, "REBUILDERS_THRESHOLD_NOT_MET", None),
+    ("rebuilders-one-of-two-unreported", facts(rebuilders=RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A),), (), ())),
+     VerificationError, "REBUILDERS_THRESHOLD_NOT_MET", None),
+    ("rebuilders-one-identity-twice", facts(rebuilders=RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A), (REBUILDER_A, RESULT_B)),
+                                                                          (), ())), VerificationError, "REBUILDERS_THRESHOLD_NOT_MET", None),
+    ("rebuilders-not-in-the-requirement", facts(rebuilders=RebuildersVerdict(TWO_OF_TWO, ((REBUILDER_A, RESULT_A), ("key:x", RESULT_B)),
+                                                                              (), ())), VerificationError, "REBUILDERS_THRESHOLD_NOT_MET", None),
+    ("no-rebuilders-table", facts(rebuilders=RebuildersVerdict(None, (), (), ())), VerificationError, "REBUILDERS_NOT_CONFIGURED", None),
 ]
 
 
@@ -248,3 +277,77 @@ def test_the_plan_does_not_alter_its_inputs() -> None:
     snapshot = repr(old)
     plan_promotion(old, FACTS, original=None, where=PINS)
     assert repr(old) == snapshot
+
+
+def test_no_rebuilders_table_is_accepted_only_as_unsafe() -> None:
+    unsafe = RebuildersVerdict(None, (), (), (), unsafe=True)
+    plan = plan_promotion({}, dataclasses.replace(FACTS, rebuilders=unsafe), original=None, where=PINS)
+    assert plan.pins == EXPECTED_MANAGED
+
+
+# -- pinned identities other than the toolchain SHA (issue 16, item 2) -------------------------------------
+
+def _pinned(**changes: Any) -> dict[str, Any]:
+    """The pins of FACTS's promotion, with some pins as an earlier promotion left them."""
+    doc = {k: dict(v) for k, v in EXPECTED_MANAGED.items()}
+    for dotted, value in changes.items():
+        table, key = dotted.split("__")
+        doc[table][key] = value
+    return doc
+
+
+IDENTITY_CHANGES: list[tuple[str, dict[str, Any], str, str]] = [
+    # (id, the earlier pins that differ, the pin reported, the --repin group that allows it)
+    ("python-3.11.2-to-3.11.9", {"runtime__python": "3.11.2"}, "runtime.python", "interpreter"),
+    ("interpreter-path", {"runtime__interpreter": "/opt/python/bin/python3.11"}, "runtime.interpreter", "interpreter"),
+    ("interpreter-binary", {"runtime__interpreter_sha256": "0" * 64}, "runtime.interpreter_sha256", "interpreter"),
+    ("lock", {"runtime__lock_sha256": "0" * 64}, "runtime.lock_sha256", "lock"),
+    ("toolchain-repository", {"toolchain__repository": "https://example.org/fork.git"}, "toolchain.repository", "toolchain-repository"),
+    ("skill-root", {"skill__root": "other-root"}, "skill.root", "skill-source"),
+    ("skill-source-repository", {"skill__source_repository": "https://example.org/s.git"}, "skill.source_repository", "skill-source"),
+    ("installer-repository", {"skill__installer_repository": "https://example.org/i.git"}, "skill.installer_repository",
+     "skill-source"),
+]
+
+
+@pytest.mark.parametrize(("old", "key", "group"), [r[1:] for r in IDENTITY_CHANGES], ids=[r[0] for r in IDENTITY_CHANGES])
+def test_a_pinned_identity_changes_only_with_repin(old: dict[str, Any], key: str, group: str) -> None:
+    pins = _pinned(**old)
+    with pytest.raises(VerificationError) as caught:
+        plan_promotion(pins, FACTS, original=dump_pins(pins), where=PINS)
+    assert [(f.code, f.path) for f in caught.value.findings] == [("PINNED_IDENTITY_CHANGED", key)]
+    assert f"--repin {group}" in caught.value.detail
+    other = next(g for g in ("interpreter", "lock", "toolchain-repository", "skill-source") if g != group)
+    with pytest.raises(VerificationError):
+        plan_promotion(pins, FACTS, original=dump_pins(pins), where=PINS, repin={other})  # another group does not allow it
+    plan = plan_promotion(pins, FACTS, original=dump_pins(pins), where=PINS, repin={group})
+    flat_old = next(iter(old.values()))
+    assert [(k, o) for k, o, _ in plan.repinned] == [(key, flat_old)] and plan.write is True
+
+
+def test_an_interpreter_change_reports_every_pin_it_moves() -> None:
+    pins = _pinned(runtime__python="3.11.2", runtime__interpreter_sha256="0" * 64)
+    with pytest.raises(VerificationError) as caught:
+        plan_promotion(pins, FACTS, original=None, where=PINS)
+    assert [f.path for f in caught.value.findings] == ["runtime.interpreter_sha256", "runtime.python"]
+
+
+def test_revisions_and_derived_pins_move_without_repin() -> None:
+    """The toolchain SHA (and what it derives: names, inventories, attestations, skill revisions) is what promotion moves."""
+    pins = _pinned(toolchain__revision="0" * 40, runtime__name="x-attest-runtime", runtime__inventory="sha256:" + "0" * 64,
+                   runtime__attestation="sha256:" + "0" * 64, skill__source_revision="0" * 40, skill__installer_revision="0" * 40)
+    plan = plan_promotion(pins, FACTS, original=None, where=PINS)
+    assert plan.repinned == () and len(plan.changes) == 6
+
+
+def test_an_identity_pinned_for_the_first_time_is_no_change() -> None:
+    pins = _pinned()
+    del pins["runtime"]["python"], pins["toolchain"]["repository"]
+    plan = plan_promotion(pins, FACTS, original=None, where=PINS)
+    assert plan.repinned == () and {k for k, _, _ in plan.changes} == {"runtime.python", "toolchain.repository"}
+
+
+def test_an_unknown_repin_group_is_usage() -> None:
+    with pytest.raises(InputError) as caught:
+        plan_promotion({}, FACTS, original=None, where=PINS, repin={"python"})
+    assert caught.value.code == "USAGE"

@@ -85,11 +85,12 @@ def test_rebuild_check_reports_exact_differences(project: Project, sandbox: Sand
 
 def test_promote_updates_pins_atomically(project: Project, sandbox: Sandbox, keys: tuple[Path, Path], tmp_path: Path) -> None:
     _fetch(project)
+    unsafe = True  # one builder: k-of-n rebuilds and the fixture run are tests/review/test_release_promotion.py
     pins = tmp_path / "pins.toml"
     pins.write_text('[deployment]\nname = "prod"\nsigners = ["a", "b"]\n')
     result = promote(toolchain_rev=project.sha, pins_path=str(pins), signer=load_signer(str(keys[0])), policy_path=str(keys[1]),
                      runtime_recipe=load_recipe(project.recipe), skill_recipe=load_recipe(project.skill_recipe),  # type: ignore[arg-type]
-                     state=str(project.store), cache=str(project.cache), sandbox=sandbox)
+                     state=str(project.store), cache=str(project.cache), sandbox=sandbox, unsafe_without_rebuilders=unsafe)
     doc = tomllib.loads(pins.read_text())
     assert doc["deployment"] == {"name": "prod", "signers": ["a", "b"]}
     assert doc["toolchain"]["revision"] == project.sha
@@ -100,18 +101,22 @@ def test_promote_updates_pins_atomically(project: Project, sandbox: Sandbox, key
     before = pins.read_bytes()
     again = promote(toolchain_rev=project.sha, pins_path=str(pins), signer=load_signer(str(keys[0])), policy_path=str(keys[1]),
                     runtime_recipe=load_recipe(project.recipe), skill_recipe=load_recipe(project.skill_recipe),  # type: ignore[arg-type]
-                    state=str(project.store), cache=str(project.cache), sandbox=sandbox)
+                    state=str(project.store), cache=str(project.cache), sandbox=sandbox, unsafe_without_rebuilders=unsafe)
     assert again.changes == () and pins.read_bytes() == before
+    # The first promotion started the log beside the pins; the second wrote nothing, so it appended nothing.
+    assert result.log_entry is not None and again.log_entry is None
+    assert sorted(p.name for p in Path(str(pins) + ".promotions").iterdir()) == ["000001.json"]
+    assert any("unsafe-without-rebuilders" in n for n in result.notes)
 
 
-@pytest.mark.parametrize("case", ["short-sha", "branch", "unreproducible", "wrong-signer", "bad-pins"])
+@pytest.mark.parametrize("case", ["short-sha", "branch", "unreproducible", "wrong-signer", "bad-pins", "no-rebuilders-table"])
 def test_failed_promotion_leaves_pins_byte_identical(case: str, project: Project, sandbox: Sandbox, keys: tuple[Path, Path],
                                                      tmp_path: Path) -> None:
     _fetch(project)
     pins = tmp_path / "pins.toml"
     original = b'# hand-written\n[toolchain]\nrevision = "old"\n'
     pins.write_bytes(original)
-    rev, policy, code = project.sha, keys[1], None
+    rev, policy, code, unsafe = project.sha, keys[1], None, True
     if case == "short-sha":
         rev, code = project.sha[:12], "NOT_FULL_SHA"
     elif case == "branch":
@@ -127,13 +132,15 @@ def test_failed_promotion_leaves_pins_byte_identical(case: str, project: Project
         original = b'[toolchain]\nrevision = "a"\nrevision = "b"\n'
         pins.write_bytes(original)
         code = BuildCode.BAD_PINS
+    elif case == "no-rebuilders-table":
+        unsafe, code = False, "REBUILDERS_NOT_CONFIGURED"
     with pytest.raises((InputError, VerificationError)) as ei:
         promote(toolchain_rev=rev, pins_path=str(pins), signer=load_signer(str(keys[0])), policy_path=str(policy),
                 runtime_recipe=load_recipe(project.recipe), skill_recipe=load_recipe(project.skill_recipe),  # type: ignore[arg-type]
-                state=str(project.store), cache=str(project.cache), sandbox=sandbox)
+                state=str(project.store), cache=str(project.cache), sandbox=sandbox, unsafe_without_rebuilders=unsafe)
     if code is not None:
         assert ei.value.code == code
-    assert pins.read_bytes() == original
+    assert pins.read_bytes() == original and not Path(str(pins) + ".promotions").exists()
 
 
 def test_pins_writer_round_trips() -> None:

@@ -122,7 +122,8 @@ def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     state = tmp / "state"
     promote(toolchain_rev=sha, pins_path=str(pins), signer=load_signer(str(keys / "release.pem")), policy_path=str(release_policy),
             runtime_recipe=recipe, skill_recipe=load_recipe(root / "builders" / "skill.toml"),  # type: ignore[arg-type]
-            state=str(state), cache=str(tmp / "cache"), sandbox=Sandbox.establish(allow_unisolated_network=False))
+            state=str(state), cache=str(tmp / "cache"), sandbox=Sandbox.establish(allow_unisolated_network=False),
+            unsafe_without_rebuilders=True)  # a one-builder deployment fixture (tests/review/test_release_promotion.py: k of n)
     trust = _policy(deploy / "trust.toml", (keys / "deploy.pub.pem", DEPLOY_ROLES), (keys / "release.pub.pem", RELEASE_ROLES))
     yield Deployment(tmp, state, pins, trust, keys / "deploy.pem", keys / "release.pem", keys / "evil.pem", sha)
     subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)
@@ -203,7 +204,8 @@ def run(dep: Deployment, skill: tuple[Path, Path], c: Consumer, tmp: Path, *, pi
         runner: Any = None, clock: Any = None, ident: Path | None = None, **kw: Any) -> Any:
     return bootstrap(pins=pins or dep.pins, trust=kw.pop("trust", dep.trust), state_dir=dep.state, skill_dir=skill[0],
                      installation=kw.pop("installation", skill[1]), repo=c.path,
-                     host=IdentityFile(str(ident or identity_file(tmp / "identity.json", c))), key=str(kw.pop("key", dep.key)),
+                     host=IdentityFile(str(ident or identity_file(tmp / "identity.json", c))),
+                     key=(lambda k: k if isinstance(k, list) else str(k))(kw.pop("key", dep.key)),
                      out=kw.pop("out", tmp / "handoff.json"), backend="immutable", runner=runner or HostCheck(),
                      clock=clock or (lambda: T0), **kw)
 

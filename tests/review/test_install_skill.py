@@ -103,7 +103,8 @@ def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     pins.parent.mkdir()
     promote(toolchain_rev=sha, pins_path=str(pins), signer=load_signer(str(keys / "release.pem")), policy_path=str(release_policy),
             runtime_recipe=recipe, skill_recipe=load_recipe(project.skill_recipe),  # type: ignore[arg-type]
-            state=str(project.store), cache=str(project.cache), sandbox=Sandbox.establish(allow_unisolated_network=False))
+            state=str(project.store), cache=str(project.cache), sandbox=Sandbox.establish(allow_unisolated_network=False),
+            unsafe_without_rebuilders=True)  # a one-builder deployment fixture (tests/review/test_release_promotion.py: k of n)
     # Another skill: the same recipe at another source commit, built and attested into the same state.
     (project.repo / "skills" / "agent-policy" / "SKILL.md").write_bytes(b"# agent-policy, another revision\n")
     git(project.repo, "commit", "-qam", "another skill")

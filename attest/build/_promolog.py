@@ -1,0 +1,398 @@
+"""The promotion log: an append-only chain of signed entries beside the pins.
+
+Every promotion that writes the pins (or finds pins that no entry names) appends one entry,
+``PINS.promotions/NNNNNN.json`` (six digits, from ``000001``): a signed in-toto statement,
+predicate ``https://attest.dev/promotion/v1``, whose subject is the pins file it wrote (its
+name, the SHA-256 of its bytes) and whose predicate holds ``sequence`` (the entry's number),
+``previous`` (``sha256:`` of the previous entry's file bytes; ``null`` for entry 1), ``pins``
+(``name``, ``before``: the SHA-256 of the bytes it replaced, ``null`` if there were none), the
+toolchain, runtime and skill promoted, the release policy's digest, the rebuilders that agreed,
+the fixture run, the pinned identities changed under ``--repin``, the number of changed pins,
+and the time. An entry is created under a new name only (``link``, never over an existing
+entry), before the pins are written, and removed again if writing the pins fails.
+
+:func:`verify_promotion_log` (``attest promote --verify-log``) reads every entry once, verifies
+each under the release policy and checks the chain (:func:`check_log_chain`, pure): numbers
+from 1 without a gap, each entry's sequence its place, each naming its predecessor's digest;
+then that the pins file is the one the last entry wrote (:func:`check_log_pins`, pure). Each
+failure has its own reason code.
+
+    >>> verify_promotion_log("/etc/attest/pins.toml", load_policy("release.toml", extensions=RELEASE_POLICY_EXTENSIONS))
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._fs import read_bounded
+from ..errors import CommonCode, Finding, InputError, VerificationError
+from ._promotion_codes import PromotionCode
+
+if TYPE_CHECKING:
+    from ..attestation import Policy
+
+PROMOTION_PREDICATE = "https://attest.dev/promotion/v1"
+LOG_SUFFIX = ".promotions"
+MAX_LOG_ENTRIES = 99_999
+MAX_ENTRY_BYTES = 4 << 20
+MAX_PINS_BYTES = 1 << 20
+_ENTRY = re.compile(r"([0-9]{6})\.json\Z")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_PREDICATE_FIELDS = {"sequence", "previous", "pins", "toolchain", "runtime", "skill", "policy", "rebuilders", "fixture", "repinned",
+                     "changes", "time"}
+_MAX_LISTED = 10
+
+
+def log_path(pins_path: str | os.PathLike[str]) -> str:
+    """The log directory of a pins file: ``PINS.promotions``.
+
+    Raises:
+        Nothing.
+    """
+    return os.fspath(pins_path) + LOG_SUFFIX
+
+
+def entry_name(number: int) -> str:
+    return f"{number:06d}.json"
+
+
+def sha256_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One verified entry: its place (file name), its digest, and what its predicate says."""
+
+    number: int
+    path: str
+    digest: str           # sha256:<hex> of the entry's file bytes
+    sequence: int
+    previous: str | None
+    pins_sha256: str      # sha256:<hex> of the pins the entry wrote
+    pins_before: str | None
+    toolchain_revision: str
+    time: str
+    signers: tuple[str, ...]
+    predicate: dict[str, Any] = field(hash=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": self.sequence, "path": self.path, "digest": self.digest, "previous": self.previous,
+                "pins": self.pins_sha256, "pins_before": self.pins_before, "toolchain": self.toolchain_revision,
+                "time": self.time, "signers": list(self.signers)}
+
+
+def parse_entry(statement: Mapping[str, Any], *, number: int, path: str, digest: str, signers: tuple[str, ...]) -> LogEntry:
+    """Read a verified entry's statement strictly (pure).
+
+    Raises:
+        VerificationError: ``PROMOTION_LOG_BAD_ENTRY`` (another predicate type, missing or
+            unknown fields, a sequence that is not a positive integer, a digest that is not
+            ``sha256:<hex>``, not exactly one subject).
+    """
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(PromotionCode.PROMOTION_LOG_BAD_ENTRY, f"the log entry {detail}", path)
+
+    if statement.get("predicateType") != PROMOTION_PREDICATE:
+        raise bad(f"has predicateType {str(statement.get('predicateType'))[:100]!r}, not {PROMOTION_PREDICATE!r}")
+    pred = statement.get("predicate")
+    if not isinstance(pred, dict) or set(pred) != _PREDICATE_FIELDS:
+        raise bad(f"predicate fields are not exactly {sorted(_PREDICATE_FIELDS)}")
+    sequence = pred["sequence"]
+    if type(sequence) is not int or sequence < 1:
+        raise bad("sequence is not a positive integer")
+    previous = pred["previous"]
+    if previous is not None and not (isinstance(previous, str) and _DIGEST.match(previous)):
+        raise bad("previous is neither null nor sha256:<hex>")
+    pins = pred["pins"]
+    if not isinstance(pins, dict) or set(pins) != {"name", "before"} or not (
+            pins["before"] is None or (isinstance(pins["before"], str) and _DIGEST.match(pins["before"]))):
+        raise bad("pins is not {name, before: null or sha256:<hex>}")
+    toolchain = pred["toolchain"]
+    if not isinstance(toolchain, dict) or not isinstance(toolchain.get("revision"), str) or not isinstance(pred["time"], str):
+        raise bad("toolchain.revision or time is not a string")
+    subjects = statement.get("subject") or []
+    if len(subjects) != 1 or set(subjects[0].get("digest", {})) != {"sha256"}:
+        raise bad("does not name exactly one pins file by its SHA-256")
+    return LogEntry(number, path, digest, sequence, previous, "sha256:" + subjects[0]["digest"]["sha256"], pins["before"],
+                    toolchain["revision"], pred["time"], signers, dict(pred))
+
+
+def _listing(numbers: Sequence[int]) -> str:
+    shown = ", ".join(entry_name(n) for n in numbers[:_MAX_LISTED])
+    return shown + (f" and {len(numbers) - _MAX_LISTED} more" if len(numbers) > _MAX_LISTED else "")
+
+
+def check_log_chain(entries: Sequence[LogEntry], *, unverified: Collection[int] = ()) -> list[Finding]:
+    """The chain of verified ``entries`` (ordered by number): no gap, each in its place, each linked to its predecessor (pure).
+
+    ``unverified`` are the numbers of entries that exist but did not verify (reported on their
+    own): they are no gap, and the links next to them are not judged.
+
+    Raises:
+        Nothing: ``PROMOTION_LOG_GAP`` (numbers missing below the highest),
+        ``PROMOTION_LOG_OUT_OF_ORDER`` (a sequence that is not the entry's number: moved or
+        swapped), ``PROMOTION_LOG_BROKEN_LINK`` (entry 1 names a predecessor, or an entry does not
+        name the digest of the entry before it) are returned.
+    """
+    found: list[Finding] = []
+    numbers = [e.number for e in entries]
+    if numbers:
+        missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers) - set(unverified))
+        if missing:
+            found.append(Finding(PromotionCode.PROMOTION_LOG_GAP, None, f"{len(missing)} entr{'y is' if len(missing) == 1 else 'ies are'} "
+                                 f"missing: {_listing(missing)} (an entry was removed; the log is append-only)"))
+    by_number = {e.number: e for e in entries}
+    for e in entries:
+        if e.sequence != e.number:
+            found.append(Finding(PromotionCode.PROMOTION_LOG_OUT_OF_ORDER, e.path, f"the entry says it is number {e.sequence}; it is "
+                                 f"stored as number {e.number} (moved or swapped)"))
+        if e.number == 1:
+            if e.previous is not None:
+                found.append(Finding(PromotionCode.PROMOTION_LOG_BROKEN_LINK, e.path, f"the first entry names a predecessor "
+                                     f"{e.previous} (entries before it were removed)"))
+            continue
+        before = by_number.get(e.number - 1)
+        if before is not None and e.previous != before.digest:
+            found.append(Finding(PromotionCode.PROMOTION_LOG_BROKEN_LINK, e.path, f"the entry names the predecessor {e.previous}; "
+                                 f"entry {entry_name(before.number)} is {before.digest} (replaced or rewritten)"))
+    return found
+
+
+def check_log_pins(entries: Sequence[LogEntry], pins_data: bytes | None, pins_path: str) -> list[Finding]:
+    """The pins file is what the last entry wrote (pure).
+
+    Raises:
+        Nothing: ``PROMOTION_LOG_MISSING`` (no entry at all) and ``PROMOTION_LOG_PINS_MISMATCH``
+        (the pins absent, or other bytes than the last entry's) are returned.
+    """
+    if not entries:
+        return [Finding(PromotionCode.PROMOTION_LOG_MISSING, log_path(pins_path), "there is no promotion log entry for these pins "
+                        "(no promotion of this version wrote them)")]
+    last = entries[-1]
+    if pins_data is None:
+        return [Finding(PromotionCode.PROMOTION_LOG_PINS_MISMATCH, pins_path, f"the pins file is absent; log entry "
+                        f"{entry_name(last.number)} wrote {last.pins_sha256}")]
+    have = sha256_of(pins_data)
+    if have != last.pins_sha256:
+        return [Finding(PromotionCode.PROMOTION_LOG_PINS_MISMATCH, pins_path, f"the pins file is {have}; the last log entry "
+                        f"{entry_name(last.number)} wrote {last.pins_sha256} (changed outside `attest promote`)")]
+    return []
+
+
+def read_pins_bytes(pins_path: str) -> bytes | None:
+    return read_bounded(pins_path, what="pins file", max_bytes=MAX_PINS_BYTES) if os.path.lexists(pins_path) else None
+
+
+def read_log(pins_path: str, policy: Policy) -> tuple[list[LogEntry], list[Finding], list[int]]:
+    """Every entry of the log, each read once through the log directory's descriptor and verified under ``policy``.
+
+    Returns (verified entries, findings, the numbers of entries that did not verify). An absent
+    log is no entry and no finding.
+
+    Raises:
+        InputError: ``UNREADABLE`` (the log directory cannot be listed), ``BAD_POLICY`` (a
+            pinned trusted root sigstore cannot use).
+    """
+    from .._safefs import O_DIR, UnsafeEntry, open_regular_at
+    from ..attestation import verify_attestation_bytes
+
+    where = log_path(pins_path)
+    if not os.path.lexists(where):
+        return [], [], []
+    try:
+        dfd = os.open(where, O_DIR)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            return [], [Finding(PromotionCode.PROMOTION_LOG_UNEXPECTED_FILE, where, "the promotion log is not a directory (a link or "
+                                "a file)")], []
+        raise InputError(CommonCode.UNREADABLE, f"cannot open the promotion log: {e.strerror}", where) from e
+    found: list[Finding] = []
+    entries: list[LogEntry] = []
+    unverified: list[int] = []
+    try:
+        numbered: list[tuple[int, str]] = []
+        for name in sorted(os.listdir(dfd)):
+            m = _ENTRY.match(name)
+            if m is None or int(m.group(1)) == 0:
+                found.append(Finding(PromotionCode.PROMOTION_LOG_UNEXPECTED_FILE, os.path.join(where, name), "not a log entry (entries "
+                                     "are NNNNNN.json from 000001); nothing else belongs in the log"))
+                continue
+            numbered.append((int(m.group(1)), name))
+        if len(numbered) > MAX_LOG_ENTRIES:
+            return [], [*found, Finding(PromotionCode.PROMOTION_LOG_BAD_ENTRY, where, f"{len(numbered)} entries; the limit is "
+                                        f"{MAX_LOG_ENTRIES}")], []
+        for number, name in numbered:
+            path = os.path.join(where, name)
+            try:
+                fd, st = open_regular_at(dfd, name)
+            except UnsafeEntry as e:
+                found.append(Finding(PromotionCode.PROMOTION_LOG_UNEXPECTED_FILE, path, f"not a plain regular file: {e}"))
+                unverified.append(number)
+                continue
+            try:
+                if st.st_size > MAX_ENTRY_BYTES:
+                    found.append(Finding(PromotionCode.PROMOTION_LOG_BAD_ENTRY, path, f"{st.st_size} bytes; the limit is {MAX_ENTRY_BYTES}"))
+                    unverified.append(number)
+                    continue
+                chunks: list[bytes] = []
+                while (chunk := os.read(fd, 1 << 20)) and sum(map(len, chunks)) <= MAX_ENTRY_BYTES:
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+                if len(data) > MAX_ENTRY_BYTES:
+                    found.append(Finding(PromotionCode.PROMOTION_LOG_BAD_ENTRY, path, f"grew past {MAX_ENTRY_BYTES} bytes"))
+                    unverified.append(number)
+                    continue
+            finally:
+                os.close(fd)
+            try:
+                verified = verify_attestation_bytes(data, policy)
+                entries.append(parse_entry(verified.statement, number=number, path=path, digest=sha256_of(data),
+                                           signers=verified.signers))
+            except VerificationError as e:
+                cause = e.findings[0]
+                detail = cause.detail if cause.code == PromotionCode.PROMOTION_LOG_BAD_ENTRY else f"it does not verify under the " \
+                    f"release policy ({cause})"
+                found.append(Finding(PromotionCode.PROMOTION_LOG_BAD_ENTRY, path, detail))
+                unverified.append(number)
+    except OSError as e:
+        raise InputError(CommonCode.UNREADABLE, f"cannot read the promotion log: {e.strerror}", where) from e
+    finally:
+        os.close(dfd)
+    return entries, found, unverified
+
+
+@dataclass(frozen=True, slots=True)
+class LogVerification:
+    """A promotion log whose every entry verified and whose chain ends at the current pins."""
+
+    pins_path: str
+    log: str
+    entries: tuple[LogEntry, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object of ``attest promote --verify-log``.
+
+        Raises:
+            Nothing.
+        """
+        last = self.entries[-1]
+        return {"ok": True, "pins": self.pins_path, "log": self.log, "entries": len(self.entries), "pins_sha256": last.pins_sha256,
+                "head": last.to_json()}
+
+
+def verify_promotion_log(pins_path: str, policy: Policy) -> LogVerification:
+    """Verify the whole log of ``pins_path`` under the release ``policy``; the only way to succeed is the last line.
+
+    Raises:
+        VerificationError: every finding at once: ``PROMOTION_LOG_BAD_ENTRY``,
+            ``PROMOTION_LOG_UNEXPECTED_FILE``, ``PROMOTION_LOG_GAP``, ``PROMOTION_LOG_OUT_OF_ORDER``,
+            ``PROMOTION_LOG_BROKEN_LINK``, ``PROMOTION_LOG_MISSING``, ``PROMOTION_LOG_PINS_MISMATCH``.
+        InputError: ``UNREADABLE`` / ``TOO_LARGE`` (the pins file or the log directory).
+    """
+    pins = read_pins_bytes(pins_path)
+    entries, found, unverified = read_log(pins_path, policy)
+    found += check_log_chain(entries, unverified=unverified)
+    if not found:
+        found += check_log_pins(entries, pins, pins_path)
+    if found:
+        raise VerificationError(findings=found)
+    return LogVerification(os.path.abspath(pins_path), os.path.abspath(log_path(pins_path)), tuple(entries))
+
+
+def _utc(t: _dt.datetime) -> str:
+    if t.tzinfo is None:
+        raise InputError(CommonCode.INTERNAL, "the clock must return an aware datetime")
+    return t.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def entry_statement(*, sequence: int, previous: str | None, pins_name: str, pins_data: bytes, pins_before: str | None,
+                    record: Mapping[str, Any], time: _dt.datetime) -> dict[str, Any]:
+    """A log entry's statement (pure): ``record`` holds toolchain, runtime, skill, policy, rebuilders, fixture, repinned, changes.
+
+    Raises:
+        InputError: ``INTERNAL`` (a naive ``time``, or ``record`` without exactly its fields),
+            the statement checks' codes.
+    """
+    from ..attestation import statement, subject
+
+    predicate = {**record, "sequence": sequence, "previous": previous, "pins": {"name": pins_name, "before": pins_before},
+                 "time": _utc(time)}
+    if set(predicate) != _PREDICATE_FIELDS:
+        raise InputError(CommonCode.INTERNAL, f"a log entry's record has {sorted(record)}")
+    return statement([subject(pins_name, hashlib.sha256(pins_data).hexdigest())], PROMOTION_PREDICATE, predicate)
+
+
+def append_entry(pins_path: str, number: int, data: bytes) -> str:
+    """Create entry ``number`` with ``data`` under a name that must be new; return its path.
+
+    The bytes go to a private temporary file first (fsync), which is then linked to the entry
+    name: ``link`` fails rather than replace an entry another promotion wrote meanwhile.
+
+    Raises:
+        VerificationError: ``PROMOTION_LOG_CONFLICT`` (the entry exists: the log changed during
+            the promotion); ``PROMOTION_LOG_UNEXPECTED_FILE`` (the log path is a link or a file).
+        InputError: ``BAD_OUTPUT_PATH`` (the log directory cannot be created or written).
+    """
+    from .._safefs import O_DIR, O_NEW
+
+    where = log_path(pins_path)
+    name = entry_name(number)
+    try:
+        os.mkdir(where, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot create the promotion log: {e.strerror}", where) from e
+    try:
+        dfd = os.open(where, O_DIR)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise VerificationError(PromotionCode.PROMOTION_LOG_UNEXPECTED_FILE, "the promotion log is not a directory", where) from e
+        raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot open the promotion log: {e.strerror}", where) from e
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    try:
+        try:
+            fd = os.open(tmp, O_NEW, 0o444, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except FileExistsError as e:
+            raise VerificationError(PromotionCode.PROMOTION_LOG_CONFLICT, f"log entry {name} appeared during the promotion (another "
+                                    "promotion?); nothing written", os.path.join(where, name)) from e
+        except OSError as e:
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot write the log entry: {e.strerror}", os.path.join(where, name)) from e
+        finally:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return os.path.join(where, name)
+
+
+def remove_entry(path: str) -> None:
+    """Take back an entry this promotion just created (the pins write failed after it).
+
+    Raises:
+        Nothing: a failure to remove it is left for ``--verify-log`` to report.
+    """
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

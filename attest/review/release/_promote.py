@@ -1,0 +1,50 @@
+"""`attest promote`: the build layer's promotion with the fixture consumer run before the pins are written.
+
+    >>> result = promote_release(sha, "pins.toml", "release.pem", "release-policy.toml", runtime_recipe="builders/runtime.toml",
+    ...                          skill_recipe="builders/skill.toml", state=".attest-state",
+    ...                          rebuild_results=["rebuild-a.json", "rebuild-b.json"])
+    >>> print("\\n".join(result.summary_lines()))
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
+
+from ._fixture import FixtureRun, _now, load_fixture
+
+if TYPE_CHECKING:
+    from ...build import PromotionResult
+    from ..bootstrap import PolicyCheckRunner
+    from ._fixture import PolicyGenerator
+
+DEFAULT_FIXTURE = os.path.join("builders", "fixture-consumer")
+
+
+def promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime_recipe: str, skill_recipe: str, state: str,
+                    cache: str | None = None, allow_unisolated_network: bool = False, python: str | None = None,
+                    installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse",
+                    rebuild_results: Sequence[str] = (), unsafe_without_rebuilders: bool = False, repin: Collection[str] = (),
+                    fixture: str = DEFAULT_FIXTURE, backend: str = "immutable", runner: PolicyCheckRunner | None = None,
+                    generator: PolicyGenerator | None = None, clock: Callable[[], _dt.datetime] = _now) -> PromotionResult:
+    """Promote ``toolchain_rev`` (:func:`attest.build.run_promote`), running the fixture consumer's bootstrap and review start
+    with the candidate before the pins and the log are written.
+
+    The fixture is read (and refused if malformed) before anything is built.
+
+    Raises:
+        InputError: ``FIXTURE_CONSUMER_BAD``, and every input code of :func:`attest.build.run_promote`.
+        VerificationError: ``PROMOTION_FIXTURE_FAILED``, and every code of :func:`attest.build.run_promote`.
+        EnvironmentFailure: the codes of :func:`attest.build.run_promote`.
+    """
+    from ...build import run_promote
+    from ...git import verify_full_sha
+
+    verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read
+    hook = FixtureRun(load_fixture(fixture), backend=backend, runner=runner, generator=generator, clock=clock)
+    return run_promote(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=state,
+                       cache=cache, allow_unisolated_network=allow_unisolated_network, python=python, installer_rev=installer_rev,
+                       skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_results,
+                       unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, before_write=hook)

@@ -5,6 +5,8 @@ state := env_var_or_default("ATTEST_STATE_DIR", ".attest-state")
 review_dir := env_var_or_default("ATTEST_REVIEW_DIR", "review-out")
 backend := env_var_or_default("ATTEST_BACKEND", "immutable")
 reviewer := env_var_or_default("ATTEST_REVIEWER", 'exec "$ATTEST_IMAGE_RUNTIME/bin/attest" review stand-in')
+semantic := env_var_or_default("ATTEST_SEMANTIC", "docs/review/policy-context.md")
+adapter := env_var_or_default("ATTEST_ADAPTER", "docs/review/github-review.json")
 
 # List the recipes.
 default:
@@ -17,10 +19,12 @@ demo:
 # HOST is `--identity FILE` or `--github OWNER/NAME --pr N`. The deployment's files come from the
 # environment, never from the repository under review: ATTEST_PINS, ATTEST_TRUST, ATTEST_SKILL,
 # ATTEST_INSTALLATION, ATTEST_KEY (required); ATTEST_REVIEWER (a /bin/sh command line; default the
-# stand-in reviewer of the runtime image), ATTEST_REVIEW_DIR (handoff and result; default
-# review-out), ATTEST_BACKEND (default immutable).
+# stand-in reviewer of the runtime image), ATTEST_SEMANTIC and ATTEST_ADAPTER (the two projections
+# of the trusted base; defaults below), ATTEST_REVIEW_DIR (handoff, result, payload and record;
+# default review-out), ATTEST_BACKEND (default immutable).
 # REPO and HOST reach attest as arguments, never as shell text.
-# The trusted review of a pull request: `attest bootstrap`, then the reviewer from the four frozen images only.
+# The trusted review of a pull request: bootstrap, review start, the reviewer from the four frozen
+# images only, recheck, then serialize (which rechecks again immediately before it writes).
 [positional-arguments]
 verify REPO *HOST:
     mkdir -p -m 700 {{quote(review_dir)}}
@@ -28,8 +32,15 @@ verify REPO *HOST:
         --state-dir {{quote(state)}} --skill {{quote(env_var('ATTEST_SKILL'))}} \
         --installation {{quote(env_var('ATTEST_INSTALLATION'))}} --repo "$1" "${@:2}" \
         --key {{quote(env_var('ATTEST_KEY'))}} --backend {{quote(backend)}} -o {{quote(review_dir / "handoff.json")}}
+    attest review start --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+        --state-dir {{quote(state)}} --repo "$1" "${@:2}" --semantic {{quote(semantic)}} --adapter {{quote(adapter)}} \
+        --json > {{quote(review_dir / "start.json")}}
+    review="$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["review"])' {{quote(review_dir / "start.json")}})"; \
     attest review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
-        --state-dir {{quote(state)}} -o {{quote(review_dir / "result.json")}} -- /bin/sh -c {{quote(reviewer)}}
+        --state-dir {{quote(state)}} --review "$review" -o {{quote(review_dir / "result.json")}} -- /bin/sh -c {{quote(reviewer)}}; \
+    attest review recheck --state-dir {{quote(state)}} --review "$review"; \
+    attest review serialize --state-dir {{quote(state)}} --review "$review" --result {{quote(review_dir / "result.json")}} \
+        --key {{quote(env_var('ATTEST_KEY'))}} -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}
 
 # Static checks: mypy --strict on the package, ruff on everything. Either failing fails CI.
 check:

@@ -196,7 +196,7 @@ def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
 
 def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     """Build, rebuild-check and promote; return the promoted SHA, or None where the promotion did not run."""
-    from .build import run_build_runtime, run_build_skill, run_fetch, run_promote
+    from .build import run_build_runtime, run_build_skill, run_fetch
 
     repo = _repository()
     if repo is None:
@@ -207,6 +207,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     say(f"9. build the skill from git objects of {repo} at {sha}, freeze and sign it")
     from .freeze import FreezeCode
 
+    backend = "immutable"
     try:
         skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key)
     except EnvironmentFailure as e:
@@ -214,7 +215,8 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
             raise
         say(f"   {e.detail}")
         say("   the skill is frozen with the 'readonly' backend instead, which holds only against processes of another user")
-        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend="readonly")
+        backend = "readonly"  # and so is the runtime below: the same machine, the same missing capability
+        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend=backend)
     say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
     _rebuild(repo / "builders" / "skill.toml", sha, state, say)
     if offline:
@@ -223,7 +225,8 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     from .build import BuildCode, Sandbox
 
     try:
-        Sandbox.establish(allow_unisolated_network=False)
+        # Root confines the build steps rootful; anyone else rootless (a user namespace), where the kernel allows it.
+        sandbox = Sandbox.establish(allow_unisolated_network=False)
     except EnvironmentFailure as e:
         if e.code != BuildCode.NETWORK_NOT_ISOLATED:
             raise
@@ -234,30 +237,70 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     say(f"10. fetch the locked wheels of {lock.relative_to(repo)} (the only networked step) and build the runtime offline")
     fetched = run_fetch(str(lock), str(state / "cache"))
     say(f"   fetched {len(fetched.fetched)}, already cached {len(fetched.present)}; every hash checked")
-    runtime = run_build_runtime(str(repo / "builders" / "runtime.toml"), sha, str(state), key=key)
+    runtime = run_build_runtime(str(repo / "builders" / "runtime.toml"), sha, str(state), key=key, freeze_backend=backend)
+    if backend != "immutable":
+        say(f"   the runtime is frozen with the '{backend}' backend, as the skill is")
     isolated = "in an empty network namespace" if runtime.network_isolated else "WITHOUT network isolation"
     say(f"   {'reused' if runtime.reused else 'built'} {runtime.name} {isolated}: {len(runtime.inventory.entries)} entries")
+    g = runtime.details.get("sandbox") or sandbox.guarantees()
+    say(f"   confinement: {g.get('confinement', sandbox.confinement)} ({', '.join(g.get('namespaces', []))} namespaces; "
+        f"uid {g.get('uid')}; capabilities {g.get('capabilities')})")
     _rebuild(repo / "builders" / "runtime.toml", sha, state, say)
     pins = state / "pins.toml"
-    say(f"11. promote {sha} into the deployment pins {pins}")
-    result = run_promote(
-        sha,
-        str(pins),
-        key,
-        str(state / "policy.toml"),
-        runtime_recipe=str(repo / "builders" / "runtime.toml"),
-        skill_recipe=str(repo / "builders" / "skill.toml"),
-        state=str(state),
-    )
-    if not result.changes:
-        say("   the pins already name this promotion; nothing changed")
-    elif all(old is None for _, old, _ in result.changes):
-        tables = sorted({name.split(".")[0] for name, _, _ in result.changes})
-        say(f"   first promotion: {pins} written with {len(result.changes)} pins ({', '.join(tables)}), toolchain {sha[:12]}")
-    else:  # a re-promotion: every pin that moved, and only those
-        for name, old, new in result.changes:
-            say(f"   {name}: {old!r} -> {new!r}")
+    say(f"11. promote {sha} into the deployment pins {pins}: two independent rebuilders, each in a store of its own, rebuild it")
+    say("   and sign rebuild results; the candidate is bootstrapped and reviewed on the fixture consumer before the pins are written")
+    results = demo_rebuilders(state, repo, sha, say)
+    from .review.release import promote_release
+
+    result = promote_release(sha, str(pins), key, str(demo_release_policy(state)), runtime_recipe=str(repo / "builders" / "runtime.toml"),
+                             skill_recipe=str(repo / "builders" / "skill.toml"), state=str(state), rebuild_results=results,
+                             fixture=str(repo / "builders" / "fixture-consumer"), backend=backend)
+    for line in result.summary_lines()[1:]:
+        say(f"  {line}")
     return sha
+
+
+REBUILDERS = ("rebuilder-a", "rebuilder-b")
+
+
+def demo_release_policy(state: Path) -> Path:
+    """The release policy: the release key, and two rebuilders of which both must agree (``[rebuilders]``, k = n = 2)."""
+    from .attestation import load_signer
+    from .build import REBUILD_PREDICATE
+
+    keys = state / "keys"
+    text = 'threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
+    ids = []
+    for name in REBUILDERS:
+        text += f'\n[[signers]]\nkind = "key"\npublic_key = "keys/{name}.pub.pem"\npredicates = ["{REBUILD_PREDICATE}"]\n'
+        ids.append("key:sha256:" + load_signer(str(keys / f"{name}.pem")).key_id)
+    import json
+
+    text += f"\n[rebuilders]\nthreshold = {len(ids)}\nidentities = {json.dumps(ids)}\n"  # a JSON array of strings is TOML
+    policy = state / "release-policy.toml"
+    policy.write_text(text)
+    return policy
+
+
+def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say) -> list[str]:
+    """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results."""
+    from .attestation import generate_key
+    from .build import run_rebuild_release
+
+    out = []
+    (state / "rebuilds").mkdir(mode=0o700, exist_ok=True)
+    for name in REBUILDERS:
+        key = state / "keys" / f"{name}.pem"
+        if not key.exists():
+            generate_key("ed25519", key)
+        done = run_rebuild_release(sha, str(key), str(state / "rebuilds" / f"{name}.json"),
+                                   runtime_recipe=str(repo / "builders" / "runtime.toml"), skill_recipe=str(repo / "builders" / "skill.toml"),
+                                   state=str(state / name), cache=str(state / "cache"))
+        verb = "reused its own earlier build" if done.runtime.reused else "rebuilt"
+        say(f"   {name} {verb}: runtime {done.subject.runtime.inventory.identity[:19]}…, skill "
+            f"{done.subject.skill.inventory.identity[:19]}…; signed {done.path}")
+        out.append(done.path)
+    return out
 
 
 # -- the trusted review chain (issue 12): install, a consumer repository, `attest bootstrap` ------------------------
@@ -359,6 +402,7 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
 
     from .attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, generate_key, load_policy, load_signer
     from .build import install_skill
+    from .errors import VerificationError
     from .freeze import FreezeCode
     from .review.bootstrap import (
         IMAGE_NAMES,
@@ -369,16 +413,17 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
         ImageCheckRunner,
         bootstrap,
     )
-    from .review.handoff import HANDOFF_PREDICATE, STAND_IN_COMMAND, run_review_step
+    from .review.handoff import HANDOFF_PREDICATE, STAND_IN_COMMAND
+    from .review.procedure import REVIEW_RECORD_PREDICATE, recheck_review, review_start, run_review, serialize_review
 
     pins = state / "pins.toml"
     deploy_key = state / "keys" / "deploy.pem"
     if not deploy_key.exists():
         generate_key("ed25519", deploy_key)
     trust = state / "trust.toml"
-    # One trust policy, two roles: the deployment key signs installations and handoffs, the release key runtimes.
+    # One trust policy, two roles: the deployment key signs installations, handoffs and review records, the release key runtimes.
     trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n'
-                     f'predicates = ["{INSTALLATION_PREDICATE}", "{HANDOFF_PREDICATE}"]\n\n'
+                     f'predicates = ["{INSTALLATION_PREDICATE}", "{HANDOFF_PREDICATE}", "{REVIEW_RECORD_PREDICATE}"]\n\n'
                      f'[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\npredicates = ["{RUNTIME_PREDICATE}"]\n')
     # The installed Skill lies outside the state directory and outside every repository (the installer refuses both).
     outside = Path(tempfile.mkdtemp(prefix="attest-demo-skill-"))
@@ -417,21 +462,53 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
         for name in IMAGE_NAMES:
             say(f"   {name:9} {doc['images'][name]['identity']} ({doc['images'][name]['backend']})")
         say(f"   handoff written: {doc['handoff']} ({doc['handoff_digest']})")
-        say("15. attest review exec: the stand-in reviewer (the runtime image's own bin/attest) runs from the four frozen images;")
-        say("   it reads SKILL.md and its references from the procedure bundle only")
-        reviewed = run_review_step(result.handoff, load_policy(str(trust)), state, STAND_IN_COMMAND, out=review / "result.json")
+        say("15. attest review start: the host again, the merge base, the changed surface; bind and retain the projections")
+        policy = load_policy(str(trust))
+        # The host's answer for the review procedure; it moves below (identity.json stays the bootstrap's).
+        host = _identity(review / "identity-review.json", base, head)
+        started = review_start(handoff=result.handoff, policy=policy, state_dir=state, repo=consumer, host=IdentityFile(str(host)),
+                               semantic="docs/review/policy-context.md", adapter="docs/review/github-review.json")
+        say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s)")
+        say("16. attest review exec --review: the stand-in reviewer (the runtime image's own bin/attest) runs from the four")
+        say("   frozen images; it reads SKILL.md and its references from the procedure bundle only")
+        reviewed = run_review(state_dir=state, review=started.review, handoff=result.handoff, policy=policy, argv=STAND_IN_COMMAND,
+                              out=review / "result.json")
         verdict = "complete" if reviewed.result.complete else "not complete"
         say(f"   result written: {reviewed.result_path} ({reviewed.result_digest}): {verdict}, "
             f"{len(reviewed.result.findings)} finding(s)")
         for limitation in reviewed.result.limitations:
             say(f"   limitation: {limitation[:300]}")
-        say("16. the base changes one byte of policy/core/evidence.md, not regenerated; bootstrap the same pull request again")
+        done = serialize_review(state_dir=state, review=started.review, result=review / "result.json", out=review / "payload.json",
+                                signer=load_signer(str(deploy_key)), record=review / "record.json")
+        say(f"17. recheck: proceed; attest review serialize: {done.status} for head {done.head[:12]}, event {done.event}")
+        say(f"   payload {done.payload_path}, signed review record {done.record_path} (a limited review never authorizes a merge)")
+        say("18. the pull request gains a commit: recheck")
+        _git(consumer, "checkout", "-q", "pr")
+        (consumer / "later.txt").write_text("a later commit\n")
+        _git(consumer, "add", "later.txt")
+        _git(consumer, "commit", "-qm", "pull request: a later commit")
+        moved = _git(consumer, "rev-parse", "HEAD")
+        _git(consumer, "checkout", "-q", "main")
+        _identity(host, base, moved)
+        got = recheck_review(state_dir=state, review=started.review)
+        say(f"   {got.outcome.outcome} ({got.outcome.reason}): the head is {moved[:12]}; review {got.current_review} replaces it,")
+        say("   and every analysis of the old review is stale")
+        if got.outcome.outcome != "refresh":
+            raise VerificationError(got.outcome.reason, "a moved head must refresh the review")
+        say("19. the base changes one byte of policy/core/evidence.md, not regenerated: recheck, then bootstrap again")
         module = consumer / "policy/core/evidence.md"
         data = bytearray(module.read_bytes())
         data[2] ^= 0x20  # "# Evidence" -> "# evidence"
         module.write_bytes(bytes(data))
         _git(consumer, "commit", "-qam", "base: one module byte changed, outputs not regenerated")
-        changed = _identity(review / "identity-changed.json", _git(consumer, "rev-parse", "HEAD"), head)
+        new_base = _git(consumer, "rev-parse", "HEAD")
+        _identity(host, new_base, moved)
+        assert got.current_review is not None
+        again = recheck_review(state_dir=state, review=got.current_review)
+        say(f"   {again.outcome.outcome} ({again.outcome.reason}): every result of the old root is discarded")
+        if again.outcome.outcome != "restart":
+            raise VerificationError(again.outcome.reason, "a moved base must restart the review")
+        changed = _identity(review / "identity-changed.json", new_base, moved)
         _expect_refusal_at(say, "a stale authority at the base", 6, lambda: run(changed, backend))
     finally:
         _remove_tree(outside)

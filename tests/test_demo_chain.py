@@ -52,6 +52,11 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert result is not None and json.loads(Path(result.group(1)).read_bytes())["complete"] is False, chain
     assert re.search(r"^   limitation: stand-in reviewer: no analysis was performed; it read the 'pr-review' Skill from the "
                      r"procedure bundle only \(SKILL\.md sha256:[0-9a-f]{64}", chain, re.M), chain
+    assert re.search(r"^17\. recheck: proceed; attest review serialize: limited for head [0-9a-f]{12}, event COMMENT$", chain, re.M), chain
+    assert re.search(r"^   refresh \(REVIEW_HEAD_MOVED\): the head is [0-9a-f]{12}; review [0-9a-f]{32} replaces it,$", chain, re.M), chain
+    assert "   restart (REVIEW_BASE_MOVED): every result of the old root is discarded" in chain
+    record = json.loads((state / "review" / "record.json").read_bytes())
+    assert record["payloadType"] == "application/vnd.in-toto+json"
     assert "refused at step 6, as it must be (a stale authority at the base): CHECK_FAILED" in chain
     assert "INPUT_DIGEST_MISMATCH: policy/core/evidence.md" in chain
     assert out.rstrip().endswith("demo complete: every check ended as it must.")
@@ -75,3 +80,7 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert re.search(r"^BOOTSTRAPPED \S+ pull request \d+ at base [0-9a-f]{40}$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^REVIEWED \S+ pull request \d+ at base [0-9a-f]{40}: NOT complete, 0 finding\(s\), 0 blocking$", proc.stdout, re.M), proc.stdout
     assert json.loads((tmp_path / "verify" / "result.json").read_bytes())["complete"] is False
+    assert re.search(r"^PROCEED review [0-9a-f]{32}: REVIEW_UNCHANGED$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^SERIALIZED review [0-9a-f]{32}: LIMITED for head [0-9a-f]{40} \(recheck: proceed\)$", proc.stdout, re.M), proc.stdout
+    payload = json.loads((tmp_path / "verify" / "payload.json").read_bytes())
+    assert payload["event"] == "COMMENT" and payload["comments"] == [] and "Limitations:" in payload["body"]

@@ -249,7 +249,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
     pins = state / "pins.toml"
     say(f"11. promote {sha} into the deployment pins {pins}: two independent rebuilders, each in a store of its own, rebuild it")
     say("   and sign rebuild results; the candidate is bootstrapped and reviewed on the fixture consumer before the pins are written")
-    results = demo_rebuilders(state, repo, sha, say)
+    results = demo_rebuilders(state, repo, sha, say, backend)
     from .review.release import promote_release
 
     result = promote_release(sha, str(pins), key, str(demo_release_policy(state)), runtime_recipe=str(repo / "builders" / "runtime.toml"),
@@ -282,7 +282,7 @@ def demo_release_policy(state: Path) -> Path:
     return policy
 
 
-def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say) -> list[str]:
+def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = "immutable") -> list[str]:
     """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results."""
     from .attestation import generate_key
     from .build import run_rebuild_release
@@ -295,7 +295,7 @@ def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say) -> list[str]:
             generate_key("ed25519", key)
         done = run_rebuild_release(sha, str(key), str(state / "rebuilds" / f"{name}.json"),
                                    runtime_recipe=str(repo / "builders" / "runtime.toml"), skill_recipe=str(repo / "builders" / "skill.toml"),
-                                   state=str(state / name), cache=str(state / "cache"))
+                                   state=str(state / name), cache=str(state / "cache"), freeze_backend=backend)
         verb = "reused its own earlier build" if done.runtime.reused else "rebuilt"
         say(f"   {name} {verb}: runtime {done.subject.runtime.inventory.identity[:19]}…, skill "
             f"{done.subject.skill.inventory.identity[:19]}…; signed {done.path}")

@@ -203,7 +203,7 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
 
 def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recipe: str, skill_recipe: str, state: str,
                         cache: str | None = None, python: str | None = None, installer_rev: str | None = None,
-                        skill_rev: str | None = None, fmt: str = "dsse") -> RebuildRelease:
+                        skill_rev: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> RebuildRelease:
     """`attest rebuild-release`: :func:`rebuild_release` from paths (always in the confined, network-isolated sandbox).
 
     Raises:
@@ -219,7 +219,7 @@ def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recip
     return rebuild_release(toolchain_rev=toolchain_rev, runtime_recipe=_recipe(runtime_recipe, "runtime"),
                            skill_recipe=_recipe(skill_recipe, "skill"), state=state, cache=cache or default_cache(state),
                            sandbox=Sandbox.establish(allow_unisolated_network=False), signer=_signer(key), out=out,
-                           skill_rev=skill_rev, installer_rev=installer_rev, python=python, fmt=fmt)
+                           skill_rev=skill_rev, installer_rev=installer_rev, python=python, fmt=fmt, freeze_backend=freeze_backend)
 
 
 def run_verify_log(pins: str, policy: str) -> LogVerification:

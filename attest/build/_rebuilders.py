@@ -493,8 +493,11 @@ def candidate_subject(toolchain_repository: str, toolchain_rev: str, skill_recip
 
 def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str, cache: str,
                     sandbox: Sandbox, signer: Any, out: str, skill_rev: str | None = None, installer_rev: str | None = None,
-                    python: str | None = None, fmt: str = "dsse") -> RebuildRelease:
+                    python: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> RebuildRelease:
     """Build (or reuse, from this rebuilder's own store) the candidate's runtime and skill and sign a rebuild result.
+
+    ``freeze_backend`` seals the rebuilder's images (the inventories, and so the result, do not
+    depend on it).
 
     Independence comes from the state directory: a rebuilder builds into its own store, so
     ``state`` must not be the promoter's. The runtime must be built network-isolated and
@@ -520,9 +523,9 @@ def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_
     if not (sandbox.network_isolated and sandbox.filesystem_confined):
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "a rebuild result is signed only for a network-isolated, confined "
                                  "build; this sandbox is not")
-    runtime = build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python)
+    runtime = build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend)
     _require_confined(runtime)
-    skill = build_skill(skill_recipe, skill_source, state, installer_rev=installer)
+    skill = build_skill(skill_recipe, skill_source, state, installer_rev=installer, freeze_backend=freeze_backend)
     subject = candidate_subject(runtime_recipe.toolchain_repository, toolchain_rev, skill_recipe, skill_source, installer, runtime, skill)
     data = sign_statement(subject.statement(), signer, fmt=fmt)
     write_atomic(out, data, mode=0o644, what="rebuild result")

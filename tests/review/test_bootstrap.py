@@ -39,7 +39,6 @@ from attest.build import Sandbox, fetch, install_skill, load_lock, load_recipe
 from attest.build._promote import dump_pins, parse_pins, promote
 from attest.errors import AttestError, VerificationError
 from attest.policy import check_policy, generate_policy
-from attest.review.procedure import REVIEW_RECORD_PREDICATE
 from attest.review.bootstrap import (
     HANDOFF_PREDICATE,
     BaseSnapshot,
@@ -50,6 +49,7 @@ from attest.review.bootstrap import (
     bootstrap,
     load_identity,
 )
+from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
 REPO_URL = "https://example.org/toolchain.git"
 T0 = dt.datetime(2026, 9, 2, 12, 0, 0, tzinfo=dt.UTC)

@@ -449,7 +449,9 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
 
         say(f"14. attest bootstrap (trust {trust.name}, offline identity file; the check runs the runtime image's own bin/attest)")
         ident = _identity(review / "identity.json", base, head)
-        backend = "immutable"
+        # Without root the immutable flag cannot be set, and the promotion's fixture already froze the
+        # skill image with 'readonly' in this store: the chain uses the same backend from the start.
+        backend = "immutable" if os.geteuid() == 0 else "readonly"
         try:
             result = run(ident, backend)
         except BootstrapError as e:

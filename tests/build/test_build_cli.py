@@ -37,7 +37,7 @@ def test_cli_end_to_end(project: Project, tmp_path: Path, capsys: pytest.Capture
     policy = tmp_path / "policy.toml"
     policy.write_text('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "release.pub.pem"\n')
     pins = tmp_path / "pins.toml"
-    rc, doc = run(capsys, "promote", "--toolchain-rev", project.sha, "--pins", str(pins), "--key", str(key), "--policy", str(policy),
+    rc, doc = run(capsys, "promote", "--unsafe-without-rebuilders", "--toolchain-rev", project.sha, "--pins", str(pins), "--key", str(key), "--policy", str(policy),
                   "--runtime-recipe", str(project.recipe), "--skill-recipe", str(project.skill_recipe), "--store", state,
                   "--cache", str(project.cache))
     assert rc == 0 and doc["ok"] and any(c["key"] == "toolchain.revision" for c in doc["changes"])

@@ -19,7 +19,7 @@ from ._harness import BenchArgs, Row, measure_alternating, shell, write_pseudo_r
 
 DESCRIPTION = (
     "`attest inventory T --digest` (the CLI, as a subprocess) vs `find T -type f -print0 | xargs -0 -P2 -n256 sha256sum` "
-    "and vs the same with `openssl dgst -sha256`; multi-GiB files vs two cores' SHA-256; `attest --help` start-up"
+    "and vs the same with `openssl dgst -sha256`; multi-GiB files vs two cores' SHA-256 (start-up: case `startup`)"
 )
 
 SHA256SUM = 'find "$1" -type f -print0 | xargs -0 -P2 -n256 sha256sum'
@@ -253,9 +253,9 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
             "attest vs two cores' in-memory SHA-256 (hashlib, 2 threads)",
             m["attest"],
             mem,
-            1.25,
+            1 / 0.85,
             note=f"attest hashes at {total / m['attest'] / 1e9:.2f} GB/s = {100 * mem / m['attest']:.0f} % of two cores' "
-            f"{gbps:.2f} GB/s (target >= 80 %, i.e. ratio <= 1.25)",
+            f"{gbps:.2f} GB/s (target >= 85 %, i.e. ratio <= 1.18)",
         )
     )
     rows.append(Row("big files", "attest vs xargs -P2 -n1 openssl dgst (files)", m["attest"], m["openssl"], 1.25))
@@ -263,17 +263,4 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
         shutil.rmtree(big, ignore_errors=True)
         big.with_suffix(".done").unlink(missing_ok=True)
 
-    py = _base_python()
-    m = measure_alternating({"attest": [attest, "--help"], "python": [py, "-c", "pass"]}, max(runs, 10))
-    rows.append(
-        Row(
-            "start-up",
-            "attest --help vs python3 -c pass",
-            m["attest"],
-            m["python"],
-            None,
-            note=f"attest --help takes {1000 * (m['attest'] - m['python']):.0f} ms more than the bare interpreter "
-            f"({py} -c pass: {1000 * m['python']:.0f} ms); target: under 100 ms",
-        )
-    )
     return rows

@@ -1,4 +1,5 @@
-"""Regenerate docs/cli.md from the command line itself, so the reference can never drift.
+"""Regenerate docs/cli.md (and attest/cli/_helptext.py, the console script's cached --help) from
+the command line itself, so neither can drift.
 
     python docs/gen_cli.py            # rewrite docs/cli.md
     python docs/gen_cli.py --check    # exit 1 if docs/cli.md is stale (the test suite runs this)
@@ -41,13 +42,19 @@ def render() -> str:
 
 
 def main() -> int:
+    from attest.cli._fasthelp import write_cache  # the console script's cached --help texts
+
     text = render()
     if "--check" in sys.argv:
         if not OUT.exists() or OUT.read_text() != text:
             print("docs/cli.md is stale: run python docs/gen_cli.py", file=sys.stderr)
             return 1
+        if not write_cache(check=True):
+            print("attest/cli/_helptext.py is stale: run python docs/gen_cli.py", file=sys.stderr)
+            return 1
         return 0
     OUT.write_text(text)
+    write_cache()
     return 0
 
 

@@ -8,8 +8,8 @@ the user for any input.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: `attest --help` does not import typing
 if TYPE_CHECKING:
     import typer
 
@@ -42,7 +42,34 @@ def _process_app() -> typer.Typer:
     return _APP
 
 
+def _console_app(args: list[str]) -> typer.Typer | None:
+    """For the console script: an app with only the module of the command named first, or None.
+
+    Turning every command into click's (40 commands, their signatures) is most of what building
+    the whole app costs, and a command line runs one command. The module of each command is
+    read from the generated help cache (``._fasthelp``), only while that cache is current.
+    """
+    if not args or args[0].startswith("-"):
+        return None
+    from ._fasthelp import command_module
+
+    module = command_module(args[0])
+    return build_app((module,)) if module is not None else None
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[-1:] in (["--help"], ["-h"]):
+        # The console script's own help: typer's bytes, without importing typer (._fasthelp).
+        from ._fasthelp import cached_help
+
+        text = cached_help(sys.argv[1:])
+        if text is not None:
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                return 1
+            return 0
     import typer
     from typer.exceptions import TyperException
 
@@ -51,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
-    app = _process_app()
+    app = _console_app(args) if argv is None else None
+    if app is None:
+        app = _process_app()
     try:
         rv = app(args=args, prog_name="attest", standalone_mode=False)
     except AttestError as err:

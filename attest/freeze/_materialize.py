@@ -16,24 +16,27 @@ Rules (DESIGN.md "Freeze and store", THREATS.md A and B):
 3. Modes are the attested ones (minus the backend's mask), set on the new inode; then the
    backend seals the inode and its inode number and change time are recorded.
 4. Directories are sealed after everything inside them (post-order), the root last.
-5. Sealing is one pass behind copying: the staging directory is private (0700, created by
-   us) until it is sealed, so nothing else can reach a copied inode before its seal. A
-   sealing thread takes each directory once all its files are copied, reopens every file by
-   name under the staging directory's descriptor (checking it is the inode we created), seals
-   it, then seals the directory. For a backend whose seal writes the file back (ext4 sets
-   the immutable flag only after ``filemap_write_and_wait``), each copy lane starts the
-   writeback right after copying (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which does not
-   wait), so the sealing pass finds the pages already on their way to disk instead of
-   writing and waiting one file at a time. :func:`materialize` returns only after every
+5. Sealing follows copying: the staging directory is private (0700, created by us) until it
+   is sealed, so nothing else can reach a copied inode before its seal. The sealing pass
+   reopens every file by name under its staging directory's descriptor (checking it is the
+   inode we created), seals it, then seals the directory. For a backend whose seal writes
+   the file back (ext4 sets the immutable flag only after ``filemap_write_and_wait``, so a
+   seal per file waits for the disk once per file), the seal is a batch: every file is
+   copied first, then one ``syncfs(2)`` writes them all back in one go, then the sealing pass
+   (one directory descriptor per level, each reopened under its parent and checked to be the
+   inode we created) finds nothing left to write. For the other backends a sealing thread
+   follows the copying one directory behind. :func:`materialize` returns only after every
    entry is sealed.
 
 The bytes copied here decide nothing: the caller verifies the sealed copy afterwards.
 
 The steps, in :class:`_Materializer`: :meth:`~_Materializer.run` walks the source (rule 1);
 :meth:`~_Materializer.visit` judges one listed entry; :meth:`~_Materializer.enter_dir` opens a
-source directory and creates its staging twin; :meth:`~_Materializer.copy_file` is one copy
-job (rules 1-3); :meth:`~_Materializer.finish` collects a directory's jobs in post-order and
-hands it to :meth:`~_Materializer.sealer`, the sealing thread (rules 4-5).
+source directory and creates its staging twin; :meth:`~_Materializer.copy_file` copies one
+file (rules 1-3), :meth:`~_Materializer.copy_files` up to 64 large ones of a directory as one
+lane job; :meth:`~_Materializer.finish` collects a directory's copies in post-order and hands
+it to :meth:`~_Materializer.sealer`, the sealing thread, or records it for
+:meth:`~_Materializer.seal_batch` (rules 4-5).
 
     >>> findings, sealed = materialize("src", attested_inventory, staging_fd, backend)
 """
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import operator
 import os
 import queue
 import stat
@@ -61,13 +65,25 @@ from ._codes import FreezeCode
 from ._image import Sealed, snapshot
 
 _SYNC_FILE_RANGE_WRITE = 2
-# Python 3.11 has no os.sync_file_range: call the C library's (it releases the GIL).
+# Python 3.11 has neither os.sync_file_range nor os.syncfs: call the C library's (ctypes
+# releases the GIL). Without them the seal writes each file back by itself, only later.
 try:
-    _sync_file_range: Any = ctypes.CDLL(None, use_errno=True).sync_file_range
+    _libc: Any = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _libc = None
+try:
+    _sync_file_range: Any = _libc.sync_file_range
     _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     _sync_file_range.restype = ctypes.c_int
-except (OSError, AttributeError):  # no wrapper: the seal writes back by itself, only later
+except AttributeError:
     _sync_file_range = None
+try:
+    _syncfs: Any = _libc.syncfs
+    _syncfs.argtypes = (ctypes.c_int,)
+    _syncfs.restype = ctypes.c_int
+except AttributeError:
+    _syncfs = None
+_PATH_OF = operator.attrgetter("path")
 # Filesystems whose copy_file_range never shares extents (no reflink support).
 _NO_REFLINK = frozenset({"ext2", "ext3", "ext4", "tmpfs", "ramfs"})
 
@@ -82,6 +98,15 @@ def start_writeback(fd: int) -> None:
     """
     if _sync_file_range is not None:
         _sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
+def write_back_all(fd: int) -> bool:
+    """Write back every dirty page of the filesystem holding ``fd`` and wait: one ``syncfs(2)``.
+
+    Whether it worked is a matter of speed only (the seal writes back whatever is left, file by
+    file); returns False when there is no ``syncfs`` or it failed.
+    """
+    return _syncfs is not None and _syncfs(fd) == 0
 
 
 def fs_type(dev: int) -> str | None:
@@ -127,7 +152,28 @@ class _Copied:
     ino: int
 
 
-_Job = Future[tuple[_Copied | None, Finding | None]]
+_Copy = tuple[int, int, str, str, os.stat_result, int, int]  # copy_file's arguments
+_Job = Future[list[tuple[_Copied | None, Finding | None]]]
+# Files of one directory per copy job: a job (a Future and a lane's queue entry) per file cost
+# more than the copy of a small file.
+_CHUNK = 64
+# Files smaller than this are copied by the walking thread itself, larger ones by a copy lane:
+# per-file system calls from several threads cost a GIL hand-off each (measured on the
+# runtime-like tree of bench/case_freeze.py: 2.5 s with small files inline, 3.5 s with every
+# file on two lanes), while a large copy_file_range runs without the GIL.
+_LANE_MIN = 256 * 1024
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A staging directory waiting for the batch seal (rule 5): its name, the inode we created, its files."""
+
+    name: str
+    rel: str
+    ino: int
+    mode: int
+    files: list[_Copied] = field(default_factory=list)
+    subdirs: list[_Staged] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -141,7 +187,10 @@ class _Dir:
     lane: int = 0
     seen: set[str] = field(default_factory=set)
     pending: list[_Job] = field(default_factory=list)
+    queued: list[_Copy] = field(default_factory=list)  # copies not yet handed to the lane
+    done: list[tuple[_Copied | None, Finding | None]] = field(default_factory=list)  # copied by the walking thread
     copied: list[_Copied] = field(default_factory=list)
+    staged: _Staged | None = None  # with a batch seal: where its files go once copied
 
 
 def _umask() -> int:
@@ -183,11 +232,12 @@ def materialize(
     only for the source root itself and for a staging or seal failure
     (:class:`EnvironmentFailure`).
 
-    The main thread walks the source and creates directories; each file (open the source
-    by name under its directory descriptor, cross-check, create, copy, start its writeback)
-    is one job on one of ``workers`` copy lanes. One sealing thread follows (rule 5): it
-    takes the directories in post-order as their files are copied and seals their files and
-    then them, so the writeback waits of the seal overlap the copying of later files.
+    The main thread walks the source, creates directories and copies each file under 256 KiB
+    itself (open the source by name under its directory descriptor, cross-check, create,
+    copy); larger files go, up to 64 of a directory per job, to one of ``workers`` copy lanes.
+    For a backend whose seal writes back (``immutable``), every entry is sealed after all
+    copies and one ``syncfs`` (rule 5); otherwise one sealing thread follows, taking the
+    directories in post-order as their files are copied.
     """
     if max_open_dirs is None:
         max_open_dirs = _default_open_dirs()
@@ -218,7 +268,12 @@ class _Materializer:
         self.mask = backend.mode_mask
         self.umask = _umask()
         self.use_cfr = fs_type(os.fstat(dst_root).st_dev) in _NO_REFLINK
-        self.flush = backend.seal_writes_back
+        # Rule 5: a seal that writes back is done as a batch after one syncfs. No copy starts a
+        # writeback of its own then: measured on bench/case_freeze.py, sync_file_range per
+        # file made the copies slower by more than it took off the syncfs.
+        self.batch = backend.seal_writes_back and _syncfs is not None
+        self.flush = backend.seal_writes_back and not self.batch
+        self.staged_root: _Staged | None = None
         self.workers = workers
         self.progress = progress
         self.max_findings = max_findings
@@ -248,6 +303,8 @@ class _Materializer:
         sealing = threading.Thread(target=self.sealer, name="attest-seal", daemon=True)
         sealing.start()
         stack: list[_Dir] = []
+        if self.batch:
+            self.staged_root = _Staged("", "", os.fstat(dst_root).st_ino, 0o755)
         done_dirs: list[_Dir] = []  # listed, waiting for their file jobs; the root last of all
         try:
             try:
@@ -255,12 +312,14 @@ class _Materializer:
             except BaseException:
                 os.close(src_root)
                 raise
-            stack.append(_Dir(src_root, os.dup(dst_root), "", 0o755, listing, self.children.get("", set())))
+            stack.append(_Dir(src_root, os.dup(dst_root), "", 0o755, listing, self.children.get("", set()), staged=self.staged_root))
             while stack:
                 top = stack[-1]
                 dent = next(top.listing, None)
                 if dent is None:
                     stack.pop()
+                    if top.queued:
+                        self.submit(top)
                     done_dirs.append(top)
                     # Bound the open descriptors: finish the oldest listed directories first.
                     while len(done_dirs) > self.max_open_dirs:
@@ -286,9 +345,11 @@ class _Materializer:
             sealing.join()
         if self.seal_failure:
             raise self.seal_failure[0]
+        if self.staged_root is not None and not self.findings:
+            self.seal_batch(dst_root, self.staged_root)
         if self.progress is not None:
             self.progress(self.files, self.nbytes)
-        self.sealed.sort(key=lambda s: (s.path != "", s.path))
+        self.sealed.sort(key=_PATH_OF)  # the root ("") first
         return self.findings, self.sealed
 
     def visit(self, top: _Dir, dent: os.DirEntry[str]) -> _Dir | None:
@@ -296,17 +357,16 @@ class _Materializer:
         report = self.report
         name = dent.name
         rel = f"{top.rel}/{name}" if top.rel else name
-        shown = display_name(rel)
         try:
             st = dent.stat(follow_symlinks=False)
         except OSError as e:
-            report(InventoryCode.CHANGED_DURING_WALK, shown, f"cannot stat: {e.strerror}")
+            report(InventoryCode.CHANGED_DURING_WALK, display_name(rel), f"cannot stat: {e.strerror}")
             return None
         if self.spec is not None and self.spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
             return None
         entry = self.want.get(rel)
         if entry is None or name not in top.expected:
-            report(InventoryCode.EXTRA, shown, "the source has an entry the attested inventory does not list")
+            report(InventoryCode.EXTRA, display_name(rel), "the source has an entry the attested inventory does not list")
             return None
         top.seen.add(name)
         kind = classify(st)
@@ -334,7 +394,12 @@ class _Materializer:
         self.files += 1
         self.nbytes += size
         job = (top.src, top.dst, name, rel, st, size, entry.mode)
-        top.pending.append(self.lanes[top.lane].submit(self.copy_file, *job) if self.lanes else _run_inline(self.copy_file, *job))
+        if self.lanes and size >= _LANE_MIN:
+            top.queued.append(job)
+            if len(top.queued) >= _CHUNK:
+                self.submit(top)
+        else:
+            top.done.append(self.copy_file(*job))
         if self.progress is not None and self.files % 256 == 0:
             self.progress(self.files, self.nbytes)
         return None
@@ -358,13 +423,26 @@ class _Materializer:
         try:
             os.mkdir(name, 0o700, dir_fd=top.dst)
             dfd = os.open(name, O_DIR, dir_fd=top.dst)
+            staged = None
+            if top.staged is not None:
+                staged = _Staged(name, rel, os.fstat(dfd).st_ino, entry.mode)
+                top.staged.subdirs.append(staged)
         except OSError as e:
             os.close(sfd)
             raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create in staging: {e.strerror}", rel) from e
         self.dirs_listed += 1
-        return _Dir(sfd, dfd, rel, entry.mode, listing, expected, self.dirs_listed % max(1, self.workers))
+        return _Dir(sfd, dfd, rel, entry.mode, listing, expected, self.dirs_listed % max(1, self.workers), staged=staged)
+
+    def submit(self, top: _Dir) -> None:
+        """Hand the queued copies of ``top`` to its lane as one job."""
+        jobs, top.queued = top.queued, []
+        top.pending.append(self.lanes[top.lane].submit(self.copy_files, jobs) if self.lanes else _run_inline(self.copy_files, jobs))
 
     # -- one copy job (a copy lane) ---------------------------------------------------------
+
+    def copy_files(self, jobs: list[_Copy]) -> list[tuple[_Copied | None, Finding | None]]:
+        copy = self.copy_file
+        return [copy(*job) for job in jobs]
 
     def copy_file(self, sdir: int, ddir: int, name: str, rel: str, listed: os.stat_result, size: int, mode: int) -> tuple[_Copied | None, Finding | None]:
         # Rule 1: open by name under the directory descriptor, decide from fstat.
@@ -405,16 +483,18 @@ class _Materializer:
         """Post-order: every file of ``d`` is copied; hand ``d`` to the sealing thread."""
         handed = False
         try:
-            for fut in d.pending:
-                got, problem = fut.result()
-                if problem is not None:
-                    self.report(problem.code, problem.path or "", problem.detail)
-                elif got is not None:
-                    d.copied.append(got)
+            for results in (d.done, *(fut.result() for fut in d.pending)):
+                for got, problem in results:
+                    if problem is not None:
+                        self.report(problem.code, problem.path or "", problem.detail)
+                    elif got is not None:
+                        d.copied.append(got)
             for name in sorted(d.expected - d.seen):
                 rel = f"{d.rel}/{name}" if d.rel else name
                 self.report(InventoryCode.MISSING, rel, "attested entry is absent from the source")
-            if not self.findings and not self.seal_failure:
+            if d.staged is not None:
+                d.staged.files = d.copied  # sealed by seal_batch, through a reopened descriptor
+            elif not self.findings and not self.seal_failure:
                 self.to_seal.put(d)
                 handed = True
         finally:
@@ -430,16 +510,47 @@ class _Materializer:
                 return
             try:
                 if not self.seal_failure and not self.findings:
-                    self.seal_dir(d)
+                    self.seal_dir(d.dst, d.rel, d.mode, d.copied)
             except BaseException as e:  # noqa: BLE001 - re-raised by the main thread after the join
                 self.seal_failure.append(e)
             finally:
                 os.close(d.dst)
 
-    def seal_dir(self, d: _Dir) -> None:
-        for c in d.copied:
+    def seal_batch(self, dst_root: int, root: _Staged) -> None:
+        """Rule 5 for a seal that writes back: one syncfs, then every entry sealed, post-order.
+
+        Every copy is done. Each staging directory is reopened under its parent's descriptor
+        (one per level of depth) and must be the inode we created.
+        """
+        write_back_all(dst_root)
+        stack: list[tuple[int, _Staged, Iterator[_Staged]]] = [(os.dup(dst_root), root, iter(root.subdirs))]
+        try:
+            while stack:
+                fd, node, subdirs = stack[-1]
+                sub = next(subdirs, None)
+                if sub is None:
+                    stack.pop()
+                    try:
+                        self.seal_dir(fd, node.rel, node.mode, node.files)
+                    finally:
+                        os.close(fd)
+                    continue
+                try:
+                    cfd = os.open(sub.name, O_DIR, dir_fd=fd)
+                except OSError as e:
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot reopen in staging: {e.strerror}", sub.rel) from e
+                if os.fstat(cfd).st_ino != sub.ino:
+                    os.close(cfd)
+                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged directory is not the inode that was created", sub.rel)
+                stack.append((cfd, sub, iter(sub.subdirs)))
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+
+    def seal_dir(self, dst: int, rel: str, mode: int, copied: list[_Copied]) -> None:
+        for c in copied:
             try:
-                fd, fst = open_regular_at(d.dst, c.name)
+                fd, fst = open_regular_at(dst, c.name)
             except UnsafeEntry as e:
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, "the staged file is not the inode that was created", c.rel) from e
             except OSError as e:
@@ -450,7 +561,7 @@ class _Materializer:
                 self.sealed.append(self.seal(fd, c.rel, False, 0, chmod=False))
             finally:
                 os.close(fd)
-        self.sealed.append(self.seal(d.dst, d.rel, True, d.mode & ~self.mask))
+        self.sealed.append(self.seal(dst, rel, True, mode & ~self.mask))
 
     def seal(self, fd: int, rel: str, is_dir: bool, mode: int, chmod: bool = True) -> Sealed:
         try:
@@ -477,7 +588,7 @@ def _open_finding(e: OSError, rel: str, replaced: str) -> Finding:
     return Finding(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot open: {e.strerror}")
 
 
-def _run_inline(fn: Callable[..., tuple[_Copied | None, Finding | None]], *a: object) -> _Job:
+def _run_inline(fn: Callable[..., list[tuple[_Copied | None, Finding | None]]], *a: object) -> _Job:
     fut: _Job = Future()
     try:
         fut.set_result(fn(*a))

@@ -105,8 +105,12 @@ class Store:
     def tree_path(self, hexid: str) -> str:
         return f"{self.state_dir}/store/{hexid}/{TREE_NAME}"
 
-    def _load(self, store_fd: int, hexid: str) -> Image | None:
-        """The stored image named ``hexid`` from its record, or None when there is no entry."""
+    def _load(self, store_fd: int, hexid: str, known: Inventory | None = None) -> Image | None:
+        """The stored image named ``hexid`` from its record, or None when there is no entry.
+
+        ``known``: the caller's inventory of that identity (a freeze's attested one). The stored
+        inventory must then be exactly its bytes, and is not parsed again.
+        """
         where = f"{self.state_dir}/store/{hexid}"
         try:
             efd = os.open(hexid, O_DIR, dir_fd=store_fd)
@@ -121,10 +125,13 @@ class Store:
             os.close(efd)
         if hashlib.sha256(inventory_bytes).hexdigest() != hexid:
             raise VerificationError(FreezeCode.BAD_RECORD, "the stored inventory is not the one the entry is named after", where)
-        try:
-            inventory = Inventory.from_bytes(inventory_bytes, what="stored inventory")
-        except AttestError as e:
-            raise VerificationError(FreezeCode.BAD_RECORD, f"the stored inventory does not parse: {e.detail}", where) from e
+        if known is not None and inventory_bytes == known.canonical:
+            inventory = known  # the same canonical bytes: the same inventory
+        else:
+            try:
+                inventory = Inventory.from_bytes(inventory_bytes, what="stored inventory")
+            except AttestError as e:
+                raise VerificationError(FreezeCode.BAD_RECORD, f"the stored inventory does not parse: {e.detail}", where) from e
         try:
             image = image_from_record(data, self.tree_path(hexid), where)
         except VerificationError:
@@ -455,7 +462,6 @@ def freeze_tree(
     """
     seal_with = get_backend(backend)
     store = Store(state_dir)
-    hexid = expected.digest_hex
     try:  # even when the stored image will be reused: a missing source is a mistake, not a success
         is_dir = stat.S_ISDIR(os.stat(source).st_mode)
     except OSError as e:
@@ -468,7 +474,7 @@ def freeze_tree(
             staging_fd = open_sub(state_fd, "staging", f"{store.state_dir}/staging")
             store_fd = open_sub(state_fd, "store", f"{store.state_dir}/store")
             try:
-                reused = _try_reuse(store, state_fd, store_fd, staging_fd, hexid, backend, clock)
+                reused = _try_reuse(store, state_fd, store_fd, staging_fd, expected, backend, clock)
                 if reused is not None:
                     return reused
                 name = random_name("tmp")
@@ -480,9 +486,11 @@ def freeze_tree(
         os.close(state_fd)
 
 
-def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, hexid: str, backend: str, clock: Callable[[], float]) -> Image | None:
+def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expected: Inventory, backend: str,
+               clock: Callable[[], float]) -> Image | None:
+    hexid = expected.digest_hex
     try:
-        existing = store._load(store_fd, hexid)
+        existing = store._load(store_fd, hexid, expected)
     except VerificationError:
         existing = None
         store._discard(store_fd, staging_fd, hexid)  # an unreadable record is a stale entry
@@ -557,7 +565,7 @@ def _freeze_into(
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot publish: {e.strerror}", wrap_path) from e
-            other = store._load(store_fd, hexid)
+            other = store._load(store_fd, hexid, expected)
             if other is None or other.backend != seal_with.name or _problems(other):
                 raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
             store._touch_use(state_fd, hexid, clock())

@@ -19,7 +19,7 @@ from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
 from ._ignore import compile_ignore
-from ._names import NAME_POLICY, check_path, sort_key
+from ._names import NAME_POLICY, check_path, order_key
 
 FORMAT = "https://attest.dev/inventory/v1"
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -53,6 +53,11 @@ class Entry:
             out["size"] = self.size
             out["digest"] = {"sha256": self.sha256}
         return out
+
+
+def _entry_order(e: Entry) -> str:
+    """The inventory's order (:func:`._names.sort_key`) of an entry, by :func:`._names.order_key`."""
+    return order_key(e.path)
 
 
 _FILE_KEYS = frozenset({"path", "type", "mode", "size", "digest"})
@@ -152,7 +157,7 @@ class Inventory:
     @classmethod
     def from_entries(cls, entries: Iterable[Entry], ignore: Iterable[str] = ()) -> Inventory:
         """Sort and validate entries produced by our own walker or a test."""
-        ordered = tuple(sorted(entries, key=lambda e: sort_key(e.path)))
+        ordered = tuple(sorted(entries, key=_entry_order))
         _check_closed(ordered)
         return cls(ordered, tuple(ignore))
 
@@ -179,7 +184,7 @@ class Inventory:
         if not isinstance(raw_entries, list):
             raise _bad("entries must be a list")
         entries = tuple(_entry_from_json(raw, i) for i, raw in enumerate(raw_entries))
-        keys = [sort_key(e.path) for e in entries]
+        keys = [order_key(e.path) for e in entries]  # every path passed check_path: sort_key's order
         for i in range(1, len(keys)):
             if keys[i - 1] >= keys[i]:
                 what = "repeated" if keys[i - 1] == keys[i] else "out of order"

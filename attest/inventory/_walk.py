@@ -47,7 +47,7 @@ from ._fork import child_main as _child_main
 from ._hash import changed, hash_fd
 from ._ignore import compile_ignore
 from ._model import Entry, EntryType, Inventory
-from ._names import _RESERVED, PATH_MAX, PLAIN_NAME, check_name, collision_key, display_name
+from ._names import PATH_MAX, check_name, collision_key, display_name, is_plain
 from ._sched import BIG, HANDOFF, LIST, MAX_HANDOFFS, SLICE, SLICE_ITEM, WALK_THREADS, DirRef, Scheduler
 
 Progress = Callable[[int, int], None]
@@ -59,6 +59,8 @@ _K_FILE = Kind.FILE
 _K_DIR = Kind.DIR
 _S_IMODE = stat.S_IMODE
 _NAME_CACHE_MAX = 1 << 16
+_UNSEEN: Any = object()  # not yet in the walk's name cache
+_NEVER = 1 << 63  # no file is this large: no hand-off without a second worker
 # Two processes (see ._fork): the calling process walks this many entries alone first; a
 # tree it finishes by then is never split.
 _FORK_AFTER = 500
@@ -182,22 +184,18 @@ class _Walk(Scheduler):
             self.report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
             return
         cache = self.names
+        cached = cache.get
         seen: dict[str, str] = {}
         items: list[tuple[str, str]] = []
-        plain = PLAIN_NAME
         for name in names:
             # _names.entry_path, inlined: this runs once per entry of the tree.
             rel = name if name.isascii() else display_name(name)
             if prefix:
                 rel = f"{prefix}/{rel}"
-            try:
-                problem = cache[name]
-            except KeyError:
+            problem = cached(name, _UNSEEN)
+            if problem is _UNSEEN:
                 # check_name's verdict, without its byte-by-byte scan, for the common name.
-                if plain(name) and name not in (".", "..") and name.rstrip(". ").casefold() not in _RESERVED:
-                    problem = None
-                else:
-                    problem = check_name(name)
+                problem = None if is_plain(name) else check_name(name)
                 if len(cache) < _NAME_CACHE_MAX:
                     cache[name] = problem
             if problem is not None:
@@ -228,9 +226,15 @@ class _Walk(Scheduler):
     def slice(self, dfd: int, prefix: str, depth: int, items: list[tuple[str, str]], buf: bytearray, stats: list[int]) -> None:
         spec = self.spec
         limits = self.limits
+        max_size = limits.max_file_size
         report = self.report
         entries = self.entries
+        append = entries.append
         fstat = os.fstat
+        lstat = os.stat
+        close = os.close
+        counter = self.counter
+        handoff = HANDOFF if self.workers > 1 else _NEVER
         nfiles = nbytes = 0
         budget = limits.max_entries - self.peer_count()  # the whole walk's cap, over both processes
         taken = 0
@@ -238,7 +242,7 @@ class _Walk(Scheduler):
             if self.halted:
                 break
             try:
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                st = lstat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
                 report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
                 continue
@@ -248,7 +252,7 @@ class _Walk(Scheduler):
             if spec is not None and spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
                 continue
             taken += 1
-            if next(self.counter) > budget:
+            if next(counter) > budget:
                 report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
                 self.halt()
                 break
@@ -261,14 +265,14 @@ class _Walk(Scheduler):
                 if opened is None:
                     continue
                 child, cst = opened
-                entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
+                append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
                 self.push([(LIST, DirRef(child), rel, depth + 1)])
                 continue
             if kind is not _K_FILE:
                 _report_kind(kind, st, rel, report)
                 continue
-            if st.st_size > limits.max_file_size:
-                report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {limits.max_file_size}")
+            if st.st_size > max_size:
+                report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
                 continue
             # _open_checked, inlined for the common case (one call to drift() is all it adds).
             try:
@@ -287,10 +291,10 @@ class _Walk(Scheduler):
                     _report_drift(moved, fst, rel, report)
                     continue
                 size = fst.st_size
-                if size > limits.max_file_size:
-                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {limits.max_file_size} bytes")
+                if size > max_size:
+                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
                     continue
-                if size >= HANDOFF and self.workers > 1 and self.handoffs < MAX_HANDOFFS:
+                if size >= handoff and self.handoffs < MAX_HANDOFFS:
                     self.push([(BIG, fd, rel, fst)])
                     fd = -1
                     continue
@@ -311,12 +315,12 @@ class _Walk(Scheduler):
                 ):
                     report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
                     continue
-                entries.append(Entry(rel, _FILE, _S_IMODE(fst.st_mode), got, digest))
+                append(Entry(rel, _FILE, _S_IMODE(fst.st_mode), got, digest))
                 nfiles += 1
                 nbytes += got
             finally:
                 if fd >= 0:
-                    os.close(fd)
+                    close(fd)
         stats[0] += nfiles
         stats[1] += nbytes
         self.count(taken)

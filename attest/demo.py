@@ -194,8 +194,8 @@ def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
     say(f"   rebuilt in another staging context: same name {report.second_name}, same inventory {report.second_identity}")
 
 
-def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
-    """Build, rebuild-check and promote; return the promoted SHA, or None where the promotion did not run."""
+def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, str] | None:
+    """Build, rebuild-check and promote; return the promoted SHA and the backend its images were frozen with, or None."""
     from .build import run_build_runtime, run_build_skill, run_fetch
 
     repo = _repository()
@@ -257,7 +257,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> str | None:
                              fixture=str(repo / "builders" / "fixture-consumer"), backend=backend)
     for line in result.summary_lines()[1:]:
         say(f"  {line}")
-    return sha
+    return sha, backend
 
 
 REBUILDERS = ("rebuilder-a", "rebuilder-b")
@@ -396,17 +396,15 @@ def _expect_refusal_at(say: Say, what: str, step: int, action: Callable[[], obje
     raise EnvironmentFailure(CommonCode.INTERNAL, f"{what} was NOT refused; this is a bug")
 
 
-def step_chain(state: Path, sha: str, say: Say) -> None:
+def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> None:
     """Install the promoted skill, make a consumer repository with a pull request, bootstrap it, then break its base."""
     import tempfile
 
     from .attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, generate_key, load_policy, load_signer
     from .build import install_skill
     from .errors import VerificationError
-    from .freeze import FreezeCode
     from .review.bootstrap import (
         IMAGE_NAMES,
-        BootstrapError,
         BootstrapResult,
         DeploymentPins,
         IdentityFile,
@@ -449,17 +447,9 @@ def step_chain(state: Path, sha: str, say: Say) -> None:
 
         say(f"14. attest bootstrap (trust {trust.name}, offline identity file; the check runs the runtime image's own bin/attest)")
         ident = _identity(review / "identity.json", base, head)
-        # Without root the immutable flag cannot be set, and the promotion's fixture already froze the
-        # skill image with 'readonly' in this store: the chain uses the same backend from the start.
-        backend = "immutable" if os.geteuid() == 0 else "readonly"
-        try:
-            result = run(ident, backend)
-        except BootstrapError as e:
-            if not any(f.code == FreezeCode.BACKEND_UNAVAILABLE for f in e.findings):
-                raise
-            say("   the 'immutable' backend cannot be established here; the chain continues with 'readonly'")
-            backend = "readonly"
-            result = run(ident, backend)
+        if backend != "immutable":
+            say(f"   the chain freezes with '{backend}', as the builds and the promotion's fixture did")
+        result = run(ident, backend)
         doc = result.to_json()
         for name in IMAGE_NAMES:
             say(f"   {name:9} {doc['images'][name]['identity']} ({doc['images'][name]['backend']})")
@@ -533,5 +523,5 @@ def run_demo(state_dir: Path, say: Say, *, offline: bool = False) -> None:
         say(f"11. the trusted review chain (install the skill, bootstrap a pull request, hand off): skipped ({why}it needs the "
             "promoted runtime)")
     else:
-        step_chain(state, promoted, say)
+        step_chain(state, promoted[0], say, promoted[1])
     say("demo complete: every check ended as it must.")

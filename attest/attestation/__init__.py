@@ -16,6 +16,7 @@ from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, Envelope, EnvelopeSignature, pae
 from ._keys import (
     KEY_KINDS,
+    PASSPHRASE_ENV,
     PemSigner,
     Signer,
     SslibSigner,
@@ -27,6 +28,7 @@ from ._keys import (
     verify_signature,
 )
 from ._policy import (
+    POLICY_DIGEST_V1,
     KeySignerRef,
     KeySignerSpec,
     ParsedPolicy,
@@ -35,6 +37,7 @@ from ._policy import (
     SigstoreSignerSpec,
     load_policy,
     parse_policy,
+    policy_digest,
 )
 from ._sign import BUNDLE_MEDIA_TYPE, FORMATS, KeylessSigner, add_signatures, sign_statement, signing_keys, statement_payload
 from ._slsa import ResourceRef, git_dependency, slsa_provenance, verification_summary
@@ -72,6 +75,8 @@ __all__ = [
     "INVENTORY_PREDICATES",
     "KEY_KINDS",
     "MAX_ATTESTATION_BYTES",
+    "PASSPHRASE_ENV",
+    "POLICY_DIGEST_V1",
     "PREDICATE_NAMESPACE",
     "RUNTIME_PREDICATE",
     "SLSA_PROVENANCE_V1",
@@ -105,6 +110,7 @@ __all__ = [
     "pae",
     "parse_policy",
     "parse_statement",
+    "policy_digest",
     "public_key_path",
     "sign_statement",
     "signer_key_file",

@@ -16,6 +16,11 @@ class AttestationCode(ReasonCode):
     BAD_BUNDLE = "BAD_BUNDLE"
     BAD_MEDIA_TYPE = "BAD_MEDIA_TYPE"
     UNSUPPORTED_BUNDLE = "UNSUPPORTED_BUNDLE"
+    # A key-signed bundle's transparency-log entries and signed timestamps (issue 16, item 13).
+    TRUSTED_ROOT_REQUIRED = "TRUSTED_ROOT_REQUIRED"  # log entries or timestamps, and the key's signer pins no trusted_root
+    TLOG_ENTRY_INVALID = "TLOG_ENTRY_INVALID"  # inclusion proof, checkpoint or SET does not verify against the root's logs
+    TLOG_ENTRY_MISMATCH = "TLOG_ENTRY_MISMATCH"  # the entry's body is not this signature, key and artifact/payload
+    TIMESTAMP_INVALID = "TIMESTAMP_INVALID"  # an RFC 3161 timestamp does not verify against the root's TSAs
     # Statements and predicates.
     BAD_STATEMENT = "BAD_STATEMENT"
     BAD_STATEMENT_TYPE = "BAD_STATEMENT_TYPE"
@@ -39,5 +44,7 @@ class AttestationCode(ReasonCode):
     POLICY_IN_TREE = "POLICY_IN_TREE"
     # Keys and signing.
     BAD_KEY = "BAD_KEY"
+    KEY_PASSPHRASE_REQUIRED = "KEY_PASSPHRASE_REQUIRED"  # an encrypted private key, no ATTEST_KEY_PASSPHRASE, no terminal
+    BAD_PASSPHRASE = "BAD_PASSPHRASE"  # the passphrase does not decrypt the private key
     KEY_EXISTS = "KEY_EXISTS"
     SIGNING_FAILED = "SIGNING_FAILED"

@@ -1,5 +1,9 @@
 """Keys and signers: ed25519 and ECDSA P-256 from PEM, securesystemslib private-key URIs.
 
+An encrypted PEM private key (PKCS#8 ``ENCRYPTED PRIVATE KEY``, or traditional OpenSSL
+encryption) is decrypted with the passphrase in ``ATTEST_KEY_PASSPHRASE`` or, when standard
+input is a terminal, one asked for with ``getpass``; every command that takes ``--key`` gets it.
+
     >>> generate_key("ed25519", "release.pem")        # release.pem (0600) + release.pub.pem
     >>> signer = load_signer("release.pem")
     >>> signer.sign(b"bytes")                         # raw signature bytes
@@ -11,8 +15,10 @@ key id an envelope carries: every trusted key is tried against every signature.
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -206,11 +212,60 @@ def generate_key(kind: str, out: str | os.PathLike[str]) -> None:
             os.close(fd)
 
 
+#: The environment variable that holds the passphrase of an encrypted PEM private key.
+PASSPHRASE_ENV = "ATTEST_KEY_PASSPHRASE"
+MAX_PASSPHRASE_BYTES = 4096
+
+
+def _passphrase(where: str) -> bytes:
+    """The passphrase for the encrypted key at ``where``: ``$ATTEST_KEY_PASSPHRASE``, else a prompt on a terminal.
+
+    Never read from a pipe or a file: a non-interactive run without the variable fails rather
+    than block or consume its standard input.
+    """
+    value = os.environ.get(PASSPHRASE_ENV)
+    if value is None:
+        try:
+            interactive = sys.stdin is not None and sys.stdin.isatty()
+        except (ValueError, OSError):  # a closed or unusual stdin
+            interactive = False
+        if not interactive:
+            raise InputError(AttestationCode.KEY_PASSPHRASE_REQUIRED,
+                             f"the private key is encrypted: set {PASSPHRASE_ENV} to its passphrase (or run on a terminal to be asked)",
+                             where)
+        try:
+            value = getpass.getpass(f"Passphrase for {where}: ")
+        except (EOFError, KeyboardInterrupt, OSError) as e:
+            raise InputError(AttestationCode.KEY_PASSPHRASE_REQUIRED, "no passphrase was entered for the encrypted private key",
+                             where) from e
+    encoded = value.encode("utf-8", "surrogateescape")
+    if not encoded or len(encoded) > MAX_PASSPHRASE_BYTES:
+        raise InputError(AttestationCode.BAD_PASSPHRASE, f"the passphrase is empty or longer than {MAX_PASSPHRASE_BYTES} bytes", where)
+    return encoded
+
+
 def load_private_key_pem(data: bytes, where: str) -> PemSigner:
+    """A signer from PEM private-key bytes; an encrypted key is decrypted with :func:`_passphrase`.
+
+    Raises:
+        InputError: ``BAD_KEY`` (not a PEM private key, an unsupported key type);
+            ``KEY_PASSPHRASE_REQUIRED`` (encrypted, no ``ATTEST_KEY_PASSPHRASE`` and no
+            terminal to ask on); ``BAD_PASSPHRASE`` (the passphrase does not decrypt it).
+    """
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except TypeError as e:
-        raise InputError(AttestationCode.BAD_KEY, "the private key is encrypted; use an unencrypted PKCS#8 key or a key URI", where) from e
+    except TypeError:
+        # Encrypted (cryptography refuses to try without a password). The passphrase is asked
+        # for only now, so an unencrypted key never needs the variable.
+        passphrase = _passphrase(where)
+        try:
+            key = serialization.load_pem_private_key(data, password=passphrase)
+        except ValueError as e:
+            # cryptography does not tell a wrong passphrase from a corrupt encrypted body.
+            raise InputError(AttestationCode.BAD_PASSPHRASE, "the passphrase does not decrypt the private key "
+                             f"(wrong passphrase, or a damaged key): {e}", where) from None
+        except (TypeError, UnsupportedAlgorithm) as e:
+            raise InputError(AttestationCode.BAD_KEY, f"cannot decrypt the private key: {e}", where) from None
     except (ValueError, UnsupportedAlgorithm) as e:
         raise InputError(AttestationCode.BAD_KEY, f"not a PEM private key: {e}", where) from e
     if isinstance(key, ed25519.Ed25519PrivateKey):

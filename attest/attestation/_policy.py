@@ -9,6 +9,7 @@ error. Paths inside the policy are relative to the policy file.
     [[signers]]
     kind = "key"
     public_key = "keys/release.pub.pem"
+    trusted_root = "trusted_root.json"               # optional: checks the log entries and timestamps of its bundles
     [[signers]]
     kind = "sigstore"
     identity = "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"
@@ -22,6 +23,12 @@ error. Paths inside the policy are relative to the policy file.
 
 :func:`parse_policy` is the pure part (the document's rules, no file read);
 :func:`load_policy` reads the file and every key and root it names around it.
+
+The policy's digest (``Policy.digest``, named by verification summaries and promotions) covers
+the TOML bytes **and** every file they name: :func:`policy_digest` is the SHA-256 of the RFC
+8785 JSON ``{"policy": hex, "keys": {path: hex}, "trusted_roots": {path: hex}}`` (each hex a
+SHA-256 of the file's bytes, each path as written in the TOML), so replacing a key file behind
+an unchanged policy changes the digest.
 """
 
 from __future__ import annotations
@@ -29,13 +36,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._fs import read_bounded
-from .._json import loads_strict
+from .._json import canonical_bytes, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import AttestationCode
 from ._keys import MAX_KEY_BYTES, PublicKey, key_id, load_public_key_pem
@@ -47,6 +54,7 @@ _TOP_KEYS = {"threshold", "signers"}
 _KEY_FIELDS = {"kind", "public_key"}
 _SIGSTORE_FIELDS = {"kind", "identity", "issuer", "trusted_root"}
 _OPTIONAL_FIELDS = {"predicates"}
+_KEY_OPTIONAL_FIELDS = {"trusted_root"}  # checks a key-signed bundle's log entries and timestamps
 MAX_PREDICATES = 64
 _TRUSTED_ROOT_MEDIA_TYPES = ("application/vnd.dev.sigstore.trustedroot+json;version=0.1",
                              "application/vnd.dev.sigstore.trustedroot.v0.2+json")
@@ -59,6 +67,10 @@ class KeySignerSpec:
     public_key: PublicKey
     source: str
     predicates: tuple[str, ...] = ()  # the statement types it may sign; empty: any
+    # A Sigstore trusted root against which the transparency-log entries and RFC 3161
+    # timestamps of this key's bundles are checked; None: such a bundle is refused.
+    trusted_root: bytes | None = field(default=None, repr=False)
+    trusted_root_source: str | None = None
 
     @property
     def id(self) -> str:
@@ -98,9 +110,11 @@ class Policy:
     path: str
     # Every file the policy was built from, resolved: a verifier refuses them inside a tree under review.
     sources: tuple[str, ...]
-    digest: str = ""  # sha256:<hex> of the policy file bytes, named by verification summaries
+    digest: str = ""  # sha256:<hex> of the policy and every file it names (:func:`policy_digest`), named by verification summaries
     # Top-level tables a caller allowed (``load_policy(..., extensions=...)``), as parsed; the caller validates them.
     extensions: dict[str, Any] = field(default_factory=dict)
+    # What ``digest`` is the SHA-256 of (the RFC 8785 bytes of this document; :func:`policy_digest`).
+    digest_covers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def signer_ids(self) -> tuple[str, ...]:
@@ -128,10 +142,11 @@ def _resolve(base: Path, value: str) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class KeySignerRef:
-    """A ``kind = "key"`` entry as written: the public key's path, not yet read."""
+    """A ``kind = "key"`` entry as written: the public key's path (and optional trusted root's), not yet read."""
 
     public_key: str
     predicates: tuple[str, ...] = ()
+    trusted_root: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +236,7 @@ def parse_policy(data: bytes, where: str, *, extensions: Collection[str] = ()) -
         allowed = _KEY_FIELDS if kind == "key" else _SIGSTORE_FIELDS if kind == "sigstore" else None
         if allowed is None:
             raise _bad(AttestationCode.BAD_POLICY, f"{at}.kind {kind!r} is not 'key' or 'sigstore'", where)
-        unknown = set(raw) - allowed - _OPTIONAL_FIELDS
+        unknown = set(raw) - allowed - _OPTIONAL_FIELDS - (_KEY_OPTIONAL_FIELDS if kind == "key" else set())
         if unknown:
             raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"{at} has unknown keys {sorted(unknown)}", where)
         missing = allowed - set(raw)
@@ -229,7 +244,8 @@ def parse_policy(data: bytes, where: str, *, extensions: Collection[str] = ()) -
             raise _bad(AttestationCode.BAD_POLICY, f"{at} is missing {sorted(missing)}", where)
         predicates = _predicates(raw, at, where)
         if kind == "key":
-            signers.append(KeySignerRef(_string(raw, "public_key", at, where), predicates))
+            root = _string(raw, "trusted_root", at, where) if "trusted_root" in raw else None
+            signers.append(KeySignerRef(_string(raw, "public_key", at, where), predicates, root))
         else:
             signers.append(SigstoreSignerRef(_string(raw, "identity", at, where), _string(raw, "issuer", at, where),
                                               _string(raw, "trusted_root", at, where), predicates))
@@ -258,18 +274,34 @@ def load_policy(path: str | os.PathLike[str], *, extensions: Collection[str] = (
     base = Path(os.path.abspath(name)).parent
     sources = [os.path.realpath(name)]
     signers: list[SignerSpec] = []
+    # Each file is read once, whatever the number of signers naming it: what a signer checks
+    # against and what the digest covers are the same bytes.
+    read: dict[str, bytes] = {}
+    keys: dict[str, bytes] = {}
+    roots: dict[str, bytes] = {}
+
+    def once(written: str, what: str, limit: int, into: dict[str, bytes]) -> tuple[bytes, str]:
+        file = _resolve(base, written)
+        real = os.path.realpath(file)
+        if real not in read:
+            read[real] = read_bounded(file, what=what, max_bytes=limit)
+            sources.append(real)
+        if what == "trusted root":
+            _check_trusted_root(read[real], str(file))
+        into[written] = read[real]
+        return read[real], str(file)
+
     for ref in parsed.signers:
         if isinstance(ref, KeySignerRef):
-            key_path = _resolve(base, ref.public_key)
-            pem = read_bounded(key_path, what="public key", max_bytes=MAX_KEY_BYTES)
-            signers.append(KeySignerSpec(load_public_key_pem(pem, str(key_path)), str(key_path), ref.predicates))
-            sources.append(os.path.realpath(key_path))
+            pem, key_path = once(ref.public_key, "public key", MAX_KEY_BYTES, keys)
+            root: bytes | None = None
+            root_source = None
+            if ref.trusted_root is not None:
+                root, root_source = once(ref.trusted_root, "trusted root", MAX_TRUSTED_ROOT_BYTES, roots)
+            signers.append(KeySignerSpec(load_public_key_pem(pem, key_path), key_path, ref.predicates, root, root_source))
         else:
-            root_path = _resolve(base, ref.trusted_root)
-            root = read_bounded(root_path, what="trusted root", max_bytes=MAX_TRUSTED_ROOT_BYTES)
-            _check_trusted_root(root, str(root_path))
-            signers.append(SigstoreSignerSpec(ref.identity, ref.issuer, root, str(root_path), ref.predicates))
-            sources.append(os.path.realpath(root_path))
+            root, root_path = once(ref.trusted_root, "trusted root", MAX_TRUSTED_ROOT_BYTES, roots)
+            signers.append(SigstoreSignerSpec(ref.identity, ref.issuer, root, root_path, ref.predicates))
     seen: dict[str, int] = {}
     for i, s in enumerate(signers):
         if s.id in seen:
@@ -279,8 +311,39 @@ def load_policy(path: str | os.PathLike[str], *, extensions: Collection[str] = (
                 name,
             )
         seen[s.id] = i
-    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(data).hexdigest(),
-                  dict(parsed.extensions))
+    covers = policy_digest_covers(data, keys, roots)
+    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(canonical_bytes(covers)).hexdigest(),
+                  dict(parsed.extensions), covers)
+
+
+def policy_digest(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mapping[str, bytes]) -> str:
+    """``sha256:<hex>`` of the policy TOML bytes and of every file it names (pure).
+
+    The construction: SHA-256 of the RFC 8785 bytes of ``{"policy": H(policy), "keys": {path:
+    H(key file)}, "trusted_roots": {path: H(root file)}}``, with ``H`` the hex SHA-256 and each
+    path exactly as the TOML writes it (so the digest does not depend on where the policy
+    directory is mounted; the TOML bytes, covered too, bind the paths to their signers).
+
+    Raises:
+        Nothing.
+    """
+    return "sha256:" + hashlib.sha256(canonical_bytes(policy_digest_covers(policy, keys, trusted_roots))).hexdigest()
+
+
+POLICY_DIGEST_V1 = "https://attest.dev/policy-digest/v1"
+
+
+def policy_digest_covers(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mapping[str, bytes]) -> dict[str, Any]:
+    """The document whose RFC 8785 bytes :func:`policy_digest` hashes (pure).
+
+    Raises:
+        Nothing.
+    """
+    def h(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    return {"policy": h(policy), "keys": {k: h(v) for k, v in sorted(keys.items())},
+            "trusted_roots": {k: h(v) for k, v in sorted(trusted_roots.items())}}
 
 
 def _check_trusted_root(data: bytes, where: str) -> None:

@@ -34,7 +34,7 @@ FORMATS = ("dsse", "bundle")
 class KeylessSigner:
     """Sign with Sigstore (OIDC identity -> Fulcio certificate -> Rekor entry). Online only."""
 
-    identity_token: str | None = field(default=None, repr=False)
+    identity_token: str | None = field(default=None, repr=False)  # None: the ambient credential (ambient_identity_token)
     staging: bool = False
 
 
@@ -118,9 +118,9 @@ def sign_statement(
         if fmt != "bundle":
             raise InputError(CommonCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
         payload = statement_payload(statement)
-        from ._sigstore import sign_dsse_keyless
+        from ._sigstore import ambient_identity_token, sign_dsse_keyless
 
-        token = signer.identity_token or _ambient_token()
+        token = signer.identity_token or ambient_identity_token()
         return sign_dsse_keyless(payload, token, staging=signer.staging)
     signers = signing_keys(signer, fmt)
     payload = statement_payload(statement)
@@ -176,20 +176,3 @@ def add_signatures(data: bytes, signer: Signer | Sequence[Signer]) -> bytes:
     added = _signatures(envelope.payload_type, envelope.payload, signers)  # (6)
     out = Envelope(envelope.payload_type, envelope.payload, envelope.signatures + added)
     return canonical_bytes(out.to_json()) + b"\n"
-
-
-def _ambient_token() -> str:
-    import os
-
-    token = os.environ.get("SIGSTORE_ID_TOKEN")
-    if token:
-        return token
-    from sigstore.oidc import detect_credential
-
-    try:
-        found = detect_credential()
-    except Exception as e:
-        raise InputError(AttestationCode.SIGNING_FAILED, f"ambient OIDC credential detection failed: {e}") from e
-    if not found:
-        raise InputError(CommonCode.USAGE, "keyless signing needs an identity token: --identity-token or SIGSTORE_ID_TOKEN")
-    return str(found)

@@ -41,6 +41,7 @@ class ResourceRef:
     digest: Mapping[str, str] = field(default_factory=dict)
     name: str | None = None
     require_sha256: bool = True
+    annotations: Mapping[str, Any] = field(default_factory=dict)  # ResourceDescriptor annotations (JSON values)
 
     def to_json(self) -> dict[str, Any]:
         """The ResourceDescriptor object, with only the fields that are set.
@@ -63,6 +64,8 @@ class ResourceRef:
             out["digest"] = dict(self.digest)
         if not out.get("uri") and not out.get("digest") and not out.get("name"):
             raise InputError(AttestationCode.BAD_PREDICATE, "a resource needs a uri, a digest or a name")
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
         return out
 
 
@@ -141,13 +144,20 @@ def verification_summary(
     """An SLSA VSA v1 predicate (https://slsa.dev/verification_summary/v1).
 
     A FAILED summary lists exactly `["FAILED"]` as its verified levels (VSA v1 `SlsaResult`), whatever the caller passes.
+    Every input attestation is named by a ``uri`` and a ``digest`` with a sha256 (VSA v1:
+    where the attestation was read and which bytes were verified).
 
     Raises:
-        InputError: ``BAD_PREDICATE`` for an empty verifier id or resource URI, or a naive
-            ``time_verified``; the codes of :meth:`ResourceRef.to_json`.
+        InputError: ``BAD_PREDICATE`` for an empty verifier id or resource URI, a naive
+            ``time_verified``, or an input attestation without a uri or a digest; the codes of
+            :meth:`ResourceRef.to_json`.
     """
     if not verifier_id or not resource_uri:
         raise InputError(AttestationCode.BAD_PREDICATE, "verifier.id and resourceUri are required")
+    inputs = tuple(input_attestations)
+    for ref in inputs:
+        if not ref.uri or not ref.digest or not ref.require_sha256:
+            raise InputError(AttestationCode.BAD_PREDICATE, f"input attestation {ref.name or ref.uri or '?'!r} needs a uri and a sha256 digest")
     verifier: dict[str, Any] = {"id": verifier_id}
     if verifier_version:
         verifier["version"] = dict(verifier_version)
@@ -157,7 +167,7 @@ def verification_summary(
         "timeVerified": rfc3339(time_verified),
         "resourceUri": resource_uri,
         "policy": policy.to_json(),
-        "inputAttestations": [r.to_json() for r in input_attestations],
+        "inputAttestations": [r.to_json() for r in inputs],
         "verificationResult": "PASSED" if passed else "FAILED",
         "verifiedLevels": levels,
         "slsaVersion": slsa_version,

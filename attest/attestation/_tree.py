@@ -28,7 +28,7 @@ from ..errors import AttestError, CommonCode, Finding, InputError, VerificationE
 from ..inventory import Inventory, check_tree
 from ._codes import AttestationCode
 from ._keys import Signer
-from ._policy import Policy
+from ._policy import POLICY_DIGEST_V1, Policy
 from ._sign import sign_statement
 from ._slsa import ResourceRef, verification_summary
 from ._statement import INVENTORY_PREDICATES, VSA_V1, statement, subject
@@ -272,7 +272,11 @@ def _write_summary(
         verifier_version={"attest": __version__},
         time_verified=now,
         resource_uri=Path(os.path.abspath(root)).as_uri(),
-        policy=ResourceRef(Path(os.path.abspath(policy.path)).as_uri(), {"sha256": policy.digest.removeprefix("sha256:")}),
+        # The digest covers the policy file and every key and trusted root it names
+        # (``policy_digest``); the annotations carry what it is the digest of, so a reader can
+        # recompute it from the files.
+        policy=ResourceRef(Path(os.path.abspath(policy.path)).as_uri(), {"sha256": policy.digest.removeprefix("sha256:")},
+                           annotations={"digestOf": POLICY_DIGEST_V1, "covers": policy.digest_covers} if policy.digest_covers else {}),
         input_attestations=[ResourceRef(Path(os.path.abspath(attestation)).as_uri(), {"sha256": digest.removeprefix("sha256:")})],
         passed=passed,
         verified_levels=[CLOSED_TREE_LEVEL],

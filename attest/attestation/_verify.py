@@ -9,7 +9,9 @@ Procedure (each step fails closed with its own code):
  (3) strict envelope: exact fields, in-toto payload type, canonical base64, 1..32 signatures;
  (4) signatures: every trusted key is tried against every signature over PAE (key ids are
      unauthenticated hints and never select a key); certificate bundles go to sigstore-python
-     offline, with the policy's pinned trusted root and exact identity + issuer;
+     offline, with the policy's pinned trusted root and exact identity + issuer; a key-signed
+     bundle's log entries and timestamps are checked against the key signer's pinned trusted
+     root (none pinned: refused, ``TRUSTED_ROOT_REQUIRED``);
  (5) each distinct trusted signer counts once; fewer than the threshold fails;
  (6) only then the statement is parsed, from the exact verified payload bytes;
  (7) a signer whose ``predicates`` (trust policy) do not name the statement's type does not
@@ -166,8 +168,8 @@ def bundle_material(doc: dict[str, Any]) -> str:
 
     The rules are sigstore-python 4.5's (``models.Bundle._verify``): a v0.3 bundle (either
     spelling) carries ``certificate``, a v0.1 or v0.2 bundle ``x509CertificateChain``. A
-    key-signed bundle (``publicKey``) is verified by attest itself, and only as v0.3: the
-    older versions require a transparency-log entry, which attest does not check for keys.
+    key-signed bundle (``publicKey``) is verified by attest itself, and only as v0.3 (the
+    version cosign and sigstore-go write for keys; sigstore-python reads no key bundle at all).
 
     Raises:
         VerificationError: ``BAD_BUNDLE`` (unknown top-level fields, no or a non-object
@@ -192,7 +194,7 @@ def bundle_material(doc: dict[str, Any]) -> str:
     v03 = media_type in BUNDLE_V03_MEDIA_TYPES
     if kind == "publicKey" and not v03:
         raise VerificationError(AttestationCode.BAD_MEDIA_TYPE, f"a key-signed bundle must be v0.3, not {media_type!r} "
-                                "(older versions require a transparency-log entry, which attest does not check for keys)")
+                                "(attest reads key-signed bundles as v0.3 only)")
     if kind == "certificate" and not v03:
         raise VerificationError(AttestationCode.BAD_BUNDLE, f"a {media_type!r} bundle carries x509CertificateChain, not certificate")
     if kind == "x509CertificateChain" and v03:
@@ -200,22 +202,41 @@ def bundle_material(doc: dict[str, Any]) -> str:
     return kind
 
 
-def _check_key_material(material: dict[str, Any]) -> str:
-    """The (unauthenticated) key hint of key-based verification material; its strict shape.
+def _check_key_material(material: dict[str, Any]) -> tuple[str, bool]:
+    """The (unauthenticated) key hint of key-based verification material, and whether it carries log entries or timestamps.
 
     Raises:
-        VerificationError: ``BAD_BUNDLE`` (malformed material); ``UNSUPPORTED_BUNDLE`` (log
-            entries or timestamps, which attest would not check).
+        VerificationError: ``BAD_BUNDLE`` (malformed material).
     """
     extra = set(material) - {"publicKey", "tlogEntries", "timestampVerificationData"}
     hint = material["publicKey"]
     if extra or not isinstance(hint, dict) or not set(hint) <= {"hint"} or not isinstance(hint.get("hint", ""), str):
         raise VerificationError(AttestationCode.BAD_BUNDLE, "the public-key verification material is malformed")
-    if material.get("tlogEntries", []) != [] or material.get("timestampVerificationData", {}) not in ({}, {"rfc3161Timestamps": []}):
-        # We would not check them; accepting unchecked evidence silently is worse than refusing.
-        raise VerificationError(AttestationCode.UNSUPPORTED_BUNDLE, "key-signed bundles with transparency-log entries or signed "
-                                "timestamps are not verified by attest (their log entries would go unchecked)")
-    return str(hint.get("hint", ""))
+    evidence = material.get("tlogEntries", []) != [] or material.get("timestampVerificationData", {}) not in ({}, {"rfc3161Timestamps": []})
+    return str(hint.get("hint", "")), evidence
+
+
+def _check_key_evidence(spec: KeySignerSpec, data: bytes, signature: bytes, *, artifact: bytes | None = None,
+                        envelope: Envelope | None = None) -> None:
+    """A key-signed bundle's log entries and timestamps, for the key whose signature verified.
+
+    Fail closed: evidence attest cannot check (no ``trusted_root`` on the key's signer) is
+    refused, never accepted as if it had been checked.
+
+    Raises:
+        VerificationError: ``TRUSTED_ROOT_REQUIRED``; the codes of
+            :func:`~attest.attestation._sigstore.verify_key_bundle_evidence`.
+        InputError: ``BAD_POLICY`` (the trusted root is not usable).
+    """
+    if spec.trusted_root is None:
+        raise VerificationError(AttestationCode.TRUSTED_ROOT_REQUIRED,
+                                f"the bundle carries transparency-log entries or signed timestamps and the policy's signer {spec.id} "
+                                f"({spec.source}) pins no trusted_root to check them against: add trusted_root to that signer")
+    from ._sigstore import verify_key_bundle_evidence
+
+    verify_key_bundle_evidence(spec.trusted_root, spec.trusted_root_source or spec.source, data, spec.public_key, signature,
+                               artifact=artifact,
+                               envelope=(envelope.payload_type, envelope.payload, envelope.pae) if envelope is not None else None)
 
 
 def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
@@ -230,11 +251,17 @@ def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[En
     if len(envelope.signatures) != 1:
         raise VerificationError(AttestationCode.BAD_BUNDLE, "a Sigstore bundle's envelope holds exactly one signature")
     if kind == "publicKey":
-        # Key-based bundle: sigstore-python cannot verify these; we do, with our own PAE check.
-        _check_key_material(doc["verificationMaterial"])
+        # Key-based bundle: sigstore-python cannot verify these; we do, with our own PAE check,
+        # and its log entries and timestamps with sigstore's checks (_check_key_evidence).
+        _, evidence = _check_key_material(doc["verificationMaterial"])
         tried = [] if any(isinstance(s, KeySignerSpec) for s in policy.signers) else [
             "the bundle is signed by a key and the policy trusts no key"]
-        return envelope, _key_signers(envelope, policy), tried
+        by_key = _key_signers(envelope, policy)
+        if evidence:
+            for key_spec in policy.signers:
+                if isinstance(key_spec, KeySignerSpec) and key_spec.id in by_key:
+                    _check_key_evidence(key_spec, data, envelope.signatures[0].sig, envelope=envelope)
+        return envelope, by_key, tried
     from ._sigstore import check_dsse_bundle
 
     found: list[str] = []
@@ -262,7 +289,8 @@ def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
             ``TOO_LARGE``, ``TOO_DEEP``) and ``UNKNOWN_FORMAT``; (3) the envelope's and
             bundle's codes (``BAD_ENVELOPE``, ``BAD_BASE64``, ``BAD_PAYLOAD_TYPE``,
             ``NO_SIGNATURES``, ``TOO_MANY_SIGNATURES``, ``BAD_BUNDLE``, ``BAD_MEDIA_TYPE``,
-            ``UNSUPPORTED_BUNDLE``); (5) ``NO_TRUSTED_SIGNATURE``, ``THRESHOLD_NOT_MET``;
+            ``UNSUPPORTED_BUNDLE``); (4) a key-signed bundle's evidence (``TRUSTED_ROOT_REQUIRED``,
+            ``TLOG_ENTRY_INVALID``, ``TLOG_ENTRY_MISMATCH``, ``TIMESTAMP_INVALID``); (5) ``NO_TRUSTED_SIGNATURE``, ``THRESHOLD_NOT_MET``;
             (6) the statement's codes (see :func:`parse_statement`); (7) ``SIGNER_NOT_FOR_PREDICATE``.
         InputError: ``BAD_POLICY`` when a certificate bundle meets a pinned trusted root
             sigstore cannot use.
@@ -340,14 +368,16 @@ def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tu
     """Verify a Sigstore message-signature bundle over ``artifact``; return the trusted signers.
 
     A certificate bundle is verified by sigstore-python offline against each Sigstore signer's
-    pinned trusted root; a key-signed bundle (``publicKey``, v0.3, no log entries) by attest,
-    trying every trusted key over the artifact's bytes (the hint never selects a key).
+    pinned trusted root; a key-signed bundle (``publicKey``, v0.3) by attest, trying every
+    trusted key over the artifact's bytes (the hint never selects a key), and its log entry
+    and timestamps against that key signer's pinned trusted root (:func:`_check_key_evidence`).
 
     Raises:
         VerificationError: the strict-JSON codes, ``UNKNOWN_FORMAT`` (no ``mediaType``), the
             codes of :func:`bundle_material` (``BAD_MEDIA_TYPE``, ``BAD_BUNDLE``),
-            ``UNSUPPORTED_BUNDLE`` (a DSSE bundle; a key-signed bundle with log entries or
-            timestamps), the codes of :func:`message_signature`, ``NO_TRUSTED_SIGNATURE`` /
+            ``UNSUPPORTED_BUNDLE`` (a DSSE bundle), the codes of :func:`_check_key_evidence`
+            (``TRUSTED_ROOT_REQUIRED``, ``TLOG_ENTRY_INVALID``, ``TLOG_ENTRY_MISMATCH``,
+            ``TIMESTAMP_INVALID``), the codes of :func:`message_signature`, ``NO_TRUSTED_SIGNATURE`` /
             ``THRESHOLD_NOT_MET`` from the threshold decision, ``SIGNER_NOT_FOR_PREDICATE``,
             and ``BAD_BUNDLE`` when sigstore cannot parse it.
         InputError: ``BAD_POLICY`` when a pinned trusted root is not usable.
@@ -362,11 +392,16 @@ def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tu
     tried: list[str] = []
     hints: tuple[str, ...] | None = None
     if kind == "publicKey":
-        hints = (_check_key_material(doc["verificationMaterial"]),)
+        hint, evidence = _check_key_material(doc["verificationMaterial"])
+        hints = (hint,)
         signature = message_signature(doc["messageSignature"], artifact)
         keys = [spec for spec in policy.signers if isinstance(spec, KeySignerSpec)]
         # Every trusted key is tried: the hint is unauthenticated and never selects one.
-        found = [spec.id for spec in keys if verify_signature(spec.public_key, signature, artifact)]
+        verified = [key_spec for key_spec in keys if verify_signature(key_spec.public_key, signature, artifact)]
+        if evidence:
+            for key_spec in verified:
+                _check_key_evidence(key_spec, bundle, signature, artifact=artifact)
+        found = [key_spec.id for key_spec in verified]
         if not keys:
             tried.append("the bundle is signed by a key and the policy trusts no key")
     else:

@@ -46,7 +46,7 @@ ARTIFACT = b"the release artifact\n"
         (V03, "x509CertificateChain", "BAD_BUNDLE"),       # sigstore-python: "expected certificate in bundle"
         (V02, "certificate", "BAD_BUNDLE"),                # sigstore-python: "expected certificate chain in bundle"
         (V01, "certificate", "BAD_BUNDLE"),
-        (V02, "publicKey", "BAD_MEDIA_TYPE"),              # older versions need a log entry attest does not check for keys
+        (V02, "publicKey", "BAD_MEDIA_TYPE"),              # attest reads key-signed bundles as v0.3 only
         (V01, "publicKey", "BAD_MEDIA_TYPE"),
         ("application/vnd.dev.sigstore.bundle+json;version=99.9", "certificate", "BAD_MEDIA_TYPE"),
         ("application/vnd.dev.sigstore.bundle.v0.4+json", "certificate", "BAD_MEDIA_TYPE"),
@@ -133,9 +133,10 @@ def test_the_hint_never_selects_the_key(keys: Keys, write_policy) -> None:
         (lambda b: b.update({"messageSignature": "AA=="}), ARTIFACT, ("ed",), "BAD_BUNDLE"),
         (lambda b: b["messageSignature"].update({"signature": b["messageSignature"]["signature"].rstrip("=")}),
          ARTIFACT, ("ed",), "BAD_BASE64"),
-        (lambda b: b["verificationMaterial"].update({"tlogEntries": [{"logIndex": "1"}]}), ARTIFACT, ("ed",), "UNSUPPORTED_BUNDLE"),
+        # Log entries and timestamps under a key signer without trusted_root: refused, never unchecked.
+        (lambda b: b["verificationMaterial"].update({"tlogEntries": [{"logIndex": "1"}]}), ARTIFACT, ("ed",), "TRUSTED_ROOT_REQUIRED"),
         (lambda b: b["verificationMaterial"].update({"timestampVerificationData": {"rfc3161Timestamps": [{"signedTimestamp": "AA=="}]}}),
-         ARTIFACT, ("ed",), "UNSUPPORTED_BUNDLE"),
+         ARTIFACT, ("ed",), "TRUSTED_ROOT_REQUIRED"),
         (lambda b: b.update({"mediaType": V02}), ARTIFACT, ("ed",), "BAD_MEDIA_TYPE"),
         (lambda b: b.update({"dsseEnvelope": {}}), ARTIFACT, ("ed",), "UNSUPPORTED_BUNDLE"),
         (lambda b: b["verificationMaterial"]["publicKey"].update({"rawBytes": "AA=="}), ARTIFACT, ("ed",), "BAD_BUNDLE"),

@@ -202,8 +202,9 @@ def key_bundle(sample_tree: Path, keys: Keys) -> dict[str, Any]:
         (lambda b: b["verificationMaterial"].update({"publicKey": {"hint": 1}}), "BAD_BUNDLE"),
         (lambda b: b["verificationMaterial"].update({"other": 1}), "BAD_BUNDLE"),
         (lambda b: b["dsseEnvelope"]["signatures"].append(dict(b["dsseEnvelope"]["signatures"][0])), "BAD_BUNDLE"),
-        (lambda b: b["verificationMaterial"].update({"tlogEntries": [{"logIndex": "1"}]}), "UNSUPPORTED_BUNDLE"),
-        (lambda b: b["verificationMaterial"].update({"timestampVerificationData": {"rfc3161Timestamps": [{"signedTimestamp": "AA=="}]}}), "UNSUPPORTED_BUNDLE"),
+        # Log entries and timestamps under a key signer without trusted_root (test_key_bundle_evidence.py checks them).
+        (lambda b: b["verificationMaterial"].update({"tlogEntries": [{"logIndex": "1"}]}), "TRUSTED_ROOT_REQUIRED"),
+        (lambda b: b["verificationMaterial"].update({"timestampVerificationData": {"rfc3161Timestamps": [{"signedTimestamp": "AA=="}]}}), "TRUSTED_ROOT_REQUIRED"),
         (lambda b: b.update({"messageSignature": {"signature": "AA=="}}), "UNSUPPORTED_BUNDLE"),
         (lambda b: b["dsseEnvelope"].update({"payloadType": "text/plain"}), "BAD_PAYLOAD_TYPE"),
     ],

@@ -55,6 +55,8 @@ INVALID: list[tuple[str, bytes, str, str]] = [
      "BAD_POLICY", "missing"),
     ("key-path-empty", b'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = ""\n', "BAD_POLICY", "non-empty string"),
     ("key-path-not-string", b'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = 7\n', "BAD_POLICY", "non-empty string"),
+    ("key-trusted-root-empty", ("threshold = 1\n" + KEY + 'trusted_root = ""\n').encode(), "BAD_POLICY", "non-empty string"),
+    ("key-unknown-field", ("threshold = 1\n" + KEY + 'identity = "x"\n').encode(), "POLICY_UNKNOWN_KEY", "unknown keys"),
     ("identity-blank", b'threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = "  "\nissuer = "y"\ntrusted_root = "r"\n',
      "BAD_POLICY", "signers[0].identity"),
     ("identity-surrounding-space", b'threshold = 1\n[[signers]]\nkind = "sigstore"\nidentity = " x"\nissuer = "y"\ntrusted_root = "r"\n',
@@ -103,6 +105,8 @@ VALID: list[tuple[str, bytes, ParsedPolicy]] = [
      ParsedPolicy(1, (SigstoreSignerRef("https://github.com/o/r/.github/workflows/release.yml@refs/heads/main",
                                         "https://token.actions.githubusercontent.com", "trusted_root.json",
                                         ("https://slsa.dev/provenance/v1", "https://a/b")),))),
+    ("key-with-trusted-root", ("threshold = 1\n" + KEY + 'trusted_root = "root.json"\n').encode(),
+     ParsedPolicy(1, (KeySignerRef("keys/release.pub.pem", (), "root.json"),))),
     # The same key twice is one signer, but only load_policy can tell (after reading the keys).
     ("same-path-twice-is-decided-later", ("threshold = 2\n" + KEY + KEY).encode(),
      ParsedPolicy(2, (KeySignerRef("keys/release.pub.pem"), KeySignerRef("keys/release.pub.pem")))),

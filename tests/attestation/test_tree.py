@@ -130,7 +130,9 @@ def test_summary_passed(sample_tree, tmp_path, keys, write_policy) -> None:
     assert pred["verificationResult"] == "PASSED"
     assert pred["timeVerified"] == "2026-01-02T03:04:05Z"
     assert pred["inputAttestations"] == [{"uri": att.as_uri(), "digest": {"sha256": hashlib.sha256(att.read_bytes()).hexdigest()}}]
-    assert pred["policy"]["digest"]["sha256"] == hashlib.sha256(policy_path.read_bytes()).hexdigest()
+    # The policy digest covers the TOML and the keys it names (test_policy_digest.py).
+    assert pred["policy"]["digest"]["sha256"] == load_policy(policy_path).digest.removeprefix("sha256:")
+    assert pred["policy"]["annotations"]["covers"]["policy"] == hashlib.sha256(policy_path.read_bytes()).hexdigest()
     assert vsa.statement["subject"][0]["digest"]["sha256"] == inventory_tree(sample_tree).digest_hex
 
 

@@ -1,5 +1,5 @@
 """Small filesystem helpers shared by every layer: atomic writes, bounded reads, and the one
-judgement of an output path the user named (``-o``, ``--store``, ``--state-dir``, ...).
+judgement of an output path the user named (``-o``, ``--state-dir``, ``--cache``, ...).
 
     >>> write_atomic("out/inventory.json", b"{}")   # InputError BAD_OUTPUT_PATH if out/ is missing
 """
@@ -87,7 +87,7 @@ def check_output_path(path: str | os.PathLike[str], *, what: str) -> None:
 
 
 def check_directory_path(path: str | os.PathLike[str], *, what: str) -> None:
-    """Refuse, as bad usage, a directory option (``--store``, ``--state-dir``) that names, or
+    """Refuse, as bad usage, a directory option (``--state-dir``, ``--cache``) that names, or
     lies below, something that is not a directory. A missing path is fine (it is created); a
     symlink, permissions and privacy are the owning layer's to judge, with its own codes."""
     given = os.fspath(path)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from support.caps import HAS_IMMUTABLE
 from support.trees import make_tree
 
 pytest_plugins = ["support.reason_record"]
+
+# An ordinary user cannot set the immutable flag: the suite's images use the readonly backend,
+# chosen explicitly the way such a user would ($ATTEST_BACKEND), never by a fallback in attest.
+if not HAS_IMMUTABLE:
+    os.environ.setdefault("ATTEST_BACKEND", "readonly")
 
 
 @pytest.fixture

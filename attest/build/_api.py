@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def default_state() -> str:
-    """The state directory when ``--store`` is not given: ``$ATTEST_STATE_DIR`` or ``.attest-state``.
+    """The state directory when ``--state-dir`` is not given: ``$ATTEST_STATE_DIR`` or ``.attest-state``.
 
     Raises:
         Nothing: nothing is created or checked here.
@@ -90,9 +90,15 @@ def _signers(keys: str | Sequence[str] | None, fmt: str) -> Any:
     return signing_keys([load_signer(k) for k in names], fmt)
 
 
+def _backend(name: str | None) -> str:
+    from ..freeze import resolve_backend  # not at import: the freeze package is not needed for --help
+
+    return resolve_backend(name)
+
+
 def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | None = None,
                       key: str | Sequence[str] | None = None, allow_unisolated_network: bool = False,
-                      python: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
+                      python: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> BuildResult:
     """`attest build runtime`: load the recipe, open the keys, build (or reuse) and, with ``key``, sign.
 
     ``key`` is one key or several: each statement is then one DSSE envelope with one
@@ -108,6 +114,7 @@ def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | No
     """
     from ._attest import attest_build
 
+    freeze_backend = _backend(freeze_backend)  # an unknown backend is bad usage before anything is built
     recipe: RuntimeRecipe = _recipe(recipe_path, "runtime")
     signer = _signers(key, fmt)
     sandbox = Sandbox.establish(allow_unisolated_network=allow_unisolated_network)
@@ -116,7 +123,7 @@ def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | No
 
 
 def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: str | None = None,
-                    key: str | Sequence[str] | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> BuildResult:
+                    key: str | Sequence[str] | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> BuildResult:
     """`attest build skill`: load the recipe, open the keys, build (or reuse) and, with ``key``, sign (one signature per key).
 
     Raises:
@@ -128,6 +135,7 @@ def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: st
     """
     from ._attest import attest_build
 
+    freeze_backend = _backend(freeze_backend)
     recipe: SkillRecipe = _recipe(recipe_path, "skill")
     signer = _signers(key, fmt)
     result = build_skill(recipe, rev, state, installer_rev=installer_rev or rev, freeze_backend=freeze_backend)
@@ -137,7 +145,7 @@ def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: st
 def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = None, allow_unisolated_network: bool = False,
                 python: str | None = None, installer_rev: str | None = None, key: str | None = None,
                 vsa_out: str | None = None, fmt: str = "dsse") -> tuple[RebuildReport, str | None]:
-    """`attest rebuild --check`: the rebuild report, and the path of the signed VSA when ``vsa_out`` is given.
+    """`attest rebuild RECIPE`: the rebuild report, and the path of the signed VSA when ``vsa_out`` is given.
 
     A difference is not raised: it is in the report's ``findings`` (``NOT_REPRODUCIBLE`` and
     the inventory diff's codes), so the caller can still sign a FAILED verdict.
@@ -164,7 +172,7 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
                 cache: str | None = None, allow_unisolated_network: bool = False, python: str | None = None,
                 installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse",
                 rebuild_results: Sequence[str] = (), unsafe_without_rebuilders: bool = False, repin: Collection[str] = (),
-                before_write: BeforeWrite | None = None) -> PromotionResult:
+                before_write: BeforeWrite | None = None, freeze_backend: str | None = None) -> PromotionResult:
     """:func:`promote` from paths; the revision is checked before anything is read.
 
     `attest promote` reaches this through :func:`attest.review.release.promote_release`, which
@@ -180,6 +188,7 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
     from ..git import verify_full_sha
 
     verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read
+    freeze_backend = _backend(freeze_backend)
     return promote(
         toolchain_rev=toolchain_rev,
         pins_path=pins,
@@ -198,12 +207,13 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
         unsafe_without_rebuilders=unsafe_without_rebuilders,
         repin=repin,
         before_write=before_write,
+        freeze_backend=freeze_backend,
     )
 
 
 def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recipe: str, skill_recipe: str, state: str,
                         cache: str | None = None, python: str | None = None, installer_rev: str | None = None,
-                        skill_rev: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> RebuildRelease:
+                        skill_rev: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> RebuildRelease:
     """`attest rebuild-release`: :func:`rebuild_release` from paths (always in the confined, network-isolated sandbox).
 
     Raises:
@@ -216,6 +226,7 @@ def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recip
     from ._rebuilders import rebuild_release
 
     verify_full_sha(toolchain_rev, what="toolchain revision")
+    freeze_backend = _backend(freeze_backend)
     return rebuild_release(toolchain_rev=toolchain_rev, runtime_recipe=_recipe(runtime_recipe, "runtime"),
                            skill_recipe=_recipe(skill_recipe, "skill"), state=state, cache=cache or default_cache(state),
                            sandbox=Sandbox.establish(allow_unisolated_network=False), signer=_signer(key), out=out,

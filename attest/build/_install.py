@@ -457,7 +457,7 @@ class InstallResult:
             "installed_root": self.installed_root,
             "attestation": self.attestation,
             "attestation_digest": self.attestation_digest,
-            "skill": {"name": c.name, "image": self.image, "root": c.root},
+            "skill": {"name": c.name, "identity": self.image, "root": c.root},  # the promoted image's identity
             "inventory": {"identity": c.inventory.identity, "entries": len(c.inventory.entries)},
             "installer": {"repository": c.installer_repository, "revision": c.installer_revision},
             "source": {"repository": c.source_repository, "revision": c.source_revision},

@@ -57,19 +57,22 @@ class BuildResult:
     def to_json(self) -> dict[str, Any]:
         """The build's ``--json`` fields (name, image, inventory identity, isolation, attestations, details).
 
+        Keys as docs/json.md names them everywhere: ``image`` (the frozen image's path),
+        ``identity`` (its closed inventory's), ``backend`` (its immutability backend).
+
         Raises:
             Nothing: it only reads fields.
         """
         return {
             "kind": self.kind,
             "name": self.name,
-            "store_path": self.store_path,
+            "image": self.store_path,
             "inputs_digest": self.inputs_digest,
-            "inventory_identity": self.inventory.identity,
+            "identity": self.inventory.identity,
             "entries": len(self.inventory.entries),
             "reused": self.reused,
             "network_isolated": self.network_isolated,
-            "immutability": self.immutability,
+            "backend": self.immutability,
             "attestations": list(self.attestations),
             **self.details,
         }
@@ -215,7 +218,7 @@ def take_single_file(step_dir: str, into_dir: str, *, suffix: str, what: str, ma
     return names[0], digest
 
 
-def publish(staging_out: str, state: str, inventory: Inventory, backend: str) -> tuple[str, str]:
+def publish(staging_out: str, state: str, inventory: Inventory, backend: str | None) -> tuple[str, str]:
     """Freeze the normalized staging tree into the store; return ``(image path, backend)``.
 
     The freeze layer copies the tree into its private staging, seals every inode, verifies
@@ -259,7 +262,7 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
     doc = read_manifest(path)
     if doc.get("inputs_digest") != digest or doc.get("name") != name:
         raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record names other inputs", path)
-    identity = doc.get("inventory_identity")
+    identity = doc.get("identity", doc.get("inventory_identity"))  # records written before the keys were unified
     if not isinstance(identity, str):
         raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record names no inventory identity", path)
     try:

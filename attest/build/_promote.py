@@ -494,6 +494,7 @@ def promote(
     repin: Collection[str] = frozenset(),
     before_write: BeforeWrite | None = None,
     clock: Callable[[], _dt.datetime] = _now,
+    freeze_backend: str | None = None,
 ) -> PromotionResult:
     """Build, rebuild-check and verify the runtime and skill at full SHAs, require k of n rebuilders, then update the pins.
 
@@ -562,9 +563,9 @@ def promote(
         raise VerificationError(findings=log_problems)
     claims, result_problems = verify_rebuild_results(rebuild_results, policy, requirement)
     # 3. Build (or reuse) and attest.
-    runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python), signer, state, fmt=fmt)
+    runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend), signer, state, fmt=fmt)
     _require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build
-    skill = attest_build(build_skill(skill_recipe, skill_source, state, installer_rev=installer), signer, state, fmt=fmt)
+    skill = attest_build(build_skill(skill_recipe, skill_source, state, installer_rev=installer, freeze_backend=freeze_backend), signer, state, fmt=fmt)
     # 4. Reproducible from another context.
     reports = (
         rebuild_check(runtime_recipe, toolchain_rev, state, cache=cache, sandbox=sandbox, python=python, first=runtime),

@@ -18,6 +18,7 @@ import os
 import secrets
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import Finding
@@ -58,9 +59,9 @@ class RebuildReport:
             "kind": self.kind,
             "name": self.first.name,
             "rebuilt_name": self.second_name,
-            "inventory_identity": self.first.inventory.identity,
-            "rebuilt_inventory_identity": self.second_identity,
-            "store_path": self.first.store_path,
+            "identity": self.first.inventory.identity,
+            "rebuilt_identity": self.second_identity,
+            "image": self.first.store_path,
         }
         if not self.ok:
             out["errors"] = [f.to_json() for f in self.findings]
@@ -146,7 +147,8 @@ def sign_vsa(report: RebuildReport, signer: Any, out: str, *, fmt: str = "dsse",
     from ._common import BUILDER_ID
 
     when = now or _dt.datetime.now(_dt.UTC)
-    inputs = [ResourceRef(name=os.path.basename(p), digest={"sha256": _sha256(p)}) for p in report.first.attestations]
+    inputs = [ResourceRef(uri=Path(os.path.abspath(p)).as_uri(), name=os.path.basename(p), digest={"sha256": _sha256(p)})
+              for p in report.first.attestations]
     predicate = verification_summary(
         verifier_id=BUILDER_ID + "#rebuild-check",
         time_verified=when,

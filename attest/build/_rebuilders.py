@@ -475,9 +475,9 @@ class RebuildRelease:
             Nothing.
         """
         s = self.subject
-        return {"ok": True, "result": self.path, "digest": self.digest, "signers": list(self.signers), **s.candidate_json(),
-                "runtime": {"name": s.runtime.name, "inventory": s.runtime.inventory.identity, "reused": self.runtime.reused},
-                "skill": {"name": s.skill.name, "inventory": s.skill.inventory.identity, "reused": self.skill.reused}}
+        return {"ok": True, "output": self.path, "attestation_digest": self.digest, "signers": list(self.signers), **s.candidate_json(),
+                "runtime": {"name": s.runtime.name, "identity": s.runtime.inventory.identity, "reused": self.runtime.reused},
+                "skill": {"name": s.skill.name, "identity": s.skill.inventory.identity, "reused": self.skill.reused}}
 
 
 def candidate_subject(toolchain_repository: str, toolchain_rev: str, skill_recipe: SkillRecipe, skill_rev: str, installer_rev: str,
@@ -493,7 +493,7 @@ def candidate_subject(toolchain_repository: str, toolchain_rev: str, skill_recip
 
 def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str, cache: str,
                     sandbox: Sandbox, signer: Any, out: str, skill_rev: str | None = None, installer_rev: str | None = None,
-                    python: str | None = None, fmt: str = "dsse", freeze_backend: str = "immutable") -> RebuildRelease:
+                    python: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> RebuildRelease:
     """Build (or reuse, from this rebuilder's own store) the candidate's runtime and skill and sign a rebuild result.
 
     ``freeze_backend`` seals the rebuilder's images (the inventories, and so the result, do not

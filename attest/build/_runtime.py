@@ -332,7 +332,7 @@ def build_runtime(
     staging_parent: str | None = None,
     publish_output: bool = True,
     keep_staging: bool = False,
-    freeze_backend: str = "immutable",
+    freeze_backend: str | None = None,
 ) -> BuildResult:
     """Build (or reuse) the runtime of ``recipe`` at ``toolchain_rev``; ``store`` is the state dir.
 
@@ -399,7 +399,7 @@ def build_runtime(
 def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
                       backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, inputs: dict[str, Any], digest: str,
                       name: str, state: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool,
-                      freeze_backend: str) -> BuildResult:
+                      freeze_backend: str | None) -> BuildResult:
     layout = _Layout.create(staging)
     # Inputs are copied out of the cache after re-hashing (the cache is never trusted) into
     # inputs/, which no step can write; the worker re-hashes each one again as it installs it.

@@ -46,7 +46,7 @@ def expected_skill_inventory(objects: Inventory, root: str) -> Inventory:
 
 def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_rev: str | None = None,
                 staging_parent: str | None = None, publish_output: bool = True, umask: int = 0o022,
-                freeze_backend: str = "immutable") -> BuildResult:
+                freeze_backend: str | None = None) -> BuildResult:
     """Build (or reuse) the skill of ``recipe`` at ``source_rev``; ``store`` is the state dir.
 
     Raises:

@@ -69,8 +69,17 @@ def _check():
         os._exit(70)
 
 
-_check()
+try:
+    _check()
+except BaseException as e:  # site.py would print an exception and start anyway: fail closed here
+    sys.stderr.write("attest runtime: cannot check the interpreter (%s: %s); refusing to run\\n" % (type(e).__name__, e))
+    sys.stderr.flush()
+    os._exit(70)
 '''
+# The guard runs from a .pth file, not as sitecustomize: a base interpreter whose stdlib has its
+# own sitecustomize (Debian's links /etc/python3.X/sitecustomize.py) shadows one in site-packages.
+GUARD_MODULE = "_attest_runtime_guard"
+GUARD_PTH = "00-attest-runtime-guard.pth"
 
 
 def _destination(scheme: dict[str, str], interpreter: str) -> Any:
@@ -145,7 +154,8 @@ def task_install(spec: dict[str, Any]) -> None:
     if spec.get("identity") is not None:
         # The runtime records the interpreter it was built for and refuses any other at startup.
         (root / "attest-runtime.json").write_text(json.dumps(spec["identity"], sort_keys=True, indent=1) + "\n")
-        (site / "sitecustomize.py").write_text(_GUARD)
+        (site / f"{GUARD_MODULE}.py").write_text(_GUARD)
+        (site / GUARD_PTH).write_text(f"import {GUARD_MODULE}\n")
 
 
 def task_install_dir(spec: dict[str, Any]) -> None:

@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     from typer.exceptions import TyperException
 
     from ..errors import AttestError
-    from ._app import render_error
+    from ._app import line_buffered, render_error
 
+    line_buffered()
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
     app = _console_app(args) if argv is None else None
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             show()
         else:
             sys.stderr.write(f"attest: error: {e}\n")
-        return 2
+        # attest exec's own status is the command's: its own failures, bad usage too, are 125 (as env(1)).
+        return 125 if args[:1] == ["exec"] else 2
     except typer.Abort:
         sys.stderr.write("attest: aborted\n")
         return 2

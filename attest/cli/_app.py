@@ -3,14 +3,98 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from ..errors import AttestError, Finding
+
+#: The version of the ``--json`` conventions (docs/json.md): every object a command prints carries
+#: it as ``"schema"``. Renaming or removing a key, or changing its meaning, increments it; adding a
+#: key does not.
+JSON_SCHEMA = 1
+
+# -- options that read like the docs ----------------------------------------------------------
+#
+# Every option that takes a value is declared with :func:`option` (a metavar is required: PATH,
+# FILE, DIR, SHA, NAME=REF, SECONDS, KEY, N, ...), every on/off switch with :func:`flag`, every
+# positional with :func:`argument`; tests/cli/test_metavars.py checks the whole app.
+
+
+def option(default: Any, *names: str, metavar: str, help: str, **kwargs: Any) -> Any:
+    """An option that takes a value, shown in the help as ``--name METAVAR``."""
+    return typer.Option(default, *names, metavar=metavar, help=help, **kwargs)
+
+
+def flag(*names: str, help: str, **kwargs: Any) -> Any:
+    """An on/off option (default off)."""
+    return typer.Option(False, *names, help=help, **kwargs)
+
+
+def argument(default: Any = ..., *, metavar: str, help: str, **kwargs: Any) -> Any:
+    """A positional argument, shown in the usage line as ``METAVAR`` (``[METAVAR]`` when optional)."""
+    return typer.Argument(default, metavar=metavar, help=help, **kwargs)
+
+
+class Command(TyperCommand):
+    """typer's command with the usage line and argument list written as the docs write them.
+
+    typer shows a required argument as ``{path}`` and its type as ``<path>``; here the usage
+    reads ``attest verify [OPTIONS] PATH`` and the argument list ``PATH  Root of the tree...``.
+    """
+
+    @staticmethod
+    def _argument_name(param: Any) -> str:
+        name = str(param.metavar or param.name.upper())
+        return name if param.nargs == 1 or name.endswith("...") else name + "..."
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = self._argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args: list[tuple[str, str]] = []
+        opts: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((self._argument_name(param), record[1]))
+            else:
+                opts.append(record)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        if opts:
+            with formatter.section("Options"):
+                formatter.write_dl(opts)
+
+
+class Typer(typer.Typer):
+    """A typer app whose commands are :class:`Command` unless told otherwise."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
+def new_group(name: str, help: str) -> Typer:
+    """A command group (``attest store``, ``attest build``, ...) with the top-level app's settings."""
+    return Typer(name=name, help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                 rich_markup_mode=None)
 
 
 def _version(value: bool) -> None:
@@ -31,9 +115,9 @@ def _root(
     """
 
 
-def new_app() -> typer.Typer:
+def new_app() -> Typer:
     """A fresh top-level app with no commands; ``attest.cli.build_app`` registers them."""
-    app = typer.Typer(
+    app = Typer(
         name="attest",
         no_args_is_help=True,
         add_completion=False,
@@ -45,11 +129,17 @@ def new_app() -> typer.Typer:
     return app
 
 
-JsonOption = typer.Option(False, "--json", help="Print one JSON object (machine-readable) instead of text.")
+BackendOption = option(None, "--backend", metavar="BACKEND",
+                       help="Immutability backend of every image this run freezes: immutable, readonly or ro-bind "
+                            "[default: $ATTEST_BACKEND, else immutable]; recorded with each image, never a silent fallback.")
+JsonOption = flag("--json", help="Print one JSON object (machine-readable; docs/json.md) instead of text.")
 
 
-def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
+def print_json(obj: dict[str, Any]) -> None:
+    """Print a command's ``--json`` object, with ``"schema"`` (:data:`JSON_SCHEMA`)."""
+    if obj.get("schema", JSON_SCHEMA) != JSON_SCHEMA:
+        raise ValueError(f"a --json object names another schema: {obj['schema']!r}")
+    sys.stdout.write(json.dumps({**obj, "schema": JSON_SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def _finding_line(f: Finding) -> str:
@@ -117,3 +207,75 @@ def progress_bar(label: str, json_mode: bool) -> Iterator[Callable[[int, int], N
             bar.update(task, description=f"{label}: {files} files, {size / 1e6:.1f} MB")
 
         yield update
+
+
+@contextmanager
+def working(label: str, json_mode: bool) -> Iterator[None]:
+    """A spinner with the elapsed time on stderr while a long step runs, on a terminal only.
+
+    Piped or with --json nothing is drawn: a CI log gets the result lines, in order, and no
+    control sequences.
+    """
+    if json_mode or not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        bar.add_task(label)
+        yield
+
+
+def line_buffered() -> None:
+    """Make stdout line-buffered when it is not a terminal (a pipe, ``tee``, a CI log).
+
+    Python buffers a piped stdout in blocks but writes stderr line by line, so a reader of both
+    saw the errors before the lines printed ahead of them. Each line now leaves when it ends.
+    """
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None:
+        return
+    try:
+        if not stream.isatty():
+            reconfigure(line_buffering=True)
+    except (OSError, ValueError):  # a closed or detached stream: nothing to configure
+        pass
+
+
+# -- checks of what the command line names (bad usage or unreadable input: exit 2) -------------
+
+
+def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir") -> None:
+    """Refuse, as bad usage, a directory option naming state the command reads but never creates."""
+    from .._fs import check_directory_path
+    from ..errors import CommonCode, InputError
+
+    check_directory_path(path, what=what)
+    if not os.path.isdir(path):
+        raise InputError(CommonCode.UNREADABLE, f"the {what} directory does not exist", os.fspath(path))
+
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def digest_option(value: str | None, *, what: str) -> str | None:
+    """A ``sha256:<64 lowercase hex>`` option value, or bad usage (a pin that can match nothing is a mistake)."""
+    from ..errors import CommonCode, InputError
+
+    if value is not None and not _DIGEST.fullmatch(value):
+        raise InputError(CommonCode.USAGE, f"{what} takes sha256:<64 lowercase hex>", value)
+    return value
+
+
+def json_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> None:
+    """Refuse, as unreadable input (exit 2), a file given as a JSON document that is not one.
+
+    Only the outer document: its content is then verified by the library from its own read,
+    so a signed but malformed payload inside stays a verification failure (exit 1).
+    """
+    from .._fs import read_bounded
+    from .._json import loads_strict
+
+    loads_strict(read_bounded(path, what=what, max_bytes=max_bytes), what=what, max_bytes=max_bytes)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ._app import JsonOption, print_json, progress_bar
+from ._app import JsonOption, argument, digest_option, flag, json_input, option, print_json, progress_bar
 
 if TYPE_CHECKING:
     from ..attestation import Signer
@@ -24,8 +24,8 @@ def register(app: typer.Typer) -> None:
 
 
 def keygen(
-    kind: str = typer.Option("ed25519", "--type", help="ed25519 or ecdsa-p256."),
-    output: Path = typer.Option(..., "-o", "--output", help="Private key path KEY.pem (0600); KEY.pub.pem is written beside it."),
+    kind: str = option("ed25519", "--type", metavar="TYPE", help="ed25519 or ecdsa-p256."),
+    output: Path = option(..., "-o", "--output", metavar="FILE", help="Private key path KEY.pem (0600); KEY.pub.pem is written beside it."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Generate a signing key: unencrypted PKCS#8 PEM and its public key."""
@@ -53,17 +53,17 @@ def _load_signers(keys: list[str], public_key: Path | None) -> list[Signer]:
 
 
 def attest(
-    path: Path = typer.Argument(..., help="Root of the tree to attest."),
-    key: list[str] = typer.Option([], "--key", metavar="KEY", help="Private key: a PEM path or a securesystemslib key URI. "
+    path: Path = argument(metavar="PATH", help="Root of the tree to attest."),
+    key: list[str] = option([], "--key", metavar="KEY", help="Private key: a PEM path or a securesystemslib key URI. "
                                   "Repeatable: one DSSE envelope with one signature per key."),
-    public_key: Optional[Path] = typer.Option(None, "--public-key", metavar="PATH", help="Public key PEM for a KMS/HSM key URI (with one --key)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Attestation file to write (atomically)."),
-    fmt: str = typer.Option("dsse", "--format", help="dsse (DSSE envelope) or bundle (Sigstore bundle v0.3)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Subject name (default: the directory's name)."),
-    ignore: list[str] = typer.Option([], "--ignore", help="gitignore-style pattern; recorded in the attested inventory. Repeatable."),
-    sigstore: bool = typer.Option(False, "--sigstore", help="Keyless signing with Sigstore (needs the network; writes a bundle)."),
-    identity_token: Optional[str] = typer.Option(None, "--identity-token", envvar="SIGSTORE_ID_TOKEN", help="OIDC identity token for --sigstore."),
-    staging: bool = typer.Option(False, "--staging", help="Use the Sigstore staging instance with --sigstore."),
+    public_key: Optional[Path] = option(None, "--public-key", metavar="FILE", help="Public key PEM for a KMS/HSM key URI (with one --key)."),
+    output: Path = option(..., "-o", "--output", metavar="FILE", help="Attestation file to write (atomically)."),
+    fmt: str = option("dsse", "--format", metavar="FORMAT", help="dsse (DSSE envelope) or bundle (Sigstore bundle v0.3)."),
+    name: Optional[str] = option(None, "--name", metavar="NAME", help="Subject name (default: the directory's name)."),
+    ignore: list[str] = option([], "--ignore", metavar="PATTERN", help="gitignore-style pattern; recorded in the attested inventory. Repeatable."),
+    sigstore: bool = flag("--sigstore", help="Keyless signing with Sigstore (needs the network; writes a bundle)."),
+    identity_token: Optional[str] = option(None, "--identity-token", metavar="TOKEN", envvar="SIGSTORE_ID_TOKEN", help="OIDC identity token for --sigstore."),
+    staging: bool = flag("--staging", help="Use the Sigstore staging instance with --sigstore."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Inventory PATH and write a signed in-toto statement of it (closed-tree predicate)."""
@@ -91,11 +91,11 @@ def attest(
 
 
 def sign(
-    envelope: Path = typer.Argument(..., help="DSSE envelope (in-toto payload) to add signatures to."),
-    add: list[str] = typer.Option(..., "--add", metavar="KEY", help="Key that signs the envelope's payload as it is: a PEM path "
+    envelope: Path = argument(metavar="ENVELOPE", help="DSSE envelope (in-toto payload) to add signatures to."),
+    add: list[str] = option(..., "--add", metavar="KEY", help="Key that signs the envelope's payload as it is: a PEM path "
                                   "or a securesystemslib key URI. Repeatable."),
-    public_key: Optional[Path] = typer.Option(None, "--public-key", metavar="PATH", help="Public key PEM for a KMS/HSM key URI (with one --add)."),
-    output: Path = typer.Option(..., "-o", "--output", metavar="PATH", help="Envelope to write (atomically); may be ENVELOPE itself."),
+    public_key: Optional[Path] = option(None, "--public-key", metavar="FILE", help="Public key PEM for a KMS/HSM key URI (with one --add)."),
+    output: Path = option(..., "-o", "--output", metavar="FILE", help="Envelope to write (atomically); may be ENVELOPE itself."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Add signatures to a DSSE envelope over its exact payload, so several parties can meet a threshold in turn.
@@ -121,15 +121,16 @@ def sign(
 
 
 def verify_attestation(
-    file: Path = typer.Argument(..., help="DSSE envelope or Sigstore bundle."),
-    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path."),
-    artifact: Optional[Path] = typer.Option(None, "--artifact", help="For a message-signature bundle: the signed artifact."),
+    file: Path = argument(metavar="FILE", help="DSSE envelope or Sigstore bundle."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="Trust policy (TOML), read only from this path."),
+    artifact: Optional[Path] = option(None, "--artifact", metavar="FILE", help="For a message-signature bundle: the signed artifact."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Verify an attestation under a trust policy (offline) and print the verified statement."""
     from .._fs import read_bounded
     from ..attestation import MAX_ATTESTATION_BYTES, load_policy, verify_artifact_bundle, verify_attestation_file
 
+    json_input(file, what="attestation", max_bytes=MAX_ATTESTATION_BYTES)
     pol = load_policy(policy)
     if artifact is not None:
         bundle = read_bounded(file, what="bundle", max_bytes=MAX_ATTESTATION_BYTES)
@@ -149,14 +150,14 @@ def verify_attestation(
 
 
 def verify(
-    path: Path = typer.Argument(..., help="Root of the tree to verify."),
-    attestation: Path = typer.Option(..., "--attestation", help="DSSE envelope or bundle whose predicate carries a closed "
+    path: Path = argument(metavar="PATH", help="Root of the tree to verify."),
+    attestation: Path = option(..., "--attestation", metavar="FILE", help="DSSE envelope or bundle whose predicate carries a closed "
                                      "inventory (closed-tree, runtime or installation)."),
-    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), read only from this path, never from inside PATH."),
-    attestation_digest: Optional[str] = typer.Option(None, "--attestation-digest", help="Pin: the attestation file must have this sha256:<hex>."),
-    summary: Optional[Path] = typer.Option(None, "--summary", help="Write a signed SLSA VSA (PASSED or FAILED) here; needs --key."),
-    key: list[str] = typer.Option([], "--key", metavar="KEY", help="Key that signs the --summary (one)."),
-    summary_format: str = typer.Option("dsse", "--summary-format", help="dsse or bundle, for --summary."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="Trust policy (TOML), read only from this path, never from inside PATH."),
+    attestation_digest: Optional[str] = option(None, "--attestation-digest", metavar="DIGEST", help="Pin: the attestation file must have this sha256:<hex>."),
+    summary: Optional[Path] = option(None, "--summary", metavar="FILE", help="Write a signed SLSA VSA (PASSED or FAILED) here; needs --key."),
+    key: list[str] = option([], "--key", metavar="KEY", help="Key that signs the --summary (one)."),
+    summary_format: str = option("dsse", "--summary-format", metavar="FORMAT", help="dsse or bundle, for --summary."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Exit 0 only if the attestation verifies under the policy and PATH matches the closed inventory it carries exactly.
@@ -164,14 +165,16 @@ def verify(
     Any predicate that carries a closed inventory of its one subject is accepted: closed-tree
     (`attest attest`), runtime and installation (`attest build --key`).
     """
-    from ..attestation import load_policy, load_signer, verify_tree_attestation
+    from ..attestation import MAX_ATTESTATION_BYTES, load_policy, load_signer, verify_tree_attestation
     from ..errors import CommonCode, InputError
 
+    digest_option(attestation_digest, what="--attestation-digest")
     if (summary is None) != (not key):
         raise InputError(CommonCode.USAGE, "--summary and --key go together")
     if len(key) > 1:
         # Silently signing with the last of several keys is what this refuses.
         raise InputError(CommonCode.USAGE, "--summary is signed by one --key")
+    json_input(attestation, what="attestation", max_bytes=MAX_ATTESTATION_BYTES)
     pol = load_policy(policy)
     signer = load_signer(key[0]) if key else None
     with progress_bar("checking", json_mode) as progress:

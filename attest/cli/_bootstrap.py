@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, error_text, print_json
+from ._app import BackendOption, JsonOption, ReportedFailure, error_text, option, print_json, working
 
 
 def register(app: typer.Typer) -> None:
@@ -15,28 +15,27 @@ def register(app: typer.Typer) -> None:
 
 
 def bootstrap(
-    pins: Path = typer.Option(..., "--pins", help="Deployment pins written by `attest promote` (outside every repository and image)."),
-    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
+    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image)."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
                                 "and handoff attestations."),
-    state_dir: Path = typer.Option(..., "--state-dir", help="Deployment state directory (the store, builds, installations)."),
-    skill: Path = typer.Option(..., "--skill", help="The installed agent-policy Skill (a copy source only)."),
-    installation: Path = typer.Option(..., "--installation", help="The Skill's installation attestation (ATT)."),
-    repo: Path = typer.Option(..., "--repo", help="The repository under review (GITDIR): objects only, never a worktree."),
-    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (the store, builds, installations)."),
+    skill: Path = option(..., "--skill", metavar="DIR", help="The installed agent-policy Skill (a copy source only)."),
+    installation: Path = option(..., "--installation", metavar="FILE", help="The Skill's installation attestation (ATT)."),
+    repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
                                             "(exactly one of --identity or --github)."),
-    github: Optional[str] = typer.Option(None, "--github", help="GitHub host adapter: OWNER/NAME of the repository, read from the REST API "
+    github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: OWNER/NAME of the repository, read from the REST API "
                                          "(needs --pr)."),
-    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="With --github: NAME of the environment variable holding the API "
+    pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With --github: NAME of the environment variable holding the API "
                                             "token, never printed (default: GITHUB_TOKEN if set, and only for the default --api-url; "
                                             "a named variable that is unset is an error)."),
-    api_url: Optional[str] = typer.Option(None, "--api-url", help="With --github: REST API base URL (default https://api.github.com; "
+    api_url: Optional[str] = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL (default https://api.github.com; "
                                           "https, http only on loopback)."),
-    key: list[str] = typer.Option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
+    key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
                                   "Repeatable: every key signs the one envelope (for a threshold policy)."),
-    out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed handoff (HANDOFF)."),
-    backend: str = typer.Option("immutable", "--backend", help="Immutability backend of every image this run freezes "
-                                "(immutable, readonly, ro-bind); recorded in the handoff."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed handoff (HANDOFF)."),
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Authenticate the bootstrap Skill, freeze and verify the base, runtime and procedure, and sign the handoff."""
@@ -49,8 +48,9 @@ def bootstrap(
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     check_directory_path(state_dir, what="--state-dir")
     try:
-        result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
-                     host=host, key=key, out=out, backend=backend)
+        with working("bootstrapping: steps 1-9", json_mode):
+            result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
+                         host=host, key=key, out=out, backend=backend)
     except BootstrapError as err:  # rendered by the one handler: {"ok": false, "step": N, "errors": [...]} or text
         text = error_text(err).replace("attest: ", f"attest: bootstrap at step {err.step}: ", 1)
         raise ReportedFailure(err, document=err.to_json(), text=text) from err

@@ -10,23 +10,26 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, error_text, print_json
+from ._app import BackendOption, JsonOption, ReportedFailure, working, argument, error_text, flag, new_group, option, print_json
 
 _STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
-StoreOption = typer.Option(None, "--store", help=_STATE_HELP)
-CacheOption = typer.Option(None, "--cache", help="Fetched-input cache [default: STORE/cache].")
-KeyOption = typer.Option(None, "--key", help="Private key (PEM or signer URI) that signs the attestations.")
-KeysOption = typer.Option([], "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations. "
+StateDirOption = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP)
+CacheOption = option(None, "--cache", metavar="DIR", help="Fetched-input cache [default: STATE_DIR/cache].")
+KeyOption = option(None, "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations.")
+KeysOption = option([], "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations. "
                           "Repeatable: each attestation is one DSSE envelope with one signature per key.")
-UnisolatedOption = typer.Option(False, "--allow-network-unisolated",
-                                help="Build even when no empty network namespace can be made (recorded in the output).")
-PythonOption = typer.Option(None, "--python", help="Interpreter to build for [default: the recipe's, else this one].")
-FormatOption = typer.Option("dsse", "--format", help="Attestation format: dsse or bundle.")
+UnisolatedOption = flag("--allow-network-unisolated",
+                        help="Build even when no empty network namespace can be made (recorded in the output).")
+PythonOption = option(None, "--python", metavar="PATH", help="Interpreter to build for [default: the recipe's, else this one].")
+FormatOption = option("dsse", "--format", metavar="FORMAT", help="Attestation format: dsse or bundle.")
+RuntimeRecipeOption = option("builders/runtime.toml", "--runtime-recipe", metavar="FILE", help="The runtime recipe.")
+SkillRecipeOption = option("builders/skill.toml", "--skill-recipe", metavar="FILE", help="The skill recipe.")
+SkillRevOption = option(None, "--skill-rev", metavar="SHA", help="Skill source SHA [default: --toolchain-rev].")
+InstallerRevOption = option(None, "--installer-rev", metavar="SHA", help="Installer SHA [default: --toolchain-rev].")
 
 
 def register(app: typer.Typer) -> None:
-    build_app = typer.Typer(name="build", help="Hermetic, input-addressed builds of the runtime and the skill.",
-                            no_args_is_help=True, rich_markup_mode=None)
+    build_app = new_group("build", "Hermetic, input-addressed builds of the runtime and the skill.")
     app.command("fetch")(fetch)
     build_app.command("runtime")(build_runtime)
     build_app.command("skill")(build_skill)
@@ -41,27 +44,28 @@ def _ids(sandbox: dict[str, object]) -> str:
     return str(uid) if isinstance(uid, str) else f"{uid}/{gid}"
 
 
-def _state(store: Optional[str]) -> str:
+def _state(state_dir: Optional[str]) -> str:
     from .._fs import check_directory_path
     from ..build import default_state
 
-    state = store or default_state()
-    check_directory_path(state, what="--store directory")
+    state = state_dir or default_state()
+    check_directory_path(state, what="--state-dir")
     return state
 
 
 def fetch(
-    lock: str = typer.Option("lockfiles/pylock.toml", "--lock", help="pylock.toml or requirements lock with --hash lines."),
-    into: Optional[str] = typer.Option(None, "--into", help="The cache directory [default: STORE/cache]."),
-    store: Optional[str] = StoreOption,
+    lock: str = option("lockfiles/pylock.toml", "--lock", metavar="FILE", help="pylock.toml or requirements lock with --hash lines."),
+    cache: Optional[str] = CacheOption,
+    state_dir: Optional[str] = StateDirOption,
     python: Optional[str] = PythonOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Download exactly the locked wheels and check every hash (the only networked step)."""
     from ..build import default_cache, run_fetch
 
-    into = into or default_cache(_state(store))
-    result = run_fetch(lock, into, python=python)
+    into = cache or default_cache(_state(state_dir))
+    with working(f"fetching the locked wheels into {into}", json_mode):
+        result = run_fetch(lock, into, python=python)
     if json_mode:
         print_json({"ok": True, "fetched": list(result.fetched), "present": list(result.present), "network_used": result.network_used})
     else:
@@ -75,8 +79,13 @@ def _print_build(result: object, json_mode: bool) -> None:
     if json_mode:
         print_json({"ok": True, **result.to_json()})
         return
-    verb = "reused" if result.reused else "built"
-    print(f"{verb} {result.kind} {result.name}")
+    if result.reused:
+        # Nothing ran now: what follows is the stored build's record, and says so.
+        print(f"reused {result.kind} {result.name} from the store (no build step ran; the image's content was verified)")
+        if result.kind == "runtime":
+            print("  as recorded by the build that made it:")
+    else:
+        print(f"built {result.kind} {result.name}")
     print(f"  image:        {result.store_path}")
     print(f"  inventory:    {result.inventory.identity} ({len(result.inventory.entries)} entries)")
     print(f"  immutability: {result.immutability}")
@@ -98,58 +107,65 @@ def _print_build(result: object, json_mode: bool) -> None:
 
 
 def build_runtime(
-    recipe: str = typer.Option("builders/runtime.toml", "--recipe", help="Runtime recipe."),
-    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA of the toolchain."),
-    store: Optional[str] = StoreOption,
+    recipe: str = argument("builders/runtime.toml", metavar="RECIPE", help="The runtime recipe."),
+    toolchain_rev: str = option(..., "--toolchain-rev", metavar="SHA", help="Full git SHA of the toolchain."),
+    state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
     key: list[str] = KeysOption,
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Build the runtime (toolchain at a full SHA plus its locked wheels) into the store."""
     from ..build import run_build_runtime
 
-    result = run_build_runtime(recipe, toolchain_rev, _state(store), cache=cache, key=key,
-                               allow_unisolated_network=allow_network_unisolated, python=python, fmt=fmt)
+    with working(f"building the runtime at {toolchain_rev[:12]}", json_mode):
+        result = run_build_runtime(recipe, toolchain_rev, _state(state_dir), cache=cache, key=key,
+                                   allow_unisolated_network=allow_network_unisolated, python=python, fmt=fmt, freeze_backend=backend)
     _print_build(result, json_mode)
 
 
 def build_skill(
-    recipe: str = typer.Option("builders/skill.toml", "--recipe", help="Skill recipe."),
-    source_rev: str = typer.Option(..., "--source-rev", help="Full git SHA of the skill source."),
-    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Full SHA of the installer [default: --source-rev]."),
-    store: Optional[str] = StoreOption,
+    recipe: str = argument("builders/skill.toml", metavar="RECIPE", help="The skill recipe."),
+    skill_rev: str = option(..., "--skill-rev", metavar="SHA", help="Full git SHA of the skill source."),
+    installer_rev: Optional[str] = option(None, "--installer-rev", metavar="SHA", help="Full SHA of the installer [default: --skill-rev]."),
+    state_dir: Optional[str] = StateDirOption,
     key: list[str] = KeysOption,
     fmt: str = FormatOption,
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Install the skill subtree of the source repository at a full SHA, from git objects."""
     from ..build import run_build_skill
 
-    _print_build(run_build_skill(recipe, source_rev, _state(store), installer_rev=installer_rev, key=key, fmt=fmt), json_mode)
+    with working(f"building the skill at {skill_rev[:12]}", json_mode):
+        result = run_build_skill(recipe, skill_rev, _state(state_dir), installer_rev=installer_rev, key=key, fmt=fmt, freeze_backend=backend)
+    _print_build(result, json_mode)
 
 
 def rebuild(
-    check: str = typer.Option(..., "--check", help="The recipe to rebuild and compare."),
-    rev: str = typer.Option(..., "--rev", help="Full git SHA (toolchain or skill source)."),
-    store: Optional[str] = StoreOption,
+    recipe: str = argument(metavar="RECIPE", help="The recipe to rebuild and compare (builders/runtime.toml, builders/skill.toml)."),
+    rev: str = option(..., "--rev", metavar="SHA", help="Full git SHA of the recipe's source (toolchain or skill source)."),
+    state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
-    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Skill recipes: installer SHA [default: --rev]."),
+    installer_rev: Optional[str] = option(None, "--installer-rev", metavar="SHA", help="Skill recipes: installer SHA [default: --rev]."),
     key: Optional[str] = KeyOption,
-    vsa: Optional[str] = typer.Option(None, "--vsa", help="Write a signed SLSA VSA with the verdict here (needs --key)."),
+    vsa: Optional[str] = option(None, "--vsa", metavar="FILE", help="Write a signed SLSA VSA with the verdict here (needs --key)."),
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
     json_mode: bool = JsonOption,
+    _check: bool = flag("--check", hidden=True, help="No effect (the recipe was once its value): `rebuild --check RECIPE` still reads."),
 ) -> None:
-    """Build again in another staging context; exit 0 only if the output is bit-identical."""
+    """Build RECIPE again in another staging context; exit 0 only if the output is bit-identical to the stored build."""
     from ..build import run_rebuild
     from ..errors import VerificationError
 
-    report, vsa_path = run_rebuild(check, rev, _state(store), cache=cache, allow_unisolated_network=allow_network_unisolated,
-                                   python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)
+    with working(f"rebuilding {recipe} at {rev[:12]}", json_mode):
+        report, vsa_path = run_rebuild(recipe, rev, _state(state_dir), cache=cache, allow_unisolated_network=allow_network_unisolated,
+                                       python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)
     document = {**report.to_json(), **({"vsa": vsa_path} if vsa_path else {})}
     if not report.ok:
         error = VerificationError(findings=report.findings)
@@ -164,25 +180,28 @@ def rebuild(
 
 
 def rebuild_release(
-    toolchain_rev: str = typer.Option(..., "--toolchain-rev", help="Full git SHA of the candidate to rebuild."),
-    key: str = typer.Option(..., "--key", help="This rebuilder's signing key (its identity in the release policy's [rebuilders])."),
-    out: str = typer.Option(..., "-o", "--out", help="Where to write the signed rebuild result."),
-    runtime_recipe: str = typer.Option("builders/runtime.toml", "--runtime-recipe"),
-    skill_recipe: str = typer.Option("builders/skill.toml", "--skill-recipe"),
-    skill_rev: Optional[str] = typer.Option(None, "--skill-rev", help="Skill source SHA [default: --toolchain-rev]."),
-    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Installer SHA [default: --toolchain-rev]."),
-    store: Optional[str] = typer.Option(None, "--store", help=_STATE_HELP + " Use a state directory of this rebuilder's own, "
-                                        "never the promoter's."),
+    toolchain_rev: str = option(..., "--toolchain-rev", metavar="SHA", help="Full git SHA of the candidate to rebuild."),
+    key: str = option(..., "--key", metavar="KEY", help="This rebuilder's signing key (its identity in the release policy's [rebuilders])."),
+    out: str = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed rebuild result."),
+    runtime_recipe: str = RuntimeRecipeOption,
+    skill_recipe: str = SkillRecipeOption,
+    skill_rev: Optional[str] = SkillRevOption,
+    installer_rev: Optional[str] = InstallerRevOption,
+    state_dir: Optional[str] = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP + " Use a state directory of this "
+                                      "rebuilder's own, never the promoter's."),
     cache: Optional[str] = CacheOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Rebuild a candidate's runtime and skill independently and sign a rebuild result for `attest promote`."""
     from ..build import run_rebuild_release
 
-    done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=_state(store),
-                               cache=cache, python=python, installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt)
+    with working(f"rebuilding the runtime and skill at {toolchain_rev[:12]}", json_mode):
+        done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+                                   state=_state(state_dir), cache=cache, python=python, installer_rev=installer_rev,
+                                   skill_rev=skill_rev, fmt=fmt, freeze_backend=backend)
     if json_mode:
         print_json(done.to_json())
         return
@@ -193,30 +212,31 @@ def rebuild_release(
 
 
 def promote(
-    toolchain_rev: Optional[str] = typer.Option(None, "--toolchain-rev", help="Full git SHA to promote (required unless --verify-log)."),
-    pins: str = typer.Option(..., "--pins", help="Deployment pins TOML (rewritten atomically on success only)."),
-    key: Optional[str] = typer.Option(None, "--key", help="Release signing key (required unless --verify-log)."),
-    policy: str = typer.Option(..., "--policy", help="Release policy: the trusted signers and the [rebuilders] table."),
-    rebuild_result: list[str] = typer.Option([], "--rebuild-result", metavar="FILE",
+    toolchain_rev: Optional[str] = option(None, "--toolchain-rev", metavar="SHA", help="Full git SHA to promote (required unless --verify-log)."),
+    pins: str = option(..., "--pins", metavar="FILE", help="Deployment pins TOML (rewritten atomically on success only)."),
+    key: Optional[str] = option(None, "--key", metavar="KEY", help="Release signing key (required unless --verify-log)."),
+    policy: str = option(..., "--policy", metavar="FILE", help="Release policy: the trusted signers and the [rebuilders] table."),
+    rebuild_result: list[str] = option([], "--rebuild-result", metavar="FILE",
                                              help="A rebuilder's signed result (`attest rebuild-release`). Repeatable."),
-    unsafe_without_rebuilders: bool = typer.Option(False, "--unsafe-without-rebuilders",
-                                                   help="Promote although the release policy has no [rebuilders] table "
+    unsafe_without_rebuilders: bool = flag("--unsafe-without-rebuilders",
+                                           help="Promote although the release policy has no [rebuilders] table "
                                                    "(no independent rebuild is required). Printed and recorded in the log."),
-    repin: list[str] = typer.Option([], "--repin", metavar="WHAT",
+    repin: list[str] = option([], "--repin", metavar="WHAT",
                                     help="Allow this pinned identity to change: interpreter, lock, toolchain-repository or "
                                     "skill-source. Repeatable; every change is printed and logged."),
-    fixture: str = typer.Option("builders/fixture-consumer", "--fixture",
-                                help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
-    verify_log: bool = typer.Option(False, "--verify-log", help="Only verify the promotion log beside --pins under --policy."),
-    runtime_recipe: str = typer.Option("builders/runtime.toml", "--runtime-recipe"),
-    skill_recipe: str = typer.Option("builders/skill.toml", "--skill-recipe"),
-    skill_rev: Optional[str] = typer.Option(None, "--skill-rev", help="Skill source SHA [default: --toolchain-rev]."),
-    installer_rev: Optional[str] = typer.Option(None, "--installer-rev", help="Installer SHA [default: --toolchain-rev]."),
-    store: Optional[str] = StoreOption,
+    fixture: str = option("builders/fixture-consumer", "--fixture", metavar="DIR",
+                          help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
+    verify_log: bool = flag("--verify-log", help="Only verify the promotion log beside --pins under --policy."),
+    runtime_recipe: str = RuntimeRecipeOption,
+    skill_recipe: str = SkillRecipeOption,
+    skill_rev: Optional[str] = SkillRevOption,
+    installer_rev: Optional[str] = InstallerRevOption,
+    state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Build, rebuild-check and verify the candidate, require k of n rebuilders and the fixture run, then update the pins."""
@@ -237,10 +257,12 @@ def promote(
         raise InputError(CommonCode.USAGE, "promote needs --toolchain-rev and --key (or --verify-log)")
     from ..review.release import promote_release
 
-    result = promote_release(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
-                             state=_state(store), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
-                             installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_result,
-                             unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, fixture=fixture)
+    with working(f"promoting {toolchain_rev[:12]}: build, rebuild-check, rebuilders, fixture", json_mode):
+        result = promote_release(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+                                 state=_state(state_dir), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
+                                 installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_result,
+                                 unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, fixture=fixture,
+                                 backend=backend)
     if json_mode:
         print_json(result.to_json())
         return

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import typer
 
+from ._app import flag, option
+
 
 def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
 def demo(
-    state_dir: Path = typer.Option(Path(".attest-state"), "--state-dir", help="Where the demo keeps its key, store and trees."),
-    offline: bool = typer.Option(False, "--offline", help="Skip the steps that need the package registry (fetch, runtime, promotion)."),
+    state_dir: Path = option(Path(".attest-state"), "--state-dir", metavar="DIR", help="Where the demo keeps its key, store and trees."),
+    offline: bool = flag("--offline", help="Skip the steps that need the package registry (fetch, runtime, promotion)."),
 ) -> None:
     """Show what attest does, end to end, on a sample tree (a local key, a store under --state-dir)."""
     from .._fs import check_directory_path

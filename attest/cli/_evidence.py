@@ -13,33 +13,26 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, print_json
+from ._app import JsonOption, ReportedFailure, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        name="evidence",
-        help="Trusted review evidence from the hosting API, and the review wrapper's output contract.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
+    sub = new_group("evidence", "Trusted review evidence from the hosting API, and the review wrapper's output contract.")
     sub.command("trusted-producer")(trusted_producer)
     sub.command("wrap")(wrap)
     app.add_typer(sub, name="evidence")
 
 
 def trusted_producer(
-    repo: str = typer.Option(..., "--repo", help="OWNER/NAME of the base repository."),
-    pr: int = typer.Option(..., "--pr", help="Pull request number."),
-    app_login: str = typer.Option(..., "--app-login", help="Exact App bot login, including the [bot] suffix."),
-    workflow: str = typer.Option(".github/workflows/opencode-code-review.yml", "--workflow", help="Path of the base-controlled review workflow."),
-    job: str = typer.Option("opencode-review-same-repo", "--job", help="Job that must have succeeded in the exact attempt."),
-    api_url: str = typer.Option("https://api.github.com", "--api-url", help="Hosting API base URL (https; http only on loopback)."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="Name of the environment variable holding the API token (never printed)."),
-    timeout: float = typer.Option(15.0, "--timeout", help="Seconds per socket operation."),
-    max_pages: int = typer.Option(20, "--max-pages", help="Pages (of 100 items) read per listing before giving up as unknown."),
+    repo: str = option(..., "--repo", metavar="OWNER/NAME", help="OWNER/NAME of the base repository."),
+    pr: int = option(..., "--pr", metavar="N", help="Pull request number."),
+    app_login: str = option(..., "--app-login", metavar="LOGIN", help="Exact App bot login, including the [bot] suffix."),
+    workflow: str = option(".github/workflows/opencode-code-review.yml", "--workflow", metavar="PATH", help="Path of the base-controlled review workflow."),
+    job: str = option("opencode-review-same-repo", "--job", metavar="NAME", help="Job that must have succeeded in the exact attempt."),
+    api_url: str = option("https://api.github.com", "--api-url", metavar="URL", help="Hosting API base URL (https; http only on loopback)."),
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="Name of the environment variable holding the API token (never printed)."),
+    timeout: float = option(15.0, "--timeout", metavar="SECONDS", help="Seconds per socket operation."),
+    max_pages: int = option(20, "--max-pages", metavar="N", help="Pages (of 100 items) read per listing before giving up as unknown."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Decide whether PR has trusted-producer review evidence: true (exit 0), false or unknown (exit 1)."""
@@ -70,12 +63,12 @@ def trusted_producer(
 
 
 def wrap(
-    head_sha: str = typer.Option(..., "--head-sha", help="The exact head commit the review is for."),
-    base_sha: str = typer.Option(..., "--base-sha", help="The exact base commit the run reviewed (BASE_SHA of BASE_SHA...HEAD_SHA)."),
-    run_id: int = typer.Option(..., "--run-id", help="GITHUB_RUN_ID of this workflow run."),
-    run_attempt: int = typer.Option(..., "--run-attempt", help="GITHUB_RUN_ATTEMPT of this workflow run."),
-    input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="File holding the model's raw output (default: stdin)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the review JSON here (atomically)."),
+    head_sha: str = option(..., "--head-sha", metavar="SHA", help="The exact head commit the review is for."),
+    base_sha: str = option(..., "--base-sha", metavar="SHA", help="The exact base commit the run reviewed (BASE_SHA of BASE_SHA...HEAD_SHA)."),
+    run_id: int = option(..., "--run-id", metavar="ID", help="GITHUB_RUN_ID of this workflow run."),
+    run_attempt: int = option(..., "--run-attempt", metavar="N", help="GITHUB_RUN_ATTEMPT of this workflow run."),
+    input_path: Optional[Path] = option(None, "--input", "-i", metavar="FILE", help="File holding the model's raw output (default: stdin)."),
+    output: Optional[Path] = option(None, "--output", "-o", metavar="FILE", help="Also write the review JSON here (atomically)."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Turn the model's raw output into the exact-head review JSON; exit 1 after a diagnostic review."""

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, print_json, progress_bar
+from ._app import (
+    BackendOption,
+    JsonOption,
+    ReportedFailure,
+    argument,
+    existing_directory,
+    flag,
+    json_input,
+    new_group,
+    option,
+    print_json,
+    progress_bar,
+)
 
-StateDirOption = typer.Option(..., "--state-dir", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
+StateDirOption = option(..., "--state-dir", metavar="DIR", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
 
 
 
 def register(app: typer.Typer) -> None:
-    store_app = typer.Typer(name="store", help="The content-addressed store of frozen images.", no_args_is_help=True, rich_markup_mode=None)
+    store_app = new_group("store", "The content-addressed store of frozen images.")
     app.command("freeze")(freeze)
     app.command(
         "exec",
@@ -27,20 +40,21 @@ def register(app: typer.Typer) -> None:
 
 
 def freeze(
-    source: Path = typer.Argument(..., help="The source tree (a candidate only: its bytes decide nothing)."),
-    attestation: Path = typer.Option(..., "--attestation", help="The closed-tree attestation (DSSE envelope or bundle)."),
-    policy: Path = typer.Option(..., "--policy", help="Trust policy (TOML), from outside SOURCE."),
+    source: Path = argument(metavar="SOURCE", help="The source tree (a candidate only: its bytes decide nothing)."),
+    attestation: Path = option(..., "--attestation", metavar="FILE", help="The closed-tree attestation (DSSE envelope or bundle)."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="Trust policy (TOML), from outside SOURCE."),
     state_dir: Path = StateDirOption,
-    backend: str = typer.Option("immutable", "--backend", help="immutable (default), readonly or ro-bind; never a silent fallback."),
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
     from .._fs import check_directory_path
-    from ..attestation import load_policy
+    from ..attestation import MAX_ATTESTATION_BYTES, load_policy
     from ..freeze import freeze_attested, get_backend
 
     get_backend(backend)  # an unknown backend is bad usage, before anything is read
     check_directory_path(state_dir, what="--state-dir")
+    json_input(attestation, what="attestation", max_bytes=MAX_ATTESTATION_BYTES)
     pol = load_policy(policy)
     with progress_bar("verifying the frozen image", json_mode) as progress:
         image = freeze_attested(source, attestation, pol, state_dir, backend=backend, progress=progress)
@@ -71,19 +85,20 @@ def parse_env_options(env: list[str]) -> tuple[list[str], dict[str, str]]:
     return passed, setting
 
 
-EnvOption = typer.Option(
+EnvOption = option(
     [],
     "--env",
+    metavar="NAME[=VALUE]",
     help="NAME passes that variable through; NAME=VALUE sets it. Repeatable. Variables exec fixes (PATH, HOME, "
     "TMPDIR, ...) and those that load code or configuration (LD_*, PYTHON*, GIT_*, JAVA_TOOL_OPTIONS, ...) are refused.",
 )
 
 
 def exec_(
-    command: list[str] = typer.Argument(..., help="The command and its arguments (after --)."),
-    image: list[str] = typer.Option(..., "--image", help="NAME=REF: an image path printed by freeze, or sha256:<hex>. Repeatable."),
+    command: list[str] = argument(metavar="CMD...", help="The command and its arguments (after --)."),
+    image: list[str] = option(..., "--image", metavar="NAME=REF", help="REF: an image path printed by freeze, or its identity sha256:<hex>. Repeatable."),
     state_dir: Path = StateDirOption,
-    cwd: Optional[str] = typer.Option(None, "--cwd", help="Run in the image with this NAME (default: a private run directory)."),
+    cwd: Optional[str] = option(None, "--cwd", metavar="NAME", help="Run in the image with this NAME (default: a private run directory)."),
     env: list[str] = EnvOption,
     json_mode: bool = JsonOption,
 ) -> None:
@@ -105,6 +120,9 @@ def exec_(
     raise typer.Exit(code=rc)
 
 
+_BARE_HEX = re.compile(r"[0-9a-fA-F]{16,}")
+
+
 def _exec(command: list[str], image: list[str], state_dir: Path, cwd: Optional[str], env: list[str]) -> int:
     from ..errors import InputError
     from ..freeze import FreezeCode, run_from_images
@@ -113,26 +131,28 @@ def _exec(command: list[str], image: list[str], state_dir: Path, cwd: Optional[s
     for item in image:
         name, sep, ref = item.partition("=")
         if not sep or not ref:
-            raise InputError(FreezeCode.BAD_IMAGE_REF, "--image takes NAME=PATH", item)
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "--image takes NAME=REF", item)
+        if _BARE_HEX.fullmatch(ref):
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "an identity is written sha256:<hex>, not bare hex", item)
         if name in images:
             raise InputError(FreezeCode.BAD_IMAGE_REF, "the image name is given twice", name)
         images[name] = ref
     passed, setting = parse_env_options(env)
+    existing_directory(state_dir)  # after the command line's own mistakes, before anything is looked up
     sys.stdout.flush()
     return run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
 
 
 def store_ls(
     state_dir: Path = StateDirOption,
-    check: bool = typer.Option(False, "--check", help="Also confirm each image's seal still holds."),
+    check: bool = flag("--check", help="Also confirm each image's seal still holds."),
     json_mode: bool = JsonOption,
 ) -> None:
     """List the images in the store."""
-    from .._fs import check_directory_path
     from ..errors import VerificationError
     from ..freeze import Store
 
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     entries = Store(state_dir).ls(check=check)
     broken = [f for e in entries for f in e.problems]
     if json_mode:
@@ -151,18 +171,18 @@ def store_ls(
 
 def store_gc(
     state_dir: Path = StateDirOption,
-    keep: list[str] = typer.Option([], "--keep", help="sha256:<hex> identity a pin refers to; never removed. Repeatable."),
-    keep_file: Optional[Path] = typer.Option(None, "--keep-file", help="File of identities to keep, one per line ('#' comments)."),
-    recent: float = typer.Option(7 * 24 * 3600, "--recent", min=0, help="Keep images frozen or run within this many seconds."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be removed."),
+    keep: list[str] = option([], "--keep", metavar="IDENTITY", help="sha256:<hex> identity a pin refers to; never removed. Repeatable."),
+    keep_file: Optional[Path] = option(None, "--keep-file", metavar="FILE", help="File of identities to keep, one per line ('#' comments)."),
+    recent: float = option(7 * 24 * 3600, "--recent", metavar="SECONDS", min=0, help="Keep images frozen or run within this many seconds."),
+    dry_run: bool = flag("--dry-run", help="Only report what would be removed."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed."""
-    from .._fs import check_directory_path, read_bounded
+    from .._fs import read_bounded
     from ..errors import CommonCode, InputError
     from ..freeze import Store
 
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     kept = list(keep)
     if keep_file is not None:
         data = read_bounded(keep_file, what="keep file", max_bytes=16 * 1024 * 1024)

@@ -6,32 +6,30 @@ from pathlib import Path
 
 import typer
 
-from ._app import JsonOption, print_json
+from ._app import JsonOption, existing_directory, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
-    install_app = typer.Typer(name="install", help="Install promoted artifacts for a deployment.", no_args_is_help=True,
-                              rich_markup_mode=None)
+    install_app = new_group("install", "Install promoted artifacts for a deployment.")
     install_app.command("skill")(install_skill)
     app.add_typer(install_app, name="install")
 
 
 def install_skill(
-    pins: Path = typer.Option(..., "--pins", help="Deployment pins written by `attest promote` (its [skill] table names the skill)."),
-    state_dir: Path = typer.Option(..., "--state-dir", help="Deployment state directory (0700) holding the promoted skill's image "
+    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (its [skill] table names the skill)."),
+    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (0700) holding the promoted skill's image "
                                    "and build attestation; the installation attestation is written under STATE/installations/."),
-    dest: Path = typer.Option(..., "--dest", help="The installed root (absent or an empty directory; outside the state directory "
+    dest: Path = option(..., "--dest", metavar="DIR", help="The installed root (absent or an empty directory; outside the state directory "
                               "and every git repository), for example ~/.agents/skills/agent-policy."),
-    key: list[str] = typer.Option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the "
+    key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the "
                                   "installation attestation. Repeatable: one DSSE envelope with one signature per key."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
-    from .._fs import check_directory_path
     from ..attestation import load_signer, signing_keys
     from ..build import install_skill as install
 
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     # Every key is opened and the set checked (no key twice) before anything is copied.
     signers = signing_keys([load_signer(k) for k in key], "dsse")
     result = install(pins, state_dir, dest, signers)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, print_json, progress_bar
+from ._app import JsonOption, argument, flag, option, print_json, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -17,10 +17,10 @@ def register(app: typer.Typer) -> None:
 
 
 def inventory(
-    path: Path = typer.Argument(..., help="Root of the tree to inventory."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the inventory here (atomically)."),
-    digest: bool = typer.Option(False, "--digest", help="Print only the identity, sha256:<hex>."),
-    ignore: list[str] = typer.Option([], "--ignore", help="gitignore-style pattern; recorded in the inventory. Repeatable."),
+    path: Path = argument(metavar="PATH", help="Root of the tree to inventory."),
+    output: Optional[Path] = option(None, "-o", "--output", metavar="FILE", help="Write the inventory here (atomically)."),
+    digest: bool = flag("--digest", help="Print only the identity, sha256:<hex>."),
+    ignore: list[str] = option([], "--ignore", metavar="PATTERN", help="gitignore-style pattern; recorded in the inventory. Repeatable."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Write the closed inventory of the tree at PATH (RFC 8785 JSON, one line)."""
@@ -47,8 +47,8 @@ def inventory(
 
 
 def check(
-    path: Path = typer.Argument(..., help="Root of the tree to check."),
-    inventory_file: Path = typer.Option(..., "--inventory", help="The expected inventory."),
+    path: Path = argument(metavar="PATH", help="Root of the tree to check."),
+    inventory_file: Path = option(..., "--inventory", metavar="FILE", help="The expected inventory."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Exit 0 only if the tree at PATH matches the inventory exactly; else list every difference."""

@@ -7,40 +7,33 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, print_json
+from ._app import JsonOption, ReportedFailure, existing_directory, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        name="merge-gate",
-        help="Merge authorization: a complete signed review of the exact head, and exact-head CI, never a provider review alone.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
+    sub = new_group("merge-gate", "Merge authorization: a complete signed review of the exact head, and exact-head CI, never a provider review alone.")
     sub.command("check")(check)
     sub.command("ci-result")(ci_result)
     app.add_typer(sub, name="merge-gate")
 
 
 def check(
-    record: Path = typer.Option(..., "--record", help="The signed review record `attest review serialize` wrote."),
-    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST): who may sign review records and CI results."),
-    ci: list[Path] = typer.Option([], "--ci", help="A signed CI result (`attest merge-gate ci-result`). Repeatable."),
-    require_check: list[str] = typer.Option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
+    record: Path = option(..., "--record", metavar="FILE", help="The signed review record `attest review serialize` wrote."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): who may sign review records and CI results."),
+    ci: list[Path] = option([], "--ci", metavar="FILE", help="A signed CI result (`attest merge-gate ci-result`). Repeatable."),
+    require_check: list[str] = option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
                                             "for the exact head. Repeatable; at least one."),
-    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
                                             "(exactly one of --identity or --github)."),
-    github: Optional[str] = typer.Option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
+    github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
                                          "from the REST API (needs --pr)."),
-    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="With --github: the environment variable "
+    pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With --github: the environment variable "
                                             "holding the API token, never printed."),
-    api_url: Optional[str] = typer.Option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
-    trusted_producer_app: Optional[str] = typer.Option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
+    api_url: Optional[str] = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
+    trusted_producer_app: Optional[str] = option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
                                                        "require `attest evidence trusted-producer` evidence from this App login."),
-    state_dir: Optional[Path] = typer.Option(None, "--state-dir", metavar="PATH", help="The deployment's state directory: every "
+    state_dir: Optional[Path] = option(None, "--state-dir", metavar="DIR", help="The deployment's state directory: every "
                                              "review record of this head there counts (one with blocking findings keeps the "
                                              "head blocked, whatever later record is given)."),
     json_mode: bool = JsonOption,
@@ -48,7 +41,6 @@ def check(
     """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
     import os
 
-    from .._fs import check_directory_path
     from ..attestation import load_policy
     from ..errors import InputError, VerificationError
     from ..review.bootstrap import BootstrapCode, host_adapter
@@ -67,7 +59,7 @@ def check(
         producer = github_trusted_producer(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits()))
 
     if state_dir is not None:
-        check_directory_path(state_dir, what="--state-dir")
+        existing_directory(state_dir)
     gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
                             trusted_producer=producer, state_dir=state_dir)
     doc = gate.to_json()
@@ -84,16 +76,16 @@ def check(
 
 
 def ci_result(
-    repository_id: int = typer.Option(..., "--repository-id", help="The stable repository id."),
-    full_name: str = typer.Option(..., "--full-name", metavar="OWNER/NAME", help="The repository's full name."),
-    head: str = typer.Option(..., "--head", metavar="SHA", help="The exact head commit the check ran on (a full id)."),
-    check_name: str = typer.Option(..., "--check", metavar="NAME", help="The check's name, as the merge gate requires it."),
-    conclusion: str = typer.Option(..., "--conclusion", help="success, failure, cancelled, skipped, timed_out, neutral, "
+    repository_id: int = option(..., "--repository-id", metavar="ID", help="The stable repository id."),
+    full_name: str = option(..., "--full-name", metavar="OWNER/NAME", help="The repository's full name."),
+    head: str = option(..., "--head", metavar="SHA", help="The exact head commit the check ran on (a full id)."),
+    check_name: str = option(..., "--check", metavar="NAME", help="The check's name, as the merge gate requires it."),
+    conclusion: str = option(..., "--conclusion", metavar="CONCLUSION", help="success, failure, cancelled, skipped, timed_out, neutral, "
                                    "action_required or stale."),
-    run: str = typer.Option(..., "--run", metavar="ID", help="Which CI run this was (its URL or id)."),
-    key: list[str] = typer.Option(..., "--key", help="The CI signing key (TRUST must allow it for https://attest.dev/ci-result/v1). "
+    run: str = option(..., "--run", metavar="ID", help="Which CI run this was (its URL or id)."),
+    key: list[str] = option(..., "--key", metavar="KEY", help="The CI signing key (TRUST must allow it for https://attest.dev/ci-result/v1). "
                                   "Repeatable: every key signs."),
-    out: Path = typer.Option(..., "-o", "--output", help="Where to write the signed CI result."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed CI result."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Sign one CI check's result for an exact head, for `attest merge-gate check --ci`."""
@@ -105,7 +97,7 @@ def ci_result(
     signers = [load_signer(k) for k in key]
     path, digest = sign_ci_result(predicate, signers if len(signers) > 1 else signers[0], out)
     if json_mode:
-        print_json({"ok": True, "output": path, "digest": digest, **predicate})
+        print_json({"ok": True, "output": path, "attestation_digest": digest, **predicate})
         return
     print(f"SIGNED CI result {check_name}={conclusion} for {full_name} head {head}: {path} ({digest})")
 

@@ -6,20 +6,13 @@ from pathlib import Path
 
 import typer
 
-from ._app import JsonOption, print_json
+from ._app import JsonOption, new_group, option, print_json
 
-RootOption = typer.Option(Path("."), "--root", help="The repository root (default: the current directory). Nothing outside it is read.")
+RootOption = option(Path("."), "--root", metavar="DIR", help="The repository root (default: the current directory). Nothing outside it is read.")
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        name="policy",
-        help="The repository's review authority: .agent-policy.yml, .agent-policy.lock and their generated outputs.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
+    sub = new_group("policy", "The repository's review authority: .agent-policy.yml, .agent-policy.lock and their generated outputs.")
     sub.command("generate")(generate)
     sub.command("check")(check)
     app.add_typer(sub, name="policy")

@@ -7,19 +7,12 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, print_json
+from ._app import JsonOption, ReportedFailure, argument, existing_directory, flag, new_group, option, print_json
 from ._freeze import EnvOption, StateDirOption, parse_env_options
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        name="review",
-        help="After `attest bootstrap`: run the review step from the handoff's frozen images only.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
+    sub = new_group("review", "After `attest bootstrap`: run the review step from the handoff's frozen images only.")
     sub.command("start")(start_review)
     sub.command("recheck")(recheck_review)
     sub.command("serialize")(serialize_review)
@@ -29,34 +22,33 @@ def register(app: typer.Typer) -> None:
 
 
 def start_review(
-    handoff: Path = typer.Option(..., "--handoff", help="The signed handoff written by `attest bootstrap`."),
-    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST) the handoff must verify under."),
+    handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
     state_dir: Path = StateDirOption,
-    repo: Path = typer.Option(..., "--repo", help="The repository under review (GITDIR): objects only, never a worktree."),
-    semantic: str = typer.Option(..., "--semantic", help="The semantic projection: a configured policy-context-md output path of "
+    repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
+    semantic: str = option(..., "--semantic", metavar="PATH", help="The semantic projection: a configured policy-context-md output path of "
                                  "the trusted base, exactly as configured."),
-    adapter: str = typer.Option(..., "--adapter", help="The adapter projection: a configured adapter output path of the trusted "
+    adapter: str = option(..., "--adapter", metavar="PATH", help="The adapter projection: a configured adapter output path of the trusted "
                                 "base (github-review-json-adapter-v1), exactly as configured, of the same context."),
-    identity: Optional[Path] = typer.Option(None, "--identity", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
                                             "(exactly one of --identity or --github)."),
-    github: Optional[str] = typer.Option(None, "--github", help="GitHub host adapter: OWNER/NAME of the repository, read from the "
+    github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: OWNER/NAME of the repository, read from the "
                                          "REST API (needs --pr)."),
-    pr: Optional[int] = typer.Option(None, "--pr", help="With --github: the pull request number."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="With --github: NAME of the environment variable holding the "
+    pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With --github: NAME of the environment variable holding the "
                                             "API token, never printed (default: GITHUB_TOKEN if set, and only for the default --api-url)."),
-    api_url: Optional[str] = typer.Option(None, "--api-url", help="With --github: REST API base URL (default https://api.github.com)."),
+    api_url: Optional[str] = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL (default https://api.github.com)."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Verify the handoff and the host's identities, the merge base and changed surface; bind and retain the projections."""
     import os
 
-    from .._fs import check_directory_path
     from ..attestation import load_policy
     from ..review.bootstrap import host_adapter
     from ..review.procedure import review_start
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state_dir, repo=repo, host=host,
                          semantic=semantic, adapter=adapter)
     doc = start.to_json()
@@ -74,8 +66,8 @@ def start_review(
 
 def recheck_review(
     state_dir: Path = StateDirOption,
-    review: str = typer.Option(..., "--review", help="The review id `attest review start` (or a refresh) printed."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="With a --github review: NAME of the environment variable "
+    review: str = option(..., "--review", metavar="ID", help="The review id `attest review start` (or a refresh) printed."),
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With a --github review: NAME of the environment variable "
                                             "holding the API token, never printed or recorded (default: GITHUB_TOKEN if set, and "
                                             "only for the default API URL)."),
     json_mode: bool = JsonOption,
@@ -83,10 +75,9 @@ def recheck_review(
     """Re-resolve a started review and decide proceed, refresh, restart or fail (exit 0 for proceed and refresh, 1 otherwise)."""
     import os
 
-    from .._fs import check_directory_path
     from ..errors import VerificationError
     from ..review.procedure import recheck_review as recheck
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     got = recheck(state_dir=state_dir, review=review, token_env=token_env, environ=os.environ)
     doc = got.to_json()
     lines = [f"{got.outcome.outcome.upper()} review {got.state.review}: {got.outcome.reason}"]
@@ -105,20 +96,20 @@ def recheck_review(
 
 
 def exec_review(
-    command: list[str] = typer.Argument(..., help="The reviewer command and its arguments (after --). It finds the images in "
+    command: list[str] = argument(metavar="CMD...", help="The reviewer command and its arguments (after --). It finds the images in "
                                         "$ATTEST_IMAGE_BOOTSTRAP, _RUNTIME, _BASE and _PROCEDURE and prints the result on stdout."),
-    handoff: Path = typer.Option(..., "--handoff", help="The signed handoff written by `attest bootstrap`."),
-    policy: Path = typer.Option(..., "--policy", help="The deployment's trust policy (TRUST) the handoff must verify under."),
+    handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
+    policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
     state_dir: Path = StateDirOption,
-    out: Path = typer.Option(..., "-o", "--output", help="Where to write the reviewer's result (only if it is a valid result)."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the reviewer's result (only if it is a valid result)."),
     env: list[str] = EnvOption,
-    readonly: list[Path] = typer.Option([], "--readonly", help="PATH: a host directory the confined reviewer may also read "
+    readonly: list[Path] = option([], "--readonly", metavar="DIR", help="A host directory the confined reviewer may also read "
                                         "(its own program, for example). Repeatable. The images, the runtime's interpreter "
                                         "and the system paths are always there."),
-    network: bool = typer.Option(False, "--network", help="Let the confined reviewer use the host's network (default: none)."),
-    unsafe_unconfined: bool = typer.Option(False, "--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
+    network: bool = flag("--network", help="Let the confined reviewer use the host's network (default: none)."),
+    unsafe_unconfined: bool = flag("--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
                                            "seeing the host (its files, processes, keys). Recorded in --json."),
-    review: Optional[str] = typer.Option(None, "--review", metavar="ID", help="The started review (`attest review start`) this "
+    review: Optional[str] = option(None, "--review", metavar="ID", help="The started review (`attest review start`) this "
                                          "run analyses: it must be open and of this handoff; the reviewer gets REVIEW_ID, "
                                          "REVIEW_HEAD and REVIEW_MERGE_BASE, and the outcome is recorded for `review serialize`."),
     json_mode: bool = JsonOption,
@@ -126,12 +117,11 @@ def exec_review(
     """Verify the handoff, run the reviewer confined, from its four frozen images only, and keep its provider-neutral result."""
     import sys
 
-    from .._fs import check_directory_path
     from ..attestation import load_policy
     from ..review.handoff import run_review_step
     from ..review.procedure import run_review
 
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
     if unsafe_unconfined:
@@ -158,25 +148,24 @@ def exec_review(
 
 def serialize_review(
     state_dir: Path = StateDirOption,
-    review: str = typer.Option(..., "--review", metavar="ID", help="The review id (after any refresh, the current one)."),
-    result: Path = typer.Option(..., "--result", help="The result `attest review exec --review ID` wrote for this review."),
-    out: Path = typer.Option(..., "-o", "--output", help="Where to write the GitHub review payload (only after proceed)."),
-    key: Path = typer.Option(..., "--key", help="The deployment's signing key for the review record (TRUST must allow it for "
+    review: str = option(..., "--review", metavar="ID", help="The review id (after any refresh, the current one)."),
+    result: Path = option(..., "--result", metavar="FILE", help="The result `attest review exec --review ID` wrote for this review."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the GitHub review payload (only after proceed)."),
+    key: Path = option(..., "--key", metavar="KEY", help="The deployment's signing key for the review record (TRUST must allow it for "
                              "https://attest.dev/review-record/v1)."),
-    record: Optional[Path] = typer.Option(None, "--record", help="Also write the signed review record here (it is always "
+    record: Optional[Path] = option(None, "--record", metavar="FILE", help="Also write the signed review record here (it is always "
                                           "written to STATE/records/ID.json)."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="With a --github review: NAME of the environment variable "
+    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With a --github review: NAME of the environment variable "
                                             "holding the API token, never printed or recorded."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Recheck, then turn the review's result into a GitHub review payload and a signed review record for the exact head."""
     import os
 
-    from .._fs import check_directory_path
     from ..attestation import load_signer
     from ..review.procedure import serialize_review as serialize
 
-    check_directory_path(state_dir, what="--state-dir")
+    existing_directory(state_dir)
     done = serialize(state_dir=state_dir, review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
                      token_env=token_env, environ=os.environ)
     doc = done.to_json()
@@ -199,11 +188,13 @@ def serialize_review(
 
 def stand_in() -> None:
     """The demo's stand-in reviewer: reads SKILL.md and its references from $ATTEST_IMAGE_PROCEDURE, reviews nothing, says so."""
+    import json
     import os
 
     from ..review.handoff import stand_in_review
 
-    print_json(stand_in_review(os.environ).to_json())
+    # The provider-neutral result itself (read strictly by `review exec`), not a --json report: no "schema".
+    print(json.dumps(stand_in_review(os.environ).to_json(), sort_keys=True, ensure_ascii=False))
 
 
 __all__ = ["register"]

@@ -12,7 +12,17 @@ from its caller, or from a signed attestation (:func:`freeze_attested`). The sma
 from __future__ import annotations
 
 from ._attested import freeze_attested
-from ._backends import BACKENDS, DEFAULT_BACKEND, Backend, ImmutableBackend, ReadonlyBackend, RoBindBackend, get_backend
+from ._backends import (
+    BACKEND_ENV,
+    BACKENDS,
+    DEFAULT_BACKEND,
+    Backend,
+    ImmutableBackend,
+    ReadonlyBackend,
+    RoBindBackend,
+    get_backend,
+    resolve_backend,
+)
 from ._codes import FreezeCode
 from ._exec import expand_image_refs, run_from_images
 from ._image import Image, Sealed, check_image
@@ -21,6 +31,7 @@ from ._store import GcResult, Store, StoreEntry, freeze_tree, verify_image
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_ENV",
     "DEFAULT_BACKEND",
     "Backend",
     "FreezeCode",
@@ -38,6 +49,7 @@ __all__ = [
     "freeze_attested",
     "freeze_tree",
     "get_backend",
+    "resolve_backend",
     "retain_file",
     "run_from_images",
     "seal_memfd",

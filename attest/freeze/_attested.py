@@ -13,7 +13,6 @@ import os
 
 from ..attestation import Policy, closed_tree_inventory, verify_attestation_file
 from ..attestation._tree import check_policy_outside
-from ._backends import DEFAULT_BACKEND
 from ._image import Image
 from ._materialize import Progress
 from ._store import freeze_tree
@@ -25,7 +24,7 @@ def freeze_attested(
     policy: Policy,
     state_dir: str | os.PathLike[str],
     *,
-    backend: str = DEFAULT_BACKEND,
+    backend: str | None = None,
     progress: Progress | None = None,
 ) -> Image:
     """Freeze ``source`` into the store under ``state_dir``, verified against its signed attestation.

@@ -143,7 +143,7 @@ class Backend(Protocol):
 def _unavailable(name: str, detail: str) -> EnvironmentFailure:
     return EnvironmentFailure(
         FreezeCode.BACKEND_UNAVAILABLE,
-        f"the {name!r} backend cannot be established here: {detail}; choose another --backend explicitly",
+        f"the {name!r} backend cannot be established here: {detail}; choose another backend explicitly (--backend or $ATTEST_BACKEND)",
     )
 
 
@@ -317,15 +317,30 @@ BACKENDS: dict[str, Backend] = {
     "ro-bind": RoBindBackend(),
 }
 DEFAULT_BACKEND = "immutable"
+BACKEND_ENV = "ATTEST_BACKEND"
 
 
-def get_backend(name: str) -> Backend:
-    """The registered backend called ``name``.
+def resolve_backend(name: str | None) -> str:
+    """The backend to use: ``name`` when given, else ``$ATTEST_BACKEND``, else :data:`DEFAULT_BACKEND`.
+
+    The choice is always explicit and always recorded with the image: an ordinary user whose
+    kernel refuses the immutable flag sets ``ATTEST_BACKEND=readonly`` (or passes
+    ``--backend``) once, and attest never falls back on its own.
+
+    Raises:
+        InputError: ``UNKNOWN_BACKEND`` for a name (or an ``$ATTEST_BACKEND``) not in :data:`BACKENDS`.
+    """
+    chosen = name if name is not None else os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    if chosen not in BACKENDS:
+        source = "" if name is not None else f" (from ${BACKEND_ENV})"
+        raise InputError(FreezeCode.UNKNOWN_BACKEND, f"unknown backend {chosen!r}{source}; choose one of {', '.join(sorted(BACKENDS))}")
+    return chosen
+
+
+def get_backend(name: str | None = None) -> Backend:
+    """The registered backend called ``name`` (None: :func:`resolve_backend`'s choice).
 
     Raises:
         InputError: ``UNKNOWN_BACKEND`` for a name not in :data:`BACKENDS`.
     """
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise InputError(FreezeCode.UNKNOWN_BACKEND, f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}") from None
+    return BACKENDS[resolve_backend(name)]

@@ -44,7 +44,7 @@ from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
-from ._backends import DEFAULT_BACKEND, get_backend
+from ._backends import get_backend, resolve_backend
 from ._codes import FreezeCode
 from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, Image, check_image, image_from_record
 from ._materialize import Progress, materialize
@@ -443,7 +443,7 @@ def freeze_tree(
     expected: Inventory,
     state_dir: str | os.PathLike[str],
     *,
-    backend: str = DEFAULT_BACKEND,
+    backend: str | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
     workers: int = 2,
@@ -460,6 +460,7 @@ def freeze_tree(
             directory).
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
+    backend = resolve_backend(backend)
     seal_with = get_backend(backend)
     store = Store(state_dir)
     try:  # even when the stored image will be reused: a missing source is a mistake, not a success

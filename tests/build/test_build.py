@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.build import Project, git, make_toolchain_repo, write_lock
+from support.caps import BACKEND
 
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
 from attest.build._identity import interpreter_identity, verify_same_interpreter
@@ -80,7 +81,7 @@ def test_runtime_builds_runs_and_stays_unchanged(project: Project, sandbox: Sand
 
         Store(str(project.store)).get(result.inventory.identity)
     assert again.reused and again.store_path == result.store_path and again.name == result.name
-    assert result.immutability == "immutable"
+    assert result.immutability == BACKEND
     assert Path(result.store_path).parts[-3] == "store"  # the freeze layer's content-addressed image
 
 
@@ -205,20 +206,38 @@ def test_bad_recipe(tmp_path: Path) -> None:
     assert ei.value.code == BuildCode.BAD_RECIPE
 
 
-def test_runtime_refuses_another_interpreter(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+def _interpreters() -> list[object]:
+    """This interpreter, and Debian's when present: its stdlib has a sitecustomize of its own,
+    which shadowed a guard installed as site-packages/sitecustomize.py (found running the suite
+    as an ordinary user, whose python3 was Debian's)."""
+    params: list[object] = [pytest.param(None, id="this")]
+    debian = Path("/usr/bin/python3.11")
+    if debian.exists() and (debian.resolve().parent.parent / "lib" / "python3.11" / "sitecustomize.py").exists():
+        params.append(pytest.param(str(debian), id="debian-sitecustomize"))
+    return params
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_runtime_refuses_another_interpreter(project: Project, sandbox: Sandbox, tmp_path: Path, python: str | None) -> None:
     _fetch(project)
-    result = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox,
+    result = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox, python=python,
                            publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
     root = Path(result.store_path)
+    assert not list(root.glob("lib/python*/site-packages/sitecustomize.py"))
     env = {"PATH": "/usr/bin:/bin"}
     ok = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
     assert ok.returncode == 0 and ok.stdout == b"ran\n"
     record = root / "attest-runtime.json"
     os.chmod(root, 0o755)
     os.chmod(record, 0o644)
-    record.write_text(record.read_text().replace('"version": "3.11', '"version": "3.99'))
+    good = record.read_text()
+    record.write_text(good.replace('"version": "3.11', '"version": "3.99'))
     bad = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
-    assert bad.returncode == 70 and b"refusing to run" in bad.stderr and bad.stdout == b""
+    assert bad.returncode == 70 and b"built for another interpreter" in bad.stderr and bad.stdout == b""
+    # A record the guard cannot read stops the start too: site.py would report the exception and go on.
+    record.write_text("{not json")
+    broken = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
+    assert broken.returncode == 70 and b"cannot check the interpreter" in broken.stderr and broken.stdout == b""
 
 
 def test_no_compatible_wheel(project: Project, sandbox: Sandbox) -> None:
@@ -298,11 +317,18 @@ def test_build_step_cannot_write_outside_staging_or_reach_the_network(project: P
     sha = make_toolchain_repo(project.repo, probe=str(target))
     _fetch(project)
     result = build_runtime(load_recipe(project.recipe), sha, str(project.store), str(project.cache), sandbox)
-    assert not target.exists()
+    assert not target.exists() and not list(tmp_path.rglob("planted"))  # neither write reached the host
     report = (Path(result.store_path) / "lib/python3.11/site-packages/toolchain/_probe.txt").read_text().splitlines()
-    # The host path is not in the step's root (ENOENT), or read-only (EROFS), or not the step's (EACCES).
-    assert report[0] in ("refused 2", "refused 13", "refused 30")
-    assert report[1].startswith("refused ")
+    if sandbox.rootless:
+        # The step runs as the caller's own (mapped) uid, so it may write the mount-point
+        # skeleton its sandbox made on the private /tmp tmpfs; that tmpfs dies with the step,
+        # and the host has neither file (asserted above).
+        assert report[0] in ("refused 2", "refused 13", "refused 30", f"wrote {target}")
+        assert report[1].startswith(("refused ", "wrote "))
+    else:
+        # The host path is not in the step's root (ENOENT), or read-only (EROFS), or not the step's (EACCES).
+        assert report[0] in ("refused 2", "refused 13", "refused 30")
+        assert report[1].startswith("refused ")
     assert report[2].startswith("network refused")
     assert result.details["filesystem_confined"] is True
 

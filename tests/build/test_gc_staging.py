@@ -28,8 +28,8 @@ def test_gc_spares_a_live_build_and_removes_a_killed_ones_staging(project: Proje
     recipe = load_recipe(project.recipe)
     fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
     state = tmp_path / "state"
-    build = subprocess.Popen([sys.executable, "-m", "attest", "build", "runtime", "--recipe", str(project.recipe),
-                              "--toolchain-rev", sha, "--store", str(state), "--cache", str(project.cache), "--json"],
+    build = subprocess.Popen([sys.executable, "-m", "attest", "build", "runtime", str(project.recipe),
+                              "--toolchain-rev", sha, "--state-dir", str(state), "--cache", str(project.cache), "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

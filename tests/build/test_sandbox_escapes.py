@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.build import Project
+from support.caps import needs_root
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.build._sandbox import STEP_UID_RANGE, pick_step_uid
@@ -70,6 +71,7 @@ def test_sandboxed_step_cannot_reach_a_host_unix_socket(sandbox: Sandbox, tmp_pa
     assert got == [], "a network-isolated, confined build step talked to a host daemon over an AF_UNIX socket"
 
 
+@needs_root  # loop devices need root
 def test_sandboxed_step_cannot_write_a_host_block_device(sandbox: Sandbox, tmp_path: Path) -> None:
     backing = tmp_path / "disk.img"
     backing.write_bytes(b"\0" * (1 << 20))
@@ -114,6 +116,7 @@ def test_isolated_build_does_not_reuse_an_unisolated_output(project: Project, sa
     )
 
 
+@needs_root  # the rootful sandbox (a uid of its own); tests/build/test_rootless_sandbox.py covers the rootless one
 def test_confined_step_sees_a_minimal_root_as_an_unused_uid(sandbox: Sandbox, tmp_path: Path) -> None:
     secret = tmp_path / "cache-like.txt"
     secret.write_text("host file")
@@ -138,6 +141,7 @@ def test_confined_step_sees_a_minimal_root_as_an_unused_uid(sandbox: Sandbox, tm
     assert int(caps["CapEff"], 16) == 0 and int(caps["CapBnd"], 16) == 0 and caps["NoNewPrivs"].strip() == "1"
 
 
+@needs_root  # the rootful sandbox (a uid of its own); tests/build/test_rootless_sandbox.py covers the rootless one
 def test_sandbox_reports_what_it_established(sandbox: Sandbox) -> None:
     g = sandbox.guarantees()
     assert g["network_isolated"] and g["filesystem_confined"]

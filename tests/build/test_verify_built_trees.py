@@ -40,14 +40,14 @@ def test_verify_a_built_image_against_its_own_attestation(project: Project, tmp_
     key.parent.mkdir()
     generate_key("ed25519", key)
     if kind == "runtime":
-        assert run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))[0] == 0
-        rc, doc = run(capsys, "build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha,
-                      "--store", state, "--cache", str(project.cache), "--key", str(key))
+        assert run(capsys, "fetch", "--lock", str(project.lock), "--cache", str(project.cache))[0] == 0
+        rc, doc = run(capsys, "build", "runtime", str(project.recipe), "--toolchain-rev", project.sha,
+                      "--state-dir", state, "--cache", str(project.cache), "--key", str(key))
     else:
-        rc, doc = run(capsys, "build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha,
-                      "--store", state, "--key", str(key))
+        rc, doc = run(capsys, "build", "skill", str(project.skill_recipe), "--skill-rev", project.sha,
+                      "--state-dir", state, "--key", str(key))
     assert rc == 0, doc
-    image, predicate = Path(doc.get("store_path", doc.get("image"))), Path(doc["attestations"][0])
+    image, predicate = Path(doc["image"]), Path(doc["attestations"][0])
     assert predicate.name.endswith(f".{kind}.json")
     policy = _policy(tmp_path, [key.parent / "release.pub.pem"])
     rc, out = run(capsys, "verify", str(image), "--attestation", str(predicate), "--policy", str(policy))
@@ -91,15 +91,15 @@ def test_build_signs_with_every_key(project: Project, tmp_path: Path, capsys, ki
     state = str(tmp_path / "state")
     alice, bob = _keys(tmp_path, "ed-alice", "ec-bob")
     if kind == "runtime":
-        assert run(capsys, "fetch", "--lock", str(project.lock), "--into", str(project.cache))[0] == 0
-        args = ["build", "runtime", "--recipe", str(project.recipe), "--toolchain-rev", project.sha, "--store", state,
+        assert run(capsys, "fetch", "--lock", str(project.lock), "--cache", str(project.cache))[0] == 0
+        args = ["build", "runtime", str(project.recipe), "--toolchain-rev", project.sha, "--state-dir", state,
                 "--cache", str(project.cache)]
     else:
-        args = ["build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha, "--store", state]
+        args = ["build", "skill", str(project.skill_recipe), "--skill-rev", project.sha, "--state-dir", state]
     rc, doc = run(capsys, *args, "--key", str(alice), "--key", str(bob))
     assert rc == 0, doc
     assert [_signatures(a) for a in doc["attestations"]] == [2, 2]  # the predicate and the provenance, both signed twice
-    image = str(doc.get("store_path", doc.get("image")))
+    image = str(doc["image"])
     both = _policy(tmp_path, [_pub(alice), _pub(bob)], threshold=2)
     rc, out = run(capsys, "verify", image, "--attestation", doc["attestations"][0], "--policy", str(both))
     assert rc == 0 and len(out["signers"]) == 2, out
@@ -114,7 +114,7 @@ def test_build_key_sets_refused_before_building(project: Project, tmp_path: Path
     alice, bob = _keys(tmp_path, "ed-alice", "ec-bob")
     second = bob if extra else alice
     state = tmp_path / "state"
-    rc, doc = run(capsys, "build", "skill", "--recipe", str(project.skill_recipe), "--source-rev", project.sha, "--store", str(state),
+    rc, doc = run(capsys, "build", "skill", str(project.skill_recipe), "--skill-rev", project.sha, "--state-dir", str(state),
                   "--key", str(alice), "--key", str(second), *extra)
     assert rc == 2 and doc["errors"][0]["code"] == code
     assert not (state / "builds").exists()  # refused before anything was built

@@ -41,7 +41,7 @@ def _fake_rebuild(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
              Finding("DIGEST_MISMATCH", "f", "sha256 differs"))
     report = RebuildReport("skill", first, first.name, "sha256:" + "3" * 64, found, {"f": "--- first/f\n+++ second/f\n"})
     monkeypatch.setattr("attest.build.run_rebuild", lambda *a, **k: (report, None))
-    return ["rebuild", "--check", "builders/skill.toml", "--rev", HEAD, "--store", str(tmp_path / "state")]
+    return ["rebuild", "builders/skill.toml", "--rev", HEAD, "--state-dir", str(tmp_path / "state")]
 
 
 def _model_output(tmp_path: Path) -> Path:
@@ -61,8 +61,8 @@ CASES: list[tuple[str, Setup, int, str]] = [
     ("wrap-bad-head", lambda mp, tmp: ["evidence", "wrap", "--head-sha", "main", *WRAP[4:], "-i", "/dev/null"], 2, "BAD_CONFIG"),
     ("wrap-bad-output-path", lambda mp, tmp: [*WRAP, "-i", "/dev/null", "-o", str(tmp)], 2, "BAD_OUTPUT_PATH"),
     ("rebuild-not-reproducible", _fake_rebuild, 1, "NOT_REPRODUCIBLE"),
-    ("rebuild-unreadable-recipe", lambda mp, tmp: ["rebuild", "--check", str(tmp / "missing.toml"), "--rev", HEAD,
-                                                   "--store", str(tmp / "state")], 2, "UNREADABLE"),
+    ("rebuild-unreadable-recipe", lambda mp, tmp: ["rebuild", str(tmp / "missing.toml"), "--rev", HEAD,
+                                                   "--state-dir", str(tmp / "state")], 2, "UNREADABLE"),
 ]
 IDS = [c[0] for c in CASES]
 
@@ -103,17 +103,17 @@ def test_json_mode(setup: Setup, rc: int, code: str, monkeypatch: pytest.MonkeyP
 
 def test_each_command_keeps_its_documented_json_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    verdict = {"ok", "trusted_producer", "reason_code", "reason", "errors"}
+    verdict = {"schema", "ok", "trusted_producer", "reason_code", "reason", "errors"}
     for argv, rc in (([*TP, *DEAD_API], 1), ([*TP[:-1], "github-actions[bot]"], 2)):
         assert main([*argv, "--json"]) == rc
         doc = json.loads(capsys.readouterr().out)
         assert set(doc) == verdict and doc["trusted_producer"] == "unknown" and doc["reason_code"] == doc["errors"][0]["code"]
     assert main([*WRAP, "-i", str(_model_output(tmp_path)), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"ok", "outcome", "reason_code", "reason", "findings", "review", "errors"} and doc["outcome"] == "diagnostic"
+    assert set(doc) == {"schema", "ok", "outcome", "reason_code", "reason", "findings", "review", "errors"} and doc["outcome"] == "diagnostic"
     assert main([*_fake_rebuild(monkeypatch, tmp_path), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert {"kind", "name", "rebuilt_inventory_identity", "diffs"} <= set(doc) and doc["diffs"]["f"].startswith("--- first/f")
+    assert {"kind", "name", "rebuilt_identity", "diffs"} <= set(doc) and doc["diffs"]["f"].startswith("--- first/f")
 
 
 def test_rebuild_text_mode_prints_the_diffs_then_the_findings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -126,7 +126,7 @@ def test_rebuild_text_mode_prints_the_diffs_then_the_findings(monkeypatch: pytes
 @pytest.mark.parametrize("argv", [
     [*TP[:-1], "github-actions[bot]"],
     ["evidence", "wrap", "--head-sha", "main", *WRAP[4:], "-i", "/dev/null"],
-    ["rebuild", "--check", "no/such/recipe.toml", "--rev", HEAD, "--store", "{tmp}/state"],
+    ["rebuild", "no/such/recipe.toml", "--rev", HEAD, "--state-dir", "{tmp}/state"],
 ], ids=["trusted-producer", "wrap", "rebuild"])
 def test_as_a_process(argv: list[str], tmp_path: Path) -> None:
     """The real entry point: exit status 2, one message on stderr, no traceback."""
@@ -158,6 +158,6 @@ def test_a_reported_failure_takes_its_exit_code_and_findings_from_its_error(
     render_error(own, json_mode=True)
     render_error(own, json_mode=False)
     out, err = capsys.readouterr()
-    assert json.loads(out) == {"ok": False, "extra": 1, "errors": []} and err == "one line\n"
+    assert json.loads(out) == {"schema": 1, "ok": False, "extra": 1, "errors": []} and err == "one line\n"
     render_error(plain, json_mode=False)
     assert capsys.readouterr().err == f"attest: {'error' if rc == 2 else 'FAILED'}: 1 problem\n  X: d\n"

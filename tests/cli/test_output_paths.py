@@ -85,9 +85,9 @@ def test_output_option_naming_a_bad_path_is_usage_error(capsys: pytest.CaptureFi
 
 STORE_COMMANDS = {
     "fetch": ["fetch", "--lock", str(ROOT / "lockfiles" / "pylock.toml")],
-    "build runtime": ["build", "runtime", "--toolchain-rev", SHA, "--recipe", str(ROOT / "builders" / "runtime.toml")],
-    "build skill": ["build", "skill", "--source-rev", SHA, "--recipe", str(ROOT / "builders" / "skill.toml")],
-    "rebuild": ["rebuild", "--check", str(ROOT / "builders" / "skill.toml"), "--rev", SHA],
+    "build runtime": ["build", "runtime", "--toolchain-rev", SHA, str(ROOT / "builders" / "runtime.toml")],
+    "build skill": ["build", "skill", "--skill-rev", SHA, str(ROOT / "builders" / "skill.toml")],
+    "rebuild": ["rebuild", str(ROOT / "builders" / "skill.toml"), "--rev", SHA],
     "promote": ["promote", "--toolchain-rev", SHA, "--pins", "pins.toml", "--key", "k.pem", "--policy", "policy.toml"],
 }
 
@@ -96,7 +96,7 @@ STORE_COMMANDS = {
 @pytest.mark.parametrize("command", sorted(STORE_COMMANDS))
 def test_store_naming_a_regular_file_is_usage_error(capsys: pytest.CaptureFixture[str], place: dict[str, Path], command: str, below: bool) -> None:
     store = place["file"] / "state" if below else place["file"]
-    rc, out = run_json(capsys, *STORE_COMMANDS[command], "--store", str(store))
+    rc, out = run_json(capsys, *STORE_COMMANDS[command], "--state-dir", str(store))
     assert_bad_output_path(rc, out)
     assert place["file"].read_bytes() == b"not a directory\n"
 
@@ -148,8 +148,8 @@ def test_write_atomic_still_replaces_a_file(tmp_path: Path) -> None:
 
 
 def test_directory_paths_that_may_still_be_created_pass(tmp_path: Path) -> None:
-    check_directory_path(tmp_path, what="--store")
-    check_directory_path(tmp_path / "new" / "deeper", what="--store")
+    check_directory_path(tmp_path, what="--state-dir")
+    check_directory_path(tmp_path / "new" / "deeper", what="--state-dir")
     (tmp_path / "link").symlink_to(tmp_path)
-    check_directory_path(tmp_path / "link", what="--store")  # a symlink is the owning layer's to judge
+    check_directory_path(tmp_path / "link", what="--state-dir")  # a symlink is the owning layer's to judge
     check_output_path(tmp_path / "new-file", what="key file")

@@ -195,7 +195,7 @@ def test_a_root_that_is_a_symlink_is_refused(repo: Any, tmp_path: Path) -> None:
 def test_failures_are_reported_in_json_with_paths(repo: Any, cli: Any) -> None:
     (repo.root / SEMANTIC).unlink()
     rc, out = cli("policy", "check", "--root", str(repo.root), "--json")
-    assert rc == 1 and out == {"ok": False, "errors": [{"code": "OUTPUT_MISSING", "path": SEMANTIC, "detail": "the file does not exist"}]}
+    assert rc == 1 and out == {"schema": 1, "ok": False, "errors": [{"code": "OUTPUT_MISSING", "path": SEMANTIC, "detail": "the file does not exist"}]}
 
 
 def test_check_never_reads_the_current_directory(repo: Any, tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import test_bootstrap
+from support.caps import BACKEND
 from support.gitrepo import git
 from test_bootstrap import Consumer, Deployment, codes, config_text, identity_file, make_consumer, run
 
@@ -175,7 +176,7 @@ def test_the_documented_gitdir_form_of_a_non_bare_repository_works(dep: Deployme
     c = make_consumer(tmp_path / "consumer", dep.sha)
     done = test_bootstrap.bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
                                     repo=c.path / ".git", host=test_bootstrap.IdentityFile(str(identity_file(tmp_path / "id.json", c))),
-                                    key=str(dep.key), out=tmp_path / "handoff.json", backend="immutable",
+                                    key=str(dep.key), out=tmp_path / "handoff.json", backend=BACKEND,
                                     runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0)
     assert done.to_json()["ok"] is True
     planted = c.path / "pins.toml"
@@ -183,5 +184,5 @@ def test_the_documented_gitdir_form_of_a_non_bare_repository_works(dep: Deployme
     err = attempt(lambda: test_bootstrap.bootstrap(
         pins=planted, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1], repo=c.path / ".git",
         host=test_bootstrap.IdentityFile(str(identity_file(tmp_path / "id2.json", c))), key=str(dep.key),
-        out=tmp_path / "h2.json", backend="immutable", runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0))
+        out=tmp_path / "h2.json", backend=BACKEND, runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0))
     assert refused_in_tree(err), err

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import test_bootstrap
+from support.caps import BACKEND
 from support.gitrepo import git
 from test_bootstrap import Consumer, Deployment, make_consumer, run
 from test_review_exec import unique_consumer
@@ -171,7 +172,7 @@ def test_attack_a_release_key_handoff_naming_a_base_that_failed_the_managed_chec
     from attest.git import GitRepo
 
     with GitRepo.open(bad.path) as repo:
-        stale = snapshot_base(repo, bad.base, str(dep.state), backend="immutable")
+        stale = snapshot_base(repo, bad.base, str(dep.state), backend=BACKEND)
     st = statement_of(handoff)
     pred = st["predicate"]
     pred["base"] = {"commit": stale.commit, "tree": stale.tree, "object_format": stale.object_format}

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, write_lock
+from support.caps import BACKEND
 from support.gitrepo import git
 from support.trees import chattr
 
@@ -206,7 +207,7 @@ def run(dep: Deployment, skill: tuple[Path, Path], c: Consumer, tmp: Path, *, pi
                      installation=kw.pop("installation", skill[1]), repo=c.path,
                      host=IdentityFile(str(ident or identity_file(tmp / "identity.json", c))),
                      key=(lambda k: k if isinstance(k, list) else str(k))(kw.pop("key", dep.key)),
-                     out=kw.pop("out", tmp / "handoff.json"), backend="immutable", runner=runner or HostCheck(),
+                     out=kw.pop("out", tmp / "handoff.json"), backend=BACKEND, runner=runner or HostCheck(),
                      clock=clock or (lambda: T0), **kw)
 
 
@@ -236,7 +237,7 @@ def test_the_chain_hands_off_four_verified_images(dep: Deployment, skill: tuple[
     assert doc["repository"] == {"id": 4242, "full_name": "acme/widgets"} and doc["pull_request"] == {"id": 99001, "number": 7}
     assert doc["base"] == {"commit": c.base, "tree": git(c.path, "rev-parse", f"{c.base}^{{tree}}")}
     for image in doc["images"].values():
-        assert image["identity"].startswith("sha256:") and image["backend"] == "immutable"
+        assert image["identity"].startswith("sha256:") and image["backend"] == BACKEND
         assert image["path"] == f"{dep.state}/store/{image['identity'][7:]}/tree"
     data = Path(doc["handoff"]).read_bytes()
     assert doc["handoff_digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
@@ -606,6 +607,6 @@ def test_cli_success_prints_the_documented_shape(dep: Deployment, skill: tuple[P
                       "--key", str(dep.key), "-o", str(tmp_path / "h.json"), "--json"])
     doc = json.loads(out)
     assert code == 0, out
-    assert set(doc) == {"ok", "handoff", "handoff_digest", "images", "repository", "pull_request", "base"}
+    assert set(doc) == {"schema", "ok", "handoff", "handoff_digest", "images", "repository", "pull_request", "base"}
     assert doc["handoff"] == str(tmp_path / "h.json") and set(doc["base"]) == {"commit", "tree"}
     assert all(set(i) == {"identity", "path", "backend"} for i in doc["images"].values())

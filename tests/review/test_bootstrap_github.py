@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import test_bootstrap
+from support.caps import BACKEND
 from support.github_replay import ReplayServer, Response, error, ok, raw
 from support.gitrepo import git, make_repo
 from test_bootstrap import T0, HostCheck, fails, make_consumer
@@ -382,7 +383,7 @@ def test_a_pr_that_is_not_a_number_is_typers_usage_error(tmp_path: Path, capsys:
 
 def _chain(dep: Any, skill: tuple[Path, Path], c: Any, tmp: Path, host: Any) -> Any:
     return bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1], repo=c.path,
-                     host=host, key=str(dep.key), out=tmp / "handoff.json", backend="immutable", runner=HostCheck(),
+                     host=host, key=str(dep.key), out=tmp / "handoff.json", backend=BACKEND, runner=HostCheck(),
                      clock=lambda: T0)
 
 

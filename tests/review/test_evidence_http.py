@@ -79,7 +79,7 @@ def test_trusted_case_reads_in_adr_order_and_exits_zero(api: ReplayServer, capsy
     rc, out, _ = cli(api.url, capsys)
     assert rc == 0
     assert out["trusted_producer"] == "true" and out["reason_code"] == "TRUSTED" and out["ok"] is True
-    assert set(out) == {"ok", "trusted_producer", "reason_code", "reason", "errors"} and out["errors"] == []
+    assert set(out) == {"schema", "ok", "trusted_producer", "reason_code", "reason", "errors"} and out["errors"] == []
     # The authoritative final head read comes only after both Actions reads.
     assert api.targets == FULL_ORDER
     sent = api.log[0].headers

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from support.build import RUNTIME_RECIPE, SKILL_RECIPE, Project, make_toolchain_repo, write_lock
+from support.caps import BACKEND
 from support.gitrepo import git
 from support.trees import chattr, is_immutable
 
@@ -429,7 +430,7 @@ def test_a_bad_image_shape_is_refused_even_when_pinned(dep: Deployment, dest: Pa
     (src / "agent-policy" / "SKILL.md").write_bytes(b"x\n")
     (src / "stray.txt").write_bytes(b"outside the root\n")
     inv = inventory_tree(src)
-    freeze_tree(src, inv, state, backend="immutable")
+    freeze_tree(src, inv, state, backend=BACKEND)
     name = "f" * 32 + "-test-skill"
     claim = InstallationClaim(name, "0" * 64, "https://i", dep.project.sha, "https://s", dep.project.sha, dep.project.sha, "skills/x",
                               dep.project.sha, "agent-policy", None, inv)
@@ -655,12 +656,12 @@ def test_cli_installs_and_reports(dep: Deployment, dest: Path, monkeypatch: pyte
     doc = json.loads(out)
     assert doc["ok"] is True and doc["installed_root"] == str(dest)
     assert doc["source"] == {"repository": "https://example.org/toolchain.git", "revision": dep.project.sha}
-    assert doc["installer"] == doc["source"] and doc["skill"]["image"] == SkillPins.from_file(dep.pins).inventory
+    assert doc["installer"] == doc["source"] and doc["skill"]["identity"] == SkillPins.from_file(dep.pins).inventory
     assert doc["inventory"]["identity"] == inventory_tree(dest).identity
     assert doc["attestation_digest"] == "sha256:" + hashlib.sha256(Path(doc["attestation"]).read_bytes()).hexdigest()
     # Again into the same destination: refused as bad usage (exit 2), the installation untouched.
     rc, out, _ = run_cli(monkeypatch, capsys, *args, "--json")
-    assert rc == 2 and json.loads(out) == {"ok": False, "errors": [
+    assert rc == 2 and json.loads(out) == {"schema": 1, "ok": False, "errors": [
         {"code": "INSTALL_DEST_EXISTS", "path": str(dest), "detail": json.loads(out)["errors"][0]["detail"]}]}
     # Text mode, bad pins: exit 2 with the reason on stderr.
     bad = dest.parent / "bad-pins.toml"

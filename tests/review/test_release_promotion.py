@@ -157,7 +157,7 @@ def rel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     # Rebuilder a's result for release 1 through the command a rebuilder runs, in a store of its own.
     code, text = _cli(["rebuild-release", "--toolchain-rev", sha1, "--key", str(keys / "rebuilder-a.pem"), "-o", str(results / "a1.json"),
                        "--runtime-recipe", str(root / "builders" / "runtime.toml"), "--skill-recipe", str(root / "builders" / "skill.toml"),
-                       "--store", str(tmp / "rebuilder-a"), "--cache", str(cache), "--json"])
+                       "--state-dir", str(tmp / "rebuilder-a"), "--cache", str(cache), "--json"])
     assert code == 0, text
     assert json.loads(text)["signers"] == [ids["a"]]
     sha2 = make_toolchain_repo(root / "repo", message=b"release 2")
@@ -257,7 +257,7 @@ def test_the_cli_promotes_and_prints_a_summary(rel: Release, deployment: Path, m
     code, out = _cli(["promote", "--toolchain-rev", rel.sha2, "--pins", str(deployment), "--key", str(rel.keys / "release.pem"),
                       "--policy", str(rel.policy), "--rebuild-result", str(rel.result("a2")), "--rebuild-result", str(rel.result("b2")),
                       "--runtime-recipe", str(rel.root / "builders" / "runtime.toml"),
-                      "--skill-recipe", str(rel.root / "builders" / "skill.toml"), "--store", str(rel.state), "--cache", str(rel.cache),
+                      "--skill-recipe", str(rel.root / "builders" / "skill.toml"), "--state-dir", str(rel.state), "--cache", str(rel.cache),
                       "--fixture", str(FIXTURE)])
     assert code == 0, out
     lines = out.splitlines()
@@ -431,7 +431,7 @@ def test_the_cli_refusal_and_usage(rel: Release, deployment: Path) -> None:
     code, out = _cli(["promote", "--toolchain-rev", rel.sha2, "--pins", str(deployment), "--key", str(rel.keys / "release.pem"),
                       "--policy", str(rel.policy), "--rebuild-result", str(rel.result("a2")),
                       "--runtime-recipe", str(rel.root / "builders" / "runtime.toml"),
-                      "--skill-recipe", str(rel.root / "builders" / "skill.toml"), "--store", str(rel.state), "--cache", str(rel.cache),
+                      "--skill-recipe", str(rel.root / "builders" / "skill.toml"), "--state-dir", str(rel.state), "--cache", str(rel.cache),
                       "--json"])
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and doc["errors"][0]["code"] == "REBUILDERS_THRESHOLD_NOT_MET"

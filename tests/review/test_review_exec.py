@@ -291,10 +291,10 @@ def test_parse_handoff_and_decide_images_are_pure(dep: Deployment, handoff: Path
 def test_the_reviewer_is_confined_or_the_caller_said_unsafe(euid: int, unsafe: bool, refused: bool) -> None:
     if refused:
         with pytest.raises(EnvironmentFailure) as ei:
-            verify_can_confine(euid, unsafe_unconfined=unsafe)
+            verify_can_confine(euid, unsafe_unconfined=unsafe, rootless=lambda: "no user namespaces")
         assert codes(ei.value) == {HandoffCode.REVIEWER_NOT_CONFINED} and "--unsafe-unconfined" in str(ei.value)
     else:
-        verify_can_confine(euid, unsafe_unconfined=unsafe)
+        verify_can_confine(euid, unsafe_unconfined=unsafe, rootless=lambda: "no user namespaces")
 
 
 def test_unconfined_on_request_is_recorded(dep: Deployment, handoff: Path, tmp_path: Path) -> None:

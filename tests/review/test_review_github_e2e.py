@@ -15,6 +15,7 @@ from typing import Any
 import test_bootstrap
 import test_bootstrap_github as tg
 import test_review_serialize as ts
+from support.caps import BACKEND
 from support.github_replay import ReplayServer, ok
 from support.gitrepo import git
 
@@ -45,7 +46,7 @@ def test_a_github_review_from_bootstrap_to_serialize(dep: Any, skill: Any, tmp_p
     serve(api, c, head)
     host = GitHubIdentity(tg.REQUESTED, tg.NUMBER, api.url, tg.TOKEN, HttpLimits())
     handoff = Path(bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
-                             repo=c.path, host=host, key=str(dep.key), out=tmp_path / "handoff.json", backend="immutable",
+                             repo=c.path, host=host, key=str(dep.key), out=tmp_path / "handoff.json", backend=BACKEND,
                              runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0).handoff)
     start = review_start(handoff=handoff, policy=load_policy(dep.trust), state_dir=dep.state, repo=c.path, host=host,
                          semantic=ts.SEM, adapter=ts.ADA)

@@ -373,7 +373,7 @@ def test_cli_start(dep: Deployment, started: Started, tmp_path: Path) -> None:
     code, out = _cli([*args, "--json"])
     doc = json.loads(out)
     assert code == 0, out
-    assert set(doc) == {"ok", "review", "state", "handoff_digest", "repository", "pull_request", "base", "head", "merge_base",
+    assert set(doc) == {"schema", "ok", "review", "state", "handoff_digest", "repository", "pull_request", "base", "head", "merge_base",
                         "changed_paths", "projections", "images"}
     assert Path(doc["state"]).name == f"{doc['review']}.json"
     code, out = _cli(args)

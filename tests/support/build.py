@@ -79,7 +79,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             try:
                 with open(target, "w") as f:
                     f.write("escaped")
-                results.append("wrote " + target)
+                results.append("wrote " + (target if target == probe else "beside staging"))  # never the staging path
             except OSError as e:
                 results.append(f"refused {e.errno}")
         import socket

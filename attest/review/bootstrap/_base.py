@@ -331,7 +331,7 @@ def _verify_after_seal(image: Image, fmt: ObjectFormat, tree: str, expected: Obj
 # -- the snapshot --------------------------------------------------------------------------------
 
 
-def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str], *, backend: str,
+def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str], *, backend: str | None,
                   tree: str | None = None) -> BaseSnapshot:
     """Materialize, freeze and verify the exact tree of ``commit``; see the module docstring.
 

@@ -187,7 +187,7 @@ def bootstrap(
     host: HostAdapter,
     key: str | Sequence[str],
     out: str | os.PathLike[str],
-    backend: str,
+    backend: str | None = None,
     runner: PolicyCheckRunner | None = None,
     clock: Callable[[], _dt.datetime] = _now,
     runtime_attestation: str | os.PathLike[str] | None = None,

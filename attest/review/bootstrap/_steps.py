@@ -63,7 +63,7 @@ def decide_image(image: Image, identity: str, code: BootstrapCode, what: str) ->
 
 
 def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir: str | os.PathLike[str],
-                    pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str) -> BootstrapImage:
+                    pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str | None) -> BootstrapImage:
     """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified.
 
     Raises:
@@ -100,7 +100,7 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
 # -- step 3: the trusted-base snapshot ----------------------------------------------------------
 
 
-def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], *, backend: str) -> BaseSnapshot:
+def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], *, backend: str | None) -> BaseSnapshot:
     """Step 3: :func:`snapshot_base` of the base commit, whose tree must be step 2's.
 
     Raises:
@@ -533,7 +533,7 @@ class ProcedureBundle:
 
 
 def freeze_procedure(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], authority: Authority,
-                     state_dir: str | os.PathLike[str], *, backend: str) -> ProcedureBundle:
+                     state_dir: str | os.PathLike[str], *, backend: str | None) -> ProcedureBundle:
     """Step 8: copy the procedure files into private staging, freeze, verify the frozen bundle against the reproduced digests.
 
     Raises:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._fs import read_bounded
 from ...errors import AttestError, EnvironmentFailure, InputError, VerificationError
+from ...freeze import resolve_backend
 from ._codes import ReleaseCode
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ class FixtureRun:
     """
 
     fixture: FixtureConsumer
-    backend: str = "immutable"
+    backend: str | None = None  # None: $ATTEST_BACKEND, else immutable (attest.freeze.resolve_backend)
     runner: PolicyCheckRunner | None = None
     generator: PolicyGenerator | None = None
     clock: Callable[[], _dt.datetime] = _now
@@ -354,7 +355,7 @@ class FixtureRun:
             "head": head,
             "handoff_digest": result.handoff_digest,
             "review": start.review,
-            "backend": self.backend,
+            "backend": resolve_backend(self.backend),
             "images": {name: images[name]["identity"] for name in sorted(images)},
             "summary": f"bootstrap (steps 1-9) and review start passed on {os.path.basename(self.fixture.path)} "
                        f"(base {base[:12]}, pull request head {head[:12]}, review {start.review[:12]})",

@@ -27,7 +27,7 @@ def promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, run
                     cache: str | None = None, allow_unisolated_network: bool = False, python: str | None = None,
                     installer_rev: str | None = None, skill_rev: str | None = None, fmt: str = "dsse",
                     rebuild_results: Sequence[str] = (), unsafe_without_rebuilders: bool = False, repin: Collection[str] = (),
-                    fixture: str = DEFAULT_FIXTURE, backend: str = "immutable", runner: PolicyCheckRunner | None = None,
+                    fixture: str = DEFAULT_FIXTURE, backend: str | None = None, runner: PolicyCheckRunner | None = None,
                     generator: PolicyGenerator | None = None, clock: Callable[[], _dt.datetime] = _now) -> PromotionResult:
     """Promote ``toolchain_rev`` (:func:`attest.build.run_promote`), running the fixture consumer's bootstrap and review start
     with the candidate before the pins and the log are written.
@@ -47,4 +47,5 @@ def promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, run
     return run_promote(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=state,
                        cache=cache, allow_unisolated_network=allow_unisolated_network, python=python, installer_rev=installer_rev,
                        skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_results,
-                       unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, before_write=hook)
+                       unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, before_write=hook,
+                       freeze_backend=backend)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from ._app import BackendOption, JsonOption, ReportedFailure, working, argument, error_text, flag, new_group, option, print_json
+from ._app import BackendOption, JsonOption, ReportedFailure, argument, error_text, flag, new_group, option, print_json, working
 
 _STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
 StateDirOption = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP)

@@ -14,8 +14,12 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import CommonCode, EnvironmentFailure, VerificationError
+
+if TYPE_CHECKING:
+    from .build import BuildResult, RebuildReport
 
 Say = Callable[[str], None]
 
@@ -189,9 +193,13 @@ def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
     from .build import run_rebuild
 
     report, _ = run_rebuild(str(recipe), sha, str(state))
+    _say_rebuilt(report, say)
+
+
+def _say_rebuilt(report: RebuildReport, say: Say, by: str = "") -> None:
     if not report.ok:
         raise VerificationError(findings=report.findings)
-    say(f"   rebuilt in another staging context: same name {report.second_name}, same inventory {report.second_identity}")
+    say(f"   {by}rebuilt in another staging context: same name {report.second_name}, same inventory {report.second_identity}")
 
 
 def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, str] | None:
@@ -218,8 +226,11 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
         backend = "readonly"  # and so is the runtime below: the same machine, the same missing capability
         skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend=backend)
     say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
-    _rebuild(repo / "builders" / "skill.toml", sha, state, say)
+    # The promotion (step 11) rebuild-checks the skill and the runtime itself and refuses a difference; its reports are
+    # printed there. Only a demo that stops before the promotion runs the skill's rebuild check here (the warm run used
+    # to build each of them twice: issue 14).
     if offline:
+        _rebuild(repo / "builders" / "skill.toml", sha, state, say)
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
         return None
     from .build import BuildCode, Sandbox
@@ -231,6 +242,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
         if e.code != BuildCode.NETWORK_NOT_ISOLATED:
             raise
         # Never build unconfined behind the user's back: say why and stop here.
+        _rebuild(repo / "builders" / "skill.toml", sha, state, say)
         say(f"10. the runtime build, its rebuild check and the promotion: not run, the build sandbox cannot be established here: {e.detail}")
         return None
     lock = repo / "lockfiles" / "pylock.toml"
@@ -245,8 +257,9 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     g = runtime.details.get("sandbox") or sandbox.guarantees()
     say(f"   confinement: {g.get('confinement', sandbox.confinement)} ({', '.join(g.get('namespaces', []))} namespaces; "
         f"uid {g.get('uid')}; capabilities {g.get('capabilities')})")
-    _rebuild(repo / "builders" / "runtime.toml", sha, state, say)
     pins = state / "pins.toml"
+    if _verified_promotion(state, sha, runtime, skill, say):
+        return sha, backend
     say(f"11. promote {sha} into the deployment pins {pins}: two independent rebuilders, each in a store of its own, rebuild it")
     say("   and sign rebuild results; the candidate is bootstrapped and reviewed on the fixture consumer before the pins are written")
     results = demo_rebuilders(state, repo, sha, say, backend)
@@ -255,9 +268,48 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     result = promote_release(sha, str(pins), key, str(demo_release_policy(state)), runtime_recipe=str(repo / "builders" / "runtime.toml"),
                              skill_recipe=str(repo / "builders" / "skill.toml"), state=str(state), rebuild_results=results,
                              fixture=str(repo / "builders" / "fixture-consumer"), backend=backend)
+    for report in result.rebuilds:  # the promotion refuses a failed check; _say_rebuilt would too
+        _say_rebuilt(report, say, by=f"the promotion's rebuild check: the {report.kind} ")
     for line in result.summary_lines()[1:]:
         say(f"  {line}")
     return sha, backend
+
+
+def _verified_promotion(state: Path, sha: str, runtime: BuildResult, skill: BuildResult, say: Say) -> bool:
+    """Whether this state's pins already promote ``sha`` with exactly these two builds, by a verified log; say so.
+
+    A second run of the demo reuses its first promotion instead of promoting again (a promotion
+    rebuilds the runtime from nothing to check it: 10-15 s of a warm run, issue 14). Nothing
+    unverified is reused: the whole log verifies under the release policy (every entry's
+    signature, the chain, the head naming the pins' current bytes), and its head names this
+    revision and exactly the runtime and skill just reused from the store (each verified there).
+    A log that does not verify is an error, never a reason to promote again; pins of another
+    revision or other builds are promoted as on a first run. ``attest promote`` itself always
+    rebuild-checks.
+    """
+    from .attestation import load_policy
+    from .build import RELEASE_POLICY_EXTENSIONS, log_path, verify_promotion_log
+
+    pins = state / "pins.toml"
+    if not (pins.exists() and os.path.isdir(log_path(pins))):
+        return False
+    log = verify_promotion_log(str(pins), load_policy(demo_release_policy(state), extensions=RELEASE_POLICY_EXTENSIONS))
+    head = log.entries[-1]
+    record = head.predicate
+    built = {"runtime": runtime, "skill": skill}
+    if head.toolchain_revision != sha or any(
+            not isinstance(record.get(kind), dict) or record[kind].get("name") != b.name
+            or record[kind].get("inventory") != b.inventory.identity for kind, b in built.items()):
+        return False
+    rebuilders = record.get("rebuilders") or {}
+    fixture = record.get("fixture") or {}
+    say(f"11. {sha} is already promoted into {pins}: the promotion log verifies under the release policy (each entry's")
+    say(f"   signature, the chain, the pins' bytes); its entry {head.sequence} names this revision, the runtime {runtime.name}")
+    say(f"   and the skill {skill.name} just reused, {len(rebuilders.get('agreed', []))} of {rebuilders.get('threshold')} "
+        "rebuilders agreeing and the promotion's own rebuild checks passed;")
+    say(f"   fixture: {str(fixture.get('summary', 'not recorded'))[:200]}")
+    say("   (promoting again would rebuild both from nothing; `attest promote` always does)")
+    return True
 
 
 REBUILDERS = ("rebuilder-a", "rebuilder-b")

@@ -84,3 +84,20 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert re.search(r"^SERIALIZED review [0-9a-f]{32}: LIMITED for head [0-9a-f]{40} \(recheck: proceed\)$", proc.stdout, re.M), proc.stdout
     payload = json.loads((tmp_path / "verify" / "payload.json").read_bytes())
     assert payload["event"] == "COMMENT" and payload["comments"] == [] and "Limitations:" in payload["body"]
+
+    # The second run (issue 14) reuses the promotion its first run made, verified: no rebuild, no rebuilder, no new log entry.
+    assert main(["demo", "--state-dir", str(state)]) == 0
+    again = capfd.readouterr().out
+    assert f"11. {_head()} is already promoted into {state / 'pins.toml'}: the promotion log verifies" in again, again
+    assert "rebuilder-a" not in again and "rebuilt in another staging context" not in again
+    assert sorted(p.name for p in (state / "pins.toml.promotions").iterdir()) == ["000001.json"]
+    assert again.rstrip().endswith("demo complete: every check ended as it must.")
+    # Pins changed outside the promotion are never reused: the log no longer ends at them, and the demo fails closed.
+    with open(state / "pins.toml", "a") as f:
+        f.write("# edited by hand\n")
+    assert main(["demo", "--state-dir", str(state)]) == 1
+    assert "PROMOTION_LOG_PINS_MISMATCH" in capfd.readouterr().err
+
+
+def _head() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

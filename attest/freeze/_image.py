@@ -99,8 +99,27 @@ def _bad(detail: str, where: str) -> VerificationError:
     return VerificationError(FreezeCode.BAD_RECORD, detail, where)
 
 
+# Parsed records by their exact bytes and tree path. A parse is a pure function of the two and an
+# Image is immutable, so a record read again (every step of a review run gets its images from the
+# store again: 28 times in the demo's second run) is not parsed again. It only saves the parse:
+# every use still checks the seal and every byte (verify_image). Only successful parses are kept.
+_PARSED: dict[tuple[bytes, str], Image] = {}
+_PARSED_MAX = 16
+
+
 def image_from_record(data: bytes, tree_path: str, where: str) -> Image:
     """Parse a store record strictly (our own format, but read back from disk)."""
+    key = (bytes(data), tree_path)
+    image = _PARSED.get(key)
+    if image is None:
+        image = _image_from_record(key[0], tree_path, where)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = image
+    return image
+
+
+def _image_from_record(data: bytes, tree_path: str, where: str) -> Image:
     doc = loads_strict(data, what="store record", max_bytes=MAX_RECORD_BYTES)
     if not isinstance(doc, dict) or set(doc) != {"format", "identity", "backend", "dev", "created", "entries"}:
         raise _bad("the record does not have exactly the fields of a store record", where)

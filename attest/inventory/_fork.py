@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
-from ._names import PATH_MAX, entry_path
+from ._names import PATH_MAX, check_path, entry_path
 from ._sched import LIST, SLICE_ITEM, DirRef, Scheduler
 
 if TYPE_CHECKING:
@@ -373,6 +373,11 @@ class Child:
                 and (not fsizes or min(fsizes) >= 0)
             ):
                 raise TypeError("bad entry columns")
+            # Every path as the walker would have let it through (the one name rule): the child
+            # is this program, but its answer is bytes read from a pipe.
+            bad = next((p for p in itertools.chain(fpaths, dpaths) if check_path(p) is not None), None)
+            if bad is not None:
+                raise ValueError(f"a path the walker never produces: {bad[:200]!r}")
             result.entries.extend(map(Entry, fpaths, itertools.repeat(_FILE), fmodes, fsizes, digests))
             result.entries.extend(map(Entry, dpaths, itertools.repeat(_DIR), dmodes))
             for code, path, detail in findings:

@@ -217,15 +217,41 @@ def check_path(path: str) -> tuple[InventoryCode, str] | None:
         return InventoryCode.BAD_PATH, f"{path!r} is absolute"
     if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
         return InventoryCode.PATH_TOO_LONG, f"the path is longer than {PATH_MAX} bytes"
-    for component in path.split("/"):
-        if component == "":
-            return InventoryCode.BAD_PATH, f"{path!r} has an empty component ('//' or a trailing '/')"
-        if component in (".", ".."):
-            return InventoryCode.BAD_PATH, f"{path!r} has a {component!r} component"
-        problem = check_name(component)
-        if problem is not None:
-            return problem
+    # The components left to right; a directory's own path is judged once, however many
+    # entries lie below it (an inventory or a walk result names every parent again and again).
+    parent, sep, name = path.rpartition("/")
+    bad = (_bad_component(parent) if sep else None) or _bad_component_of(name)
+    if bad is None:
+        return None
+    kind, component, problem = bad
+    if kind == "empty":
+        return InventoryCode.BAD_PATH, f"{path!r} has an empty component ('//' or a trailing '/')"
+    if kind == "dot":
+        return InventoryCode.BAD_PATH, f"{path!r} has a {component!r} component"
+    assert problem is not None
+    return problem
+
+
+_Bad = tuple[str, str, "tuple[InventoryCode, str] | None"]
+
+
+@functools.lru_cache(maxsize=65536)
+def _bad_component(prefix: str) -> _Bad | None:
+    """The first component of ``prefix`` (a ``/``-separated path) that no path may hold, or None."""
+    for component in prefix.split("/"):  # a loop, not a recursion per component: a path may have 2,000
+        bad = _bad_component_of(component)
+        if bad is not None:
+            return bad
     return None
+
+
+def _bad_component_of(component: str) -> _Bad | None:
+    if component == "":
+        return "empty", component, None
+    if component in (".", ".."):
+        return "dot", component, None
+    problem = check_name(component)
+    return None if problem is None else ("name", component, problem)
 
 
 def order_key(path: str) -> str:

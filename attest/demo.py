@@ -117,18 +117,37 @@ def step_attest(state: Path, say: Say) -> None:
     write_sample(sample)
 
 
-def _freeze(sample: Path, attestation: Path, policy: object, state: Path, say: Say) -> object:
-    """Freeze with the immutable backend; where it cannot be established, say so and use readonly."""
-    from .freeze import FreezeCode, freeze_attested
+def demo_backend(state: Path) -> tuple[str, str | None]:
+    """The backend every image of this demo is frozen with, and why it is not ``immutable`` (None when it is).
 
+    ``$ATTEST_BACKEND`` when set; else ``immutable`` where this user can set the flag in the
+    state directory, else ``readonly``. Chosen once for the whole demo, so that every step and a
+    second run find their images under the backend they were stored with (a fallback per step
+    met ``STORE_CONFLICT`` on the second run).
+    """
+    import os
+
+    from .freeze import BACKEND_ENV, FreezeCode, get_backend, resolve_backend
+
+    chosen = resolve_backend(None)
+    if chosen != "immutable":
+        return chosen, f"${BACKEND_ENV} chooses it"
+    fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return freeze_attested(sample, attestation, policy, state)  # type: ignore[arg-type]
+        get_backend(chosen).probe(fd, str(state))
     except EnvironmentFailure as e:
         if e.code != FreezeCode.BACKEND_UNAVAILABLE:
             raise
-        say(f"   {e.detail}")
-        say("   the demo continues with the 'readonly' backend, which holds only against processes of another user")
-        return freeze_attested(sample, attestation, policy, state, backend="readonly")  # type: ignore[arg-type]
+        return "readonly", e.detail
+    finally:
+        os.close(fd)
+    return chosen, None
+
+
+def _freeze(sample: Path, attestation: Path, policy: object, state: Path) -> object:
+    from .freeze import freeze_attested
+
+    return freeze_attested(sample, attestation, policy, state, backend=demo_backend(state)[0])  # type: ignore[arg-type]
 
 
 def step_freeze(state: Path, say: Say) -> None:
@@ -140,7 +159,11 @@ def step_freeze(state: Path, say: Say) -> None:
     sample = write_sample(state / "sample")
     policy = load_policy(state / "policy.toml")
     say("6. freeze: verify the signature, copy the sample into private staging, seal it, verify the frozen bytes, publish")
-    image = _freeze(sample, state / "sample.sigstore.json", policy, state, say)
+    backend, why = demo_backend(state)
+    if why is not None:
+        say(f"   {why}: every image of the demo is frozen with the {backend!r} backend, which holds against "
+            "processes of other users only (docs/freeze.md)")
+    image = _freeze(sample, state / "sample.sigstore.json", policy, state)
     info = image.to_json()  # type: ignore[attr-defined]
     say(f"   image {info['image']} ({info['backend']} backend{', reused from the store' if info['reused'] else ''})")
     say("7. run a command from the frozen image only (clean environment, no bytecode written into it)")
@@ -166,7 +189,7 @@ def step_freeze(state: Path, say: Say) -> None:
     write_atomic(bundle, sign_statement(closed_tree_statement("sample", inventory_tree(v2)), load_signer(str(state / "keys/release.pem")), fmt="bundle"))
     expected_v2 = closed_tree_inventory(verify_attestation_file(bundle, policy))
     (v2 / "bin/hello").write_bytes(b"#!/usr/bin/env python3\nprint('pwned')\n")
-    _expect_failure(say, "a tampered source", lambda: _freeze(v2, bundle, policy, state, say))
+    _expect_failure(say, "a tampered source", lambda: _freeze(v2, bundle, policy, state))
     if (state / "store" / expected_v2.digest_hex).exists():
         raise EnvironmentFailure(CommonCode.INTERNAL, "a refused freeze published an image; this is a bug")
     say(f"   nothing was published: the store holds no image {expected_v2.identity}")
@@ -213,18 +236,10 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     sha = _head(repo)
     key = str(state / "keys" / "release.pem")
     say(f"9. build the skill from git objects of {repo} at {sha}, freeze and sign it")
-    from .freeze import FreezeCode
-
-    backend = "immutable"
-    try:
-        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key)
-    except EnvironmentFailure as e:
-        if e.code != FreezeCode.BACKEND_UNAVAILABLE:
-            raise
-        say(f"   {e.detail}")
-        say("   the skill is frozen with the 'readonly' backend instead, which holds only against processes of another user")
-        backend = "readonly"  # and so is the runtime below: the same machine, the same missing capability
-        skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend=backend)
+    backend = demo_backend(state)[0]  # the one the freeze of step 6 used
+    skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend=backend)
+    if backend != "immutable":
+        say(f"   the skill is frozen with the {backend!r} backend, as every image of the demo is")
     say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
     # The promotion (step 11) rebuild-checks the skill and the runtime itself and refuses a difference; its reports are
     # printed there. Only a demo that stops before the promotion runs the skill's rebuild check here (the warm run used
@@ -251,7 +266,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     say(f"   fetched {len(fetched.fetched)}, already cached {len(fetched.present)}; every hash checked")
     runtime = run_build_runtime(str(repo / "builders" / "runtime.toml"), sha, str(state), key=key, freeze_backend=backend)
     if backend != "immutable":
-        say(f"   the runtime is frozen with the '{backend}' backend, as the skill is")
+        say(f"   the runtime is frozen with the {backend!r} backend, as every image of the demo is")
     isolated = "in an empty network namespace" if runtime.network_isolated else "WITHOUT network isolation"
     say(f"   {'reused' if runtime.reused else 'built'} {runtime.name} {isolated}: {len(runtime.inventory.entries)} entries")
     g = runtime.details.get("sandbox") or sandbox.guarantees()

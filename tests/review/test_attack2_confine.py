@@ -230,6 +230,8 @@ def test_refused_a_release_key_runtime_attestation_not_named_by_the_handoff(dep:
     _, original, forged = _release_signed_runtime(dep, tmp_path, "/run/attest-attack2-libpython.so")
     att, _ = _runtime_attestation(dep)
     ran = tmp_path / "ran"
+    mode = att.stat().st_mode
+    att.chmod(0o644)  # the owner may (root need not): the attacker owns the state as much as we do
     try:
         att.write_bytes(forged)
         with pytest.raises(VerificationError) as ei:
@@ -237,6 +239,7 @@ def test_refused_a_release_key_runtime_attestation_not_named_by_the_handoff(dep:
         assert {f.code for f in ei.value.findings} == {"HANDOFF_IMAGE_MISMATCH"} and not ran.exists()
     finally:
         att.write_bytes(original)
+        att.chmod(mode)
 
 
 # -- 3. the result's paths ----------------------------------------------------------------------------------------------------

@@ -352,12 +352,12 @@ def test_a_path_swapped_before_the_bind_is_refused(dep: Deployment, skill: tuple
             confine(["/bin/true"], {"BASE": image}, str(run_dir), image.path)
         assert codes(ei.value) == {HandoffCode.HANDOFF_IMAGE_MISMATCH}
         # And an image path that leads nowhere (the entry moved away) is the same refusal, not a traceback.
-        subprocess.run(["/bin/sh", "-ec", f'E={entry}; chattr -R -i "$E"; rm -rf "$E"'], check=True)
+        subprocess.run(["/bin/sh", "-ec", f'E={entry}; chattr -R -f -i "$E" || true; chmod -R u+w "$E"; rm -rf "$E"'], check=True)
         with pytest.raises(VerificationError) as ei:
             confine(["/bin/true"], {"BASE": image}, str(run_dir), image.path)
         assert codes(ei.value) == {HandoffCode.HANDOFF_IMAGE_MISMATCH} and "cannot be opened" in str(ei.value)
     finally:
-        subprocess.run(["/bin/sh", "-c", f'E={entry}; chattr -R -i "$E"; rm -rf "$E"; mv "$E.real" "$E"'], check=False)
+        subprocess.run(["/bin/sh", "-c", f'E={entry}; chattr -R -f -i "$E"; chmod -R u+w "$E"; rm -rf "$E"; mv "$E.real" "$E"'], check=False)
 
 
 # -- 4. the result file and the handoff path ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from support.gitrepo import git
+from support.trees import chattr
 from test_bootstrap import Consumer, Deployment, dep, head_changes_every_authority_file, identity_file, make_consumer, run, skill
 
 from attest._json import canonical_bytes
@@ -346,11 +347,11 @@ def test_an_unwritable_state_fails_closed(dep: Deployment, started: Started) -> 
     reviews = dep.state / "reviews"
     reviews.mkdir(mode=0o700, exist_ok=True)
     before = sorted(p.name for p in reviews.iterdir())
-    subprocess.run(["chattr", "+i", str(reviews)], check=True)
+    chattr("+i", reviews)  # an ordinary user: the same directory without write permission
     try:
         err = fails(lambda: start(dep, started), AttestError)
     finally:
-        subprocess.run(["chattr", "-i", str(reviews)], check=True)
+        chattr("-i", reviews)
     assert codes(err) == [ReviewStartCode.REVIEW_STATE_FAILED] and err.exit_code == 1
     assert sorted(p.name for p in reviews.iterdir()) == before
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from pathlib import Path
 from typing import Union
@@ -38,7 +39,23 @@ def is_immutable(path: Path) -> bool:
 
 
 def chattr(flag: str, *paths: Path) -> None:
-    subprocess.run(["chattr", flag, *map(str, paths)], check=True)
+    """Break (``-i``) or restore (``+i``) an image entry's seal, as an attacker who may would.
+
+    Where the immutable flag can be set this is chattr(1). Where it cannot (an ordinary user,
+    whose images use the ``readonly`` backend: see support/caps.py) the seal is the missing
+    write bits, and the same attack is the owner's chmod: ``-i`` gives the owner write
+    permission back, ``+i`` takes every write bit away again.
+    """
+    from support.caps import HAS_IMMUTABLE
+
+    if HAS_IMMUTABLE:
+        subprocess.run(["chattr", flag, *map(str, paths)], check=True)
+        return
+    if flag not in ("-i", "+i"):
+        raise ValueError(f"chattr emulation knows -i and +i, not {flag!r}")
+    for path in paths:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        os.chmod(path, mode | 0o200 if flag == "-i" else mode & ~0o222)
 
 
 def all_paths(root: Path) -> list[str]:

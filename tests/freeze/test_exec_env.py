@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.caps import BACKEND, IS_ROOT
 from test_freeze_store import BACKEND_PARAMS, _ro_bind_available
 
 from attest.cli import main
@@ -34,7 +35,8 @@ from attest.freeze._backends import TOOL_PATH
 from attest.freeze._exec import DEFAULT_PATH, FIXED_NAMES, REFUSED_ENV, check_env_name
 from attest.inventory import Inventory, inventory_tree, verify_tree
 
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+# Run the PS4 victim as nobody: as root it needs setpriv, as an ordinary user it already is one.
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if IS_ROOT else []
 
 # An attack: given a lab directory and the marker path, make its files and return (env, argv).
 Attack = Callable[[Path, Path], tuple[dict[str, str], list[str]]]
@@ -135,7 +137,7 @@ def lab() -> Iterator[Path]:
 
 @pytest.fixture
 def image(src: Path, expected: Inventory, state: Path) -> Image:
-    return freeze_tree(src, expected, state, backend="immutable")
+    return freeze_tree(src, expected, state, backend=BACKEND)
 
 
 def _run_directly(argv: list[str], env: dict[str, str], lab: Path) -> None:

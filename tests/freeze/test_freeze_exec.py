@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.caps import BACKEND, IS_ROOT
 from support.trees import all_paths, chattr
 from test_freeze_store import BACKEND_PARAMS
 
@@ -41,7 +42,7 @@ def test_running_python_from_an_image_leaves_no_pyc_or_any_file(
 def test_exit_status_passes_through_and_the_environment_is_clean(
     src: Path, expected: Inventory, state: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     monkeypatch.setenv("SECRET_TOKEN", "leak")
     monkeypatch.setenv("PASSED_ON", "yes")
     script = (
@@ -64,7 +65,7 @@ def test_exit_status_passes_through_and_the_environment_is_clean(
 
 
 def test_exec_refuses_anything_but_a_sealed_store_image(src: Path, expected: Inventory, state: Path) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     with pytest.raises(VerificationError) as err:
         run_from_images(state, {"src": str(src)}, ["true"])
     assert err.value.code == "NOT_IN_STORE"
@@ -90,7 +91,7 @@ def test_bad_image_references_are_usage_errors(state: Path, images: dict[str, st
 
 
 def test_fixed_variables_cannot_be_overridden(src: Path, expected: Inventory, state: Path) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     with pytest.raises(InputError) as err:
         run_from_images(state, {"t": image.path}, ["true"], set_env={"PYTHONDONTWRITEBYTECODE": ""})
     assert err.value.code == "BAD_EXEC_ENV"
@@ -104,7 +105,7 @@ def test_fixed_variables_cannot_be_overridden(src: Path, expected: Inventory, st
                                            (["$ATTEST_IMAGE_T/lib"], "COMMAND_NOT_EXECUTABLE"),     # a directory
                                            (["/" + "x" * 300], "EXEC_FAILED")])                     # ENAMETOOLONG
 def test_a_command_that_cannot_start_is_reported(src: Path, expected: Inventory, state: Path, argv: list[str], code: str) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     with pytest.raises(InputError) as err:
         run_from_images(state, {"t": image.path}, argv)
     assert err.value.code == code
@@ -114,7 +115,7 @@ def test_exec_failures_exit_as_env_does(src: Path, expected: Inventory, state: P
     """125 attest exec failed, 126 not executable, 127 not found; anything else is the command's (issue 16, item 6)."""
     from attest.cli import main
 
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     base = ["exec", "--state-dir", str(state), "--image", f"t={image.path}", "--"]
     assert main([*base, "/nonexistent/command"]) == 127
     assert main([*base, "$ATTEST_IMAGE_T/README"]) == 126
@@ -125,11 +126,16 @@ def test_exec_failures_exit_as_env_does(src: Path, expected: Inventory, state: P
     assert main([*base, "$ATTEST_IMAGE_NOPE/x"]) == 125                    # BAD_IMAGE_REF
 
 
-def test_a_command_that_writes_a_readonly_image_as_root_fails_closed(src: Path, expected: Inventory, state: Path) -> None:
-    """readonly holds only against other users: the write succeeds, and exec refuses its result."""
+def test_a_command_that_writes_a_readonly_image_as_root_or_its_owner_fails_closed(src: Path, expected: Inventory, state: Path) -> None:
+    """readonly holds only against other users: the write succeeds, and exec refuses its result.
+
+    Root bypasses the missing write bits; the owner (an ordinary user) gives itself the write bit
+    back for the write and takes it away again.
+    """
     image = freeze_tree(src, expected, state, backend="readonly")
+    write = 'echo x >> "$ATTEST_IMAGE_T/README"' if IS_ROOT else 'f="$ATTEST_IMAGE_T/README"; chmod u+w "$f" && echo x >> "$f" && chmod a-w "$f"'
     with pytest.raises(VerificationError) as err:
-        run_from_images(state, {"t": image.path}, ["sh", "-c", 'echo x >> "$ATTEST_IMAGE_T/README"'])
+        run_from_images(state, {"t": image.path}, ["sh", "-c", write])
     assert err.value.code == "IMAGE_CHANGED_DURING_EXEC"
     assert "IMAGE_CHANGED" in {f.code for f in err.value.findings}
 
@@ -144,7 +150,7 @@ def test_a_command_cannot_write_an_immutable_or_ro_bind_image(src: Path, expecte
 
 
 def test_retained_bytes_are_the_verified_bytes(src: Path, expected: Inventory, state: Path) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     entry = expected.by_path()["lib/pkg/mod.py"]
     kept = retain_file(image, "lib/pkg/mod.py", entry.sha256 or "")
     assert kept.data == b"VALUE = 41 + 1\n" and kept.sha256 == entry.sha256 and isinstance(kept.data, bytes)
@@ -238,6 +244,6 @@ def test_expand_image_refs(argv: list[str], want: list[str] | None) -> None:
 
 
 def test_a_program_inside_an_image_runs_as_documented(src: Path, expected: Inventory, state: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     rc = run_from_images(state, {"rt": image.path}, ["/bin/cat", "$ATTEST_IMAGE_RT/README"])
     assert rc == 0 and capfd.readouterr().out == (Path(image.path) / "README").read_text()

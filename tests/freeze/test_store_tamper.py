@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.caps import BACKEND, needs_immutable
 from support.trees import chattr
 
 from attest.errors import AttestError
@@ -72,7 +73,7 @@ def _reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
         os.chmod(image_dir / RECORD_NAME, 0o400)
 
 
-@pytest.mark.parametrize("backend", ["immutable", "readonly"])
+@pytest.mark.parametrize("backend", [pytest.param("immutable", marks=needs_immutable), "readonly"])
 def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expected: Inventory, state: Path,
                                                                 backend: str, tmp_path: Path) -> None:
     image = freeze_tree(src, expected, state, backend=backend)
@@ -102,7 +103,7 @@ def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expec
 
 def test_a_stored_inventory_swapped_for_another_is_refused(src: Path, expected: Inventory, state: Path) -> None:
     """The inventory beside the tree must hash to the entry's name: it cannot be replaced to match new bytes."""
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     entry = Path(image.path).parent
     chattr("-i", entry / INVENTORY_NAME)
     (entry / INVENTORY_NAME).write_bytes(expected.canonical.replace(b'"README"', b'"READMF"'))
@@ -112,8 +113,8 @@ def test_a_stored_inventory_swapped_for_another_is_refused(src: Path, expected: 
 
 
 def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inventory, state: Path) -> None:
-    image = freeze_tree(src, expected, state, backend="immutable")
-    _reseal(Path(image.path).parent, "immutable", "bin/tool", b"#!/bin/sh\necho pwned\n")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
+    _reseal(Path(image.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho pwned\n")
     out = subprocess.run([sys.executable, "-m", "attest", "exec", "--state-dir", str(state), "--image",
                           f"T={image.identity}", "--json", "--", "/bin/sh", "-c", f"{image.path}/bin/tool"],
                          capture_output=True, text=True)
@@ -129,7 +130,7 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
 
     src = make_tree(tmp_path / "src", {"main.py": b"import mod\n", "mod.py": b"X = 1\n", "__pycache__": {"old.pyc": b"junk"}})
     expected = inventory_tree(src, ignore=["__pycache__/"])
-    image = freeze_tree(src, expected, state, backend="immutable")
+    image = freeze_tree(src, expected, state, backend=BACKEND)
     entry = Path(image.path).parent
     assert not (Path(image.path) / "__pycache__").exists()
     # The attacker (able to break the seal) adds bytecode under the ignored path and re-seals.
@@ -144,7 +145,7 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
     assert listed.problems, "an image with an added __pycache__ was reported as holding"
     with pytest.raises(AttestError):
         run_from_images(state, {"T": image.identity}, ["/bin/true"])
-    assert not freeze_tree(src, expected, state, backend="immutable").reused
+    assert not freeze_tree(src, expected, state, backend=BACKEND).reused
 
 
 @pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o775, True), (0o1777, False), (0o755, False)])

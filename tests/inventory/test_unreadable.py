@@ -45,8 +45,12 @@ def world_reachable() -> Iterator[Path]:
 @pytest.mark.parametrize("what", ["file", "directory"])
 def test_an_unreadable_entry_is_reported(world_reachable: Path, what: str) -> None:
     tree = make_tree(world_reachable / "tree", {"ok": b"fine\n", "sub": {"inner": b"x"}, "secret": b"hidden\n"})
-    os.chmod(tree / ("secret" if what == "file" else "sub"), 0)
-    with _unprivileged(), pytest.raises(AttestError) as caught:
-        inventory_tree(tree)
+    hidden = tree / ("secret" if what == "file" else "sub")
+    os.chmod(hidden, 0)
+    try:
+        with _unprivileged(), pytest.raises(AttestError) as caught:
+            inventory_tree(tree)
+    finally:
+        os.chmod(hidden, 0o755)  # an ordinary user cannot remove a mode-000 directory's entries
     codes = {(f.code, f.path) for f in caught.value.findings}
     assert (InventoryCode.UNREADABLE_ENTRY, "secret" if what == "file" else "sub") in codes, codes

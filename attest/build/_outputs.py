@@ -248,13 +248,21 @@ def read_manifest(path: str) -> dict[str, Any]:
     return doc
 
 
-def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str) -> BuildResult | None:
+def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str, backend: str | None = None) -> BuildResult | None:
     """The stored output of these inputs, if its record exists and its frozen image's seal holds.
 
     A record whose image is gone or whose seal no longer holds is not reused: the caller
-    builds again and the freeze layer replaces the stale image.
+    builds again and the freeze layer replaces the stale image. An image sealed with another
+    backend than ``backend`` (resolved as the freeze layer does) is never reused silently:
+    ``STORE_CONFLICT``, as ``freeze`` refuses it, before anything is signed.
+
+    Raises:
+        VerificationError: ``BUILD_RECORD_CONFLICT`` (a record of other inputs, or whose
+            inventory is not its image's), ``STORE_CONFLICT`` (another backend).
     """
-    from ..freeze import Store
+    from ..freeze import FreezeCode, Store, resolve_backend
+
+    wanted = resolve_backend(backend)
 
     path = manifest_path(state, name)
     if not os.path.exists(path):
@@ -280,6 +288,9 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str)
         for key in ("network_isolated", "filesystem_confined"):
             if required.get(key) and doc.get(key) is not True:
                 raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, f"the build record was not built with {key} as these inputs require", path)
+    if image.backend != wanted:
+        raise VerificationError(FreezeCode.STORE_CONFLICT, f"the store holds this build's image sealed with {image.backend!r}, "
+                                f"not {wanted!r}; use --backend {image.backend} or gc it", image.path)
     details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network",
                                                    "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),

@@ -200,7 +200,10 @@ def _record_paths(site: str, info: str) -> list[str] | None:
 
     try:
         with open(os.path.join(site, info, "RECORD"), encoding="utf-8", newline="") as f:
-            return [os.path.normpath(row[0]).replace(os.sep, "/") for row in csv.reader(f) if row]
+            # Resolved against site-packages: a data-scheme path that comes back into it
+            # (``../../../lib/python3.X/site-packages/x.pth``) is checked as ``x.pth``.
+            return [os.path.relpath(os.path.normpath(os.path.join(site, row[0])), site).replace(os.sep, "/")
+                    for row in csv.reader(f) if row]
     except FileNotFoundError:
         return None
 
@@ -384,7 +387,7 @@ def build_runtime(
         digest = input_digest(inputs)
         name = store_name(digest, recipe.name)
         if publish_output:
-            found = reuse(store_root, name, "runtime", inputs, digest)
+            found = reuse(store_root, name, "runtime", inputs, digest, freeze_backend)
             if found is not None:
                 return found
         with make_staging(staging_parent or os.path.join(store_root, "build-staging")) as staging:

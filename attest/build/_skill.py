@@ -70,7 +70,7 @@ def build_skill(recipe: SkillRecipe, source_rev: str, store: str, *, installer_r
         digest = input_digest(inputs)
         name = store_name(digest, recipe.name)
         if publish_output:
-            found = reuse(store_root, name, "skill", inputs, digest)
+            found = reuse(store_root, name, "skill", inputs, digest, freeze_backend)
             if found is not None:
                 return found
         expected = expected_skill_inventory(repo.tree_inventory(sub), recipe.root)

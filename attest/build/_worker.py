@@ -82,12 +82,19 @@ GUARD_MODULE = "_attest_runtime_guard"
 GUARD_PTH = "00-attest-runtime-guard.pth"
 
 
-def _destination(scheme: dict[str, str], interpreter: str) -> Any:
+def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> Any:
     from installer.destinations import SchemeDictionaryDestination
     from installer.records import RecordEntry
     from installer.utils import Scheme
 
+    site = os.path.abspath(scheme["purelib"]) if runtime else None
+
     class RelocatableDestination(SchemeDictionaryDestination):
+        def write_to_fs(self, scheme: Scheme, path: str, stream: Any, is_executable: bool) -> RecordEntry:
+            if site is not None:  # the runtime tree, where the guard must run first
+                _refuse_startup_hook(scheme, os.path.abspath(os.path.join(self.scheme_dict[scheme], path)), site)
+            return super().write_to_fs(scheme, path, stream, is_executable)
+
         def write_file(self, scheme: Scheme, path: Any, stream: Any, is_executable: bool) -> RecordEntry:
             if scheme == "scripts":
                 data = stream.read()
@@ -109,11 +116,37 @@ def _destination(scheme: dict[str, str], interpreter: str) -> Any:
                                   bytecode_optimization_levels=())
 
 
+class StartupHook(Exception):
+    """A wheel file would run, or replace, code at interpreter start before the guard."""
+
+
+def _refuse_startup_hook(scheme: str, target: str, site: str) -> None:
+    """Refuse a wheel file that could switch the runtime guard off or run before it.
+
+    - any file another scheme (``data``, ``scripts``, ``headers``) would place under
+      site-packages: its RECORD path starts with ``../``, so the ownership check (one
+      distribution per importable name, no ``.pth`` from the toolchain) never sees it;
+    - anything named as the guard module (a package directory or an extension module is
+      imported before ``_attest_runtime_guard.py``) or as its ``.pth``;
+    - a ``.pth`` that site.py would process before the guard's (names sort as strings).
+    """
+    rel = os.path.relpath(target, site)
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return
+    top = rel.split(os.sep, 1)[0]
+    if scheme not in ("purelib", "platlib"):
+        raise StartupHook(f"the {scheme} file {rel!r} would be installed into site-packages, past the ownership checks")
+    if top.split(".", 1)[0] == GUARD_MODULE or top == GUARD_PTH:
+        raise StartupHook(f"{rel!r} would be imported instead of the runtime guard")
+    if os.sep not in rel and rel.endswith(".pth") and not rel.startswith(".") and rel < GUARD_PTH:
+        raise StartupHook(f"{rel!r} would run at interpreter start before the runtime guard ({GUARD_PTH})")
+
+
 class WheelChanged(Exception):
     """A wheel's bytes are not the ones the host verified."""
 
 
-def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interpreter: str) -> None:
+def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> None:
     """Install each wheel from the bytes just read and re-hashed, never from a second open."""
     import hashlib
     import zipfile
@@ -121,7 +154,7 @@ def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interp
     from installer import install
     from installer.sources import WheelFile
 
-    dest = _destination(scheme, interpreter)
+    dest = _destination(scheme, interpreter, runtime=runtime)
     for wheel in wheels:
         with open(wheel["path"], "rb") as f:
             data = f.read()
@@ -150,7 +183,7 @@ def task_install(spec: dict[str, Any]) -> None:
         "headers": str(root / "include" / "site" / f"python{pyver}"),
         "data": str(root),
     }
-    _install_wheels(spec["wheels"], scheme, "python")
+    _install_wheels(spec["wheels"], scheme, "python", runtime=spec.get("identity") is not None)
     if spec.get("identity") is not None:
         # The runtime records the interpreter it was built for and refuses any other at startup.
         (root / "attest-runtime.json").write_text(json.dumps(spec["identity"], sort_keys=True, indent=1) + "\n")

@@ -58,6 +58,10 @@ def _console_app(args: list[str]) -> typer.Typer | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable, write_stdout
+
+    if argv is None:
+        standard_streams()  # a closed descriptor: reserved, and the stream fails when written
     if argv is None and sys.argv[-1:] in (["--help"], ["-h"]):
         # The console script's own help: typer's bytes, without importing typer (._fasthelp).
         from ._fasthelp import cached_help
@@ -65,10 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         text = cached_help(sys.argv[1:])
         if text is not None:
             try:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            except BrokenPipeError:
-                return 1
+                write_stdout(text.encode("utf-8", "surrogateescape"))
+            except OSError as e:
+                return stdout_failure(e)
             return 0
     import typer
     from typer.exceptions import TyperException
@@ -82,11 +85,28 @@ def main(argv: list[str] | None = None) -> int:
     app = _console_app(args) if argv is None else None
     if app is None:
         app = _process_app()
+
+    def render(err: AttestError) -> int:
+        """Render ``err``; its own exit status even when standard output cannot take the JSON."""
+        try:
+            render_error(err, json_mode)
+        except OSError as e:
+            from ._app import error_text
+
+            sys.stderr.write(error_text(err))
+            stdout_failure(e)
+        return err.exit_code
+
+    def internal(e: BaseException) -> int:
+        from ..errors import CommonCode, InputError
+
+        render(InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}"))
+        return 2
+
     try:
         rv = app(args=args, prog_name="attest", standalone_mode=False)
     except AttestError as err:
-        render_error(err, json_mode)
-        return err.exit_code
+        return render(err)
     except typer.Exit as e:
         return int(getattr(e, "exit_code", 1) or 0)
     except TyperException as e:  # usage errors: typer renders them itself
@@ -103,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("attest: interrupted\n")
         return 130
-    except BrokenPipeError:
-        return 1
+    except OSError as e:
+        if isinstance(e, StdoutError) or stdout_unwritable():
+            return stdout_failure(e)  # the result could not be delivered: never exit 0
+        if isinstance(e, BrokenPipeError):
+            return 1
+        return internal(e)
     except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback, never exit 0
-        from ..errors import CommonCode, InputError
-
-        render_error(InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}"), json_mode)
-        return 2
+        return internal(e)
     # click returns the code of a typer.Exit in non-standalone mode; commands return None.
     return rv if isinstance(rv, int) else 0
 

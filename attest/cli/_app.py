@@ -139,7 +139,12 @@ def print_json(obj: dict[str, Any]) -> None:
     """Print a command's ``--json`` object, with ``"schema"`` (:data:`JSON_SCHEMA`)."""
     if obj.get("schema", JSON_SCHEMA) != JSON_SCHEMA:
         raise ValueError(f"a --json object names another schema: {obj['schema']!r}")
-    sys.stdout.write(json.dumps({**obj, "schema": JSON_SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n")
+    from ._streams import write_stdout
+
+    # Valid UTF-8 always: a name that is not UTF-8 (decoded with surrogateescape) becomes a \\uDCxx
+    # escape, never a raw byte that makes the whole line unparseable (or a UnicodeEncodeError).
+    text = json.dumps({**obj, "schema": JSON_SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n"
+    write_stdout(text.encode("utf-8", "backslashreplace"))
 
 
 def _finding_line(f: Finding) -> str:
@@ -198,9 +203,13 @@ def progress_bar(label: str, json_mode: bool) -> Iterator[Callable[[int, int], N
     if json_mode or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+    # On stderr, the terminal it checked: rich's default console is stdout, where a piped
+    # `attest inventory --digest` got the bar's closing newline ahead of the identity.
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
         task = bar.add_task(label)
 
         def update(files: int, size: int) -> None:
@@ -238,6 +247,8 @@ def line_buffered() -> None:
     if reconfigure is None:
         return
     try:
+        # A file name that is not UTF-8 is printed as its own bytes, not a UnicodeEncodeError after the work is done.
+        reconfigure(errors="surrogateescape")
         if not stream.isatty():
             reconfigure(line_buffering=True)
     except (OSError, ValueError):  # a closed or detached stream: nothing to configure
@@ -255,6 +266,37 @@ def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir
     check_directory_path(path, what=what)
     if not os.path.isdir(path):
         raise InputError(CommonCode.UNREADABLE, f"the {what} directory does not exist", os.fspath(path))
+
+
+def checked_output(value: Any) -> Any:
+    """An output option's value, refused as bad usage when it names something a write would destroy.
+
+    Outputs are written atomically (a new file renamed over the path), so an existing FIFO,
+    device, socket or symbolic link there would be replaced by a regular file: ``-o
+    /dev/stdout`` run as root swapped the system's /dev/stdout link for a file, ``-o
+    /dev/full`` "succeeded" with exit 0 and left /dev/full a regular file. A missing path, a
+    regular file and a directory (refused by the writer with its own message) pass.
+
+    Raises:
+        InputError: ``BAD_OUTPUT_PATH``.
+    """
+    import stat
+
+    from ..errors import CommonCode, InputError
+
+    if value is None:
+        return value
+    path = os.fspath(value)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return value
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return value
+    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+    raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot write the output there: it is {kind}, which the atomic write "
+                     "would replace with a regular file; name a regular file", path)
 
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ._app import JsonOption, argument, digest_option, flag, json_input, option, print_json, progress_bar
+from ._app import JsonOption, argument, checked_output, digest_option, flag, json_input, option, print_json, progress_bar
 
 if TYPE_CHECKING:
     from ..attestation import Signer
@@ -57,7 +57,7 @@ def attest(
     key: list[str] = option([], "--key", metavar="KEY", help="Private key: a PEM path or a securesystemslib key URI. "
                                   "Repeatable: one DSSE envelope with one signature per key."),
     public_key: Optional[Path] = option(None, "--public-key", metavar="FILE", help="Public key PEM for a KMS/HSM key URI (with one --key)."),
-    output: Path = option(..., "-o", "--output", metavar="FILE", help="Attestation file to write (atomically)."),
+    output: Path = option(..., "-o", "--output", metavar="FILE", help="Attestation file to write (atomically).", callback=checked_output),
     fmt: str = option("dsse", "--format", metavar="FORMAT", help="dsse (DSSE envelope) or bundle (Sigstore bundle v0.3)."),
     name: Optional[str] = option(None, "--name", metavar="NAME", help="Subject name (default: the directory's name)."),
     ignore: list[str] = option([], "--ignore", metavar="PATTERN", help="gitignore-style pattern; recorded in the attested inventory. Repeatable."),
@@ -95,7 +95,7 @@ def sign(
     add: list[str] = option(..., "--add", metavar="KEY", help="Key that signs the envelope's payload as it is: a PEM path "
                                   "or a securesystemslib key URI. Repeatable."),
     public_key: Optional[Path] = option(None, "--public-key", metavar="FILE", help="Public key PEM for a KMS/HSM key URI (with one --add)."),
-    output: Path = option(..., "-o", "--output", metavar="FILE", help="Envelope to write (atomically); may be ENVELOPE itself."),
+    output: Path = option(..., "-o", "--output", metavar="FILE", help="Envelope to write (atomically); may be ENVELOPE itself.", callback=checked_output),
     json_mode: bool = JsonOption,
 ) -> None:
     """Add signatures to a DSSE envelope over its exact payload, so several parties can meet a threshold in turn.

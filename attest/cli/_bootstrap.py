@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._app import BackendOption, JsonOption, ReportedFailure, error_text, option, print_json, working
+from ._app import BackendOption, JsonOption, ReportedFailure, checked_output, error_text, option, print_json, working
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +34,7 @@ def bootstrap(
                                           "https, http only on loopback)."),
     key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
                                   "Repeatable: every key signs the one envelope (for a threshold policy)."),
-    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed handoff (HANDOFF)."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed handoff (HANDOFF).", callback=checked_output),
     backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:

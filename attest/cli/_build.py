@@ -10,7 +10,19 @@ from typing import Optional
 
 import typer
 
-from ._app import BackendOption, JsonOption, ReportedFailure, argument, error_text, flag, new_group, option, print_json, working
+from ._app import (
+    BackendOption,
+    JsonOption,
+    ReportedFailure,
+    argument,
+    checked_output,
+    error_text,
+    flag,
+    new_group,
+    option,
+    print_json,
+    working,
+)
 
 _STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
 StateDirOption = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP)
@@ -152,7 +164,7 @@ def rebuild(
     cache: Optional[str] = CacheOption,
     installer_rev: Optional[str] = option(None, "--installer-rev", metavar="SHA", help="Skill recipes: installer SHA [default: --rev]."),
     key: Optional[str] = KeyOption,
-    vsa: Optional[str] = option(None, "--vsa", metavar="FILE", help="Write a signed SLSA VSA with the verdict here (needs --key)."),
+    vsa: Optional[str] = option(None, "--vsa", metavar="FILE", help="Write a signed SLSA VSA with the verdict here (needs --key).", callback=checked_output),
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
@@ -182,7 +194,7 @@ def rebuild(
 def rebuild_release(
     toolchain_rev: str = option(..., "--toolchain-rev", metavar="SHA", help="Full git SHA of the candidate to rebuild."),
     key: str = option(..., "--key", metavar="KEY", help="This rebuilder's signing key (its identity in the release policy's [rebuilders])."),
-    out: str = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed rebuild result."),
+    out: str = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed rebuild result.", callback=checked_output),
     runtime_recipe: str = RuntimeRecipeOption,
     skill_recipe: str = SkillRecipeOption,
     skill_rev: Optional[str] = SkillRevOption,

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, checked_output, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -68,7 +68,7 @@ def wrap(
     run_id: int = option(..., "--run-id", metavar="ID", help="GITHUB_RUN_ID of this workflow run."),
     run_attempt: int = option(..., "--run-attempt", metavar="N", help="GITHUB_RUN_ATTEMPT of this workflow run."),
     input_path: Optional[Path] = option(None, "--input", "-i", metavar="FILE", help="File holding the model's raw output (default: stdin)."),
-    output: Optional[Path] = option(None, "--output", "-o", metavar="FILE", help="Also write the review JSON here (atomically)."),
+    output: Optional[Path] = option(None, "--output", "-o", metavar="FILE", help="Also write the review JSON here (atomically).", callback=checked_output),
     json_mode: bool = JsonOption,
 ) -> None:
     """Turn the model's raw output into the exact-head review JSON; exit 1 after a diagnostic review."""

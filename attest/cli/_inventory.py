@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ._app import JsonOption, argument, flag, option, print_json, progress_bar
+from ._app import JsonOption, argument, checked_output, flag, option, print_json, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 def inventory(
     path: Path = argument(metavar="PATH", help="Root of the tree to inventory."),
-    output: Optional[Path] = option(None, "-o", "--output", metavar="FILE", help="Write the inventory here (atomically)."),
+    output: Optional[Path] = option(None, "-o", "--output", metavar="FILE", help="Write the inventory here (atomically).", callback=checked_output),
     digest: bool = flag("--digest", help="Print only the identity, sha256:<hex>."),
     ignore: list[str] = option([], "--ignore", metavar="PATTERN", help="gitignore-style pattern; recorded in the inventory. Repeatable."),
     json_mode: bool = JsonOption,
@@ -41,7 +40,9 @@ def inventory(
     elif digest:
         print(inv.identity)
     elif output is None:
-        sys.stdout.buffer.write(inv.canonical + b"\n")
+        from ._streams import write_stdout
+
+        write_stdout(inv.canonical + b"\n")  # all of it or an error: a pipe's short write is not success
     else:
         print(f"wrote {output}: {len(inv.entries)} entries, {inv.file_count} files, {inv.total_size} bytes, identity {inv.identity}")
 

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, existing_directory, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, checked_output, existing_directory, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -85,7 +85,7 @@ def ci_result(
     run: str = option(..., "--run", metavar="ID", help="Which CI run this was (its URL or id)."),
     key: list[str] = option(..., "--key", metavar="KEY", help="The CI signing key (TRUST must allow it for https://attest.dev/ci-result/v1). "
                                   "Repeatable: every key signs."),
-    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed CI result."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed CI result.", callback=checked_output),
     json_mode: bool = JsonOption,
 ) -> None:
     """Sign one CI check's result for an exact head, for `attest merge-gate check --ci`."""

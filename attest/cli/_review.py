@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, argument, existing_directory, flag, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, argument, checked_output, existing_directory, flag, new_group, option, print_json
 from ._freeze import EnvOption, StateDirOption, parse_env_options
 
 
@@ -101,7 +101,7 @@ def exec_review(
     handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
     state_dir: Path = StateDirOption,
-    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the reviewer's result (only if it is a valid result)."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the reviewer's result (only if it is a valid result).", callback=checked_output),
     env: list[str] = EnvOption,
     readonly: list[Path] = option([], "--readonly", metavar="DIR", help="A host directory the confined reviewer may also read "
                                         "(its own program, for example). Repeatable. The images, the runtime's interpreter "
@@ -150,11 +150,11 @@ def serialize_review(
     state_dir: Path = StateDirOption,
     review: str = option(..., "--review", metavar="ID", help="The review id (after any refresh, the current one)."),
     result: Path = option(..., "--result", metavar="FILE", help="The result `attest review exec --review ID` wrote for this review."),
-    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the GitHub review payload (only after proceed)."),
+    out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the GitHub review payload (only after proceed).", callback=checked_output),
     key: Path = option(..., "--key", metavar="KEY", help="The deployment's signing key for the review record (TRUST must allow it for "
                              "https://attest.dev/review-record/v1)."),
     record: Optional[Path] = option(None, "--record", metavar="FILE", help="Also write the signed review record here (it is always "
-                                          "written to STATE/records/ID.json)."),
+                                          "written to STATE/records/ID.json).", callback=checked_output),
     token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With a --github review: NAME of the environment variable "
                                             "holding the API token, never printed or recorded."),
     json_mode: bool = JsonOption,

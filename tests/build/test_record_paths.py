@@ -1,0 +1,39 @@
+"""RECORD paths are judged where they land: a data file that comes back into site-packages is checked there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attest.build import BuildCode
+from attest.build._runtime import _record_paths, check_ownership
+
+
+def _site(tmp_path: Path, rows: list[str]) -> Path:
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    info = site / "toolchain-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_text("".join(f"{r},,\n" for r in rows))
+    return site
+
+
+def test_a_data_path_back_into_site_packages_is_named_as_it_lands(tmp_path: Path) -> None:
+    site = _site(tmp_path, ["toolchain/__init__.py", "../../../lib/python3.11/site-packages/000.pth", "../../../bin/tool",
+                            "../../../lib/python3.11/site-packages/libdep/__init__.so"])
+    assert _record_paths(str(site), "toolchain-0.1.dist-info") == ["toolchain/__init__.py", "000.pth", "../../../bin/tool",
+                                                                   "libdep/__init__.so"]
+
+
+@pytest.mark.parametrize(
+    ("records", "found"),
+    [
+        ({"toolchain": ["toolchain/__init__.py", "../../../bin/tool"]}, set()),
+        ({"toolchain": ["000.pth"]}, {"000.pth"}),  # the data-scheme .pth, as _record_paths now names it
+        ({"toolchain": ["libdep/__init__.so"], "libdep": ["libdep/__init__.py"]}, {"libdep"}),
+        ({"libdep": ["x.pth"]}, set()),  # a locked wheel's .pth: the worker's guard-order check refuses one that sorts first
+    ],
+)
+def test_ownership_of_what_lands_in_site_packages(records: dict[str, list[str]], found: set[str]) -> None:
+    problems = check_ownership(records, "toolchain")
+    assert {f.path for f in problems} == found and all(f.code == BuildCode.DISTRIBUTION_OVERLAP for f in problems)

@@ -180,7 +180,8 @@ def test_a_re_signed_handoff_with_a_field_changed(dep: Deployment, handoff: Path
 
 
 def _backend(st: dict[str, Any]) -> None:
-    st["predicate"]["images"]["base"]["backend"] = "readonly"
+    image = st["predicate"]["images"]["base"]
+    image["backend"] = "immutable" if image["backend"] == "readonly" else "readonly"  # another one than it has
 
 
 def _path(st: dict[str, Any]) -> None:

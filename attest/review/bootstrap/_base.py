@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import Finding, VerificationError
@@ -60,7 +60,7 @@ from ...freeze import FreezeCode, Image, check_image, freeze_tree, verify_image
 from ...git import GitCode, GitRepo, TreeEntry, object_id, verify_full_sha, verify_not_shallow
 from ...git._objects import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, ObjectFormat
 from ...git._repo import MAX_BLOB, MAX_DEPTH, MAX_ENTRIES
-from ...inventory import InventoryCode, sort_key
+from ...inventory import Inventory, InventoryCode, sort_key
 from ._codes import BootstrapCode
 
 # Modes of the frozen base: read-only, executable exactly where git records 100755.
@@ -331,6 +331,25 @@ def _verify_after_seal(image: Image, fmt: ObjectFormat, tree: str, expected: Obj
 # -- the snapshot --------------------------------------------------------------------------------
 
 
+def _stored(state: str, expected: Inventory, backend: str | None) -> Image | None:
+    """The stored image of exactly ``expected`` under the backend asked for, verified (seal, every byte, seal); else None.
+
+    A warm store needs no export of the tree: ``freeze_tree`` would reuse this image without
+    reading its source. None (not stored, not holding, another backend) makes the caller export
+    and freeze, which replaces an image that does not hold and refuses another backend
+    (``STORE_CONFLICT``) as before.
+    """
+    from ...freeze import Store, resolve_backend
+
+    if not os.path.isdir(os.path.join(state, "store", expected.identity.removeprefix("sha256:"))):
+        return None  # a hint only: what is there is opened and verified by Store.get, through descriptors
+    try:
+        image = Store(state).get(expected.identity)
+    except VerificationError:
+        return None
+    return replace(image, reused=True) if image.backend == resolve_backend(backend) else None
+
+
 def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str], *, backend: str | None,
                   tree: str | None = None) -> BaseSnapshot:
     """Materialize, freeze and verify the exact tree of ``commit``; see the module docstring.
@@ -368,15 +387,18 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
     state = os.path.abspath(os.fspath(state_dir))
     state_fd = open_state(state)
     try:
-        with state_lock(state_fd, exclusive=False), make_staging(os.path.join(state, HELD_STAGING)) as staging:
-            try:
-                out = os.path.join(staging, "base")
-                os.mkdir(out, 0o700)
-                repo.export_tree(base_tree, out, file_mode=FILE_MODE, exec_mode=EXEC_MODE, dir_mode=DIR_MODE)
-                # 5. Sealed, then its bytes verified against the inventory from objects, then published.
-                image = freeze_tree(out, expected, state, backend=backend)
-            finally:
-                remove_tree(staging)
+        with state_lock(state_fd, exclusive=False):
+            image = _stored(state, expected, backend)
+            if image is None:
+                with make_staging(os.path.join(state, HELD_STAGING)) as staging:
+                    try:
+                        out = os.path.join(staging, "base")
+                        os.mkdir(out, 0o700)
+                        repo.export_tree(base_tree, out, file_mode=FILE_MODE, exec_mode=EXEC_MODE, dir_mode=DIR_MODE)
+                        # 5. Sealed, then its bytes verified against the inventory from objects, then published.
+                        image = freeze_tree(out, expected, state, backend=backend)
+                    finally:
+                        remove_tree(staging)
             # 6. + 7. Every id, from the frozen bytes, after the seal.
             objects = _verify_after_seal(image, fmt, base_tree, expected_ids)
     finally:

@@ -31,11 +31,18 @@ import pty
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, make_wheel, pylock_text, write_lock
+from support.build import (
+    RUNTIME_RECIPE,
+    SKILL_RECIPE,
+    make_toolchain_repo,
+    make_wheel,
+    pylock_text,
+    rewrite_wheel_hook,
+    write_lock,
+)
 from support.caps import IS_ROOT
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("ATTEST_") and k not in ("PYTHONIOENCODING", "PYTHONUNBUFFERED")}
@@ -68,28 +75,6 @@ def tree(tmp_path: Path) -> Path:
 # -- 1. the runtime guard ---------------------------------------------------------------------
 
 
-def _rewrite_wheel(extra: str) -> str:
-    """Build-hook code that adds files to the toolchain's own wheel (RECORD regenerated, so installer takes it)."""
-    return (
-        "import base64, hashlib, os, zipfile\n"
-        "def _h(d):\n"
-        "    return 'sha256=' + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()\n"
-        "def after_wheel(path):\n"
-        "    with zipfile.ZipFile(path) as z:\n"
-        "        body = {n: z.read(n) for n in z.namelist()}\n"
-        + textwrap.indent(textwrap.dedent(extra), "    ")
-        + "    rec = next(n for n in body if n.endswith('.dist-info/RECORD') and n.startswith('toolchain'))\n"
-        "    del body[rec]\n"
-        "    body[rec] = (''.join(f'{k},{_h(v)},{len(v)}\\n' for k, v in sorted(body.items())) + f'{rec},,\\n').encode()\n"
-        "    os.unlink(path)\n"
-        "    with zipfile.ZipFile(path, 'w') as z:\n"
-        "        for k, v in sorted(body.items()):\n"
-        "            zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))\n"
-        "            zi.external_attr = 0o644 << 16\n"
-        "            z.writestr(zi, v)\n"
-    )
-
-
 def _runtime_project(tmp_path: Path, *, hook: str | None = None, early_pth: bool = False) -> tuple[Path, str]:
     root = tmp_path / "proj"
     wheels = root / "lockfiles" / "wheels"
@@ -100,7 +85,7 @@ def _runtime_project(tmp_path: Path, *, hook: str | None = None, early_pth: bool
         tiny = next(wheels.glob("tinybackend-*.whl"))
         libdep = next(wheels.glob("libdep-*.whl"))
         lock.write_text(pylock_text([("tinybackend", "1.0", tiny), ("libdep", "1.2", libdep), ("early", "1.0", early)], wheels))
-    sha = make_toolchain_repo(root / "repo", build_hook=_rewrite_wheel(hook) if hook is not None else None)
+    sha = make_toolchain_repo(root / "repo", build_hook=rewrite_wheel_hook(hook) if hook is not None else None)
     (root / "builders").mkdir()
     (root / "builders" / "runtime.toml").write_text(RUNTIME_RECIPE)
     return root / "builders" / "runtime.toml", sha

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.build import Project, make_toolchain_repo
+from support.build import Project, make_toolchain_repo, rewrite_wheel_hook
 from support.caps import needs_root
 
 from attest.build import BuildCode, Sandbox, build_runtime, fetch, load_lock, load_recipe
@@ -242,28 +242,6 @@ record({"uid": str(os.getuid())})
     assert not list(Path(result.store_path).rglob("pwned.py"))  # type: ignore[attr-defined]
 
 
-def _rewrite_wheel(extra: str) -> str:
-    """Hook code that adds files to the toolchain's own wheel (RECORD regenerated, so installer takes it)."""
-    return (
-        "import base64, hashlib, os, zipfile\n"
-        "def _h(d):\n"
-        "    return 'sha256=' + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()\n"
-        "def after_wheel(path):\n"
-        "    with zipfile.ZipFile(path) as z:\n"
-        "        body = {n: z.read(n) for n in z.namelist()}\n"
-        + textwrap.indent(textwrap.dedent(extra), "    ")
-        + "    rec = next(n for n in body if n.endswith('.dist-info/RECORD') and n.startswith('toolchain'))\n"
-        "    del body[rec]\n"
-        "    body[rec] = (''.join(f'{k},{_h(v)},{len(v)}\\n' for k, v in sorted(body.items())) + f'{rec},,\\n').encode()\n"
-        "    os.unlink(path)\n"
-        "    with zipfile.ZipFile(path, 'w') as z:\n"
-        "        for k, v in sorted(body.items()):\n"
-        "            zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))\n"
-        "            zi.external_attr = 0o644 << 16\n"
-        "            z.writestr(zi, v)\n"
-    )
-
-
 _SHADOW_C = r"""
 #include <Python.h>
 static PyObject *hello(PyObject *s, PyObject *a) { puts("PWNED"); fflush(stdout); Py_RETURN_NONE; }
@@ -298,7 +276,7 @@ def test_the_toolchain_wheel_cannot_shadow_or_add_distributions(project: Project
                  "body['toolchain-0.1.data/purelib/urllib3-9.9.9.dist-info/METADATA'] = "
                  "b'Metadata-Version: 2.1\\nName: urllib3\\nVersion: 9.9.9\\n'\n")
         code = BuildCode.UNLOCKED_DISTRIBUTION
-    result = _build(project, sandbox, _hostile(project, _rewrite_wheel(extra)))
+    result = _build(project, sandbox, _hostile(project, rewrite_wheel_hook(extra)))
     assert isinstance(result, AttestError), result
     assert code in {f.code for f in result.findings}, result
 

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import os
+import textwrap
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,3 +225,25 @@ def registry_reachable() -> bool:
             return True
     except OSError:
         return False
+
+
+def rewrite_wheel_hook(extra: str) -> str:
+    """Build-hook code (a hostile toolchain's) that adds files to the toolchain's own wheel (RECORD regenerated, so installer takes it)."""
+    return (
+        "import base64, hashlib, os, zipfile\n"
+        "def _h(d):\n"
+        "    return 'sha256=' + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()\n"
+        "def after_wheel(path):\n"
+        "    with zipfile.ZipFile(path) as z:\n"
+        "        body = {n: z.read(n) for n in z.namelist()}\n"
+        + textwrap.indent(textwrap.dedent(extra), "    ")
+        + "    rec = next(n for n in body if n.endswith('.dist-info/RECORD') and n.startswith('toolchain'))\n"
+        "    del body[rec]\n"
+        "    body[rec] = (''.join(f'{k},{_h(v)},{len(v)}\\n' for k, v in sorted(body.items())) + f'{rec},,\\n').encode()\n"
+        "    os.unlink(path)\n"
+        "    with zipfile.ZipFile(path, 'w') as z:\n"
+        "        for k, v in sorted(body.items()):\n"
+        "            zi = zipfile.ZipInfo(k, date_time=(1980, 1, 1, 0, 0, 0))\n"
+        "            zi.external_attr = 0o644 << 16\n"
+        "            z.writestr(zi, v)\n"
+    )

@@ -172,7 +172,8 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     that ships a file under another distribution's top-level name (an extension ``__init__``
     beside a locked package's ``__init__.py``, a module shadowing a package) would make the
     runtime import it instead of the locked bytes, while every locked file keeps its digest.
-    The ``untrusted`` distribution (the toolchain, built by its own code) may not ship a
+    Bytecode counts as its module: a ``.pyc`` under ``__pycache__`` is owned by the module it
+    is named for. The ``untrusted`` distribution (the toolchain, built by its own code) may not ship a
     ``.pth`` file either: one runs code at every start of the interpreter.
     """
     owners: dict[str, set[str]] = {}
@@ -182,9 +183,15 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
             if p.startswith("../"):  # scripts and data outside site-packages
                 continue
             top = p.split("/", 1)[0]
-            if top.endswith(".dist-info") or top == "__pycache__":
+            if top.endswith(".dist-info"):
                 continue
-            name = top if "/" in p else top.split(".", 1)[0]
+            if top == "__pycache__":
+                # Bytecode of a top-level module (``__pycache__/six.cpython-311.pyc``) is that
+                # module's code: Python runs an unchecked hash-based .pyc without reading the
+                # source, so it belongs to whoever ships ``six.py``.
+                name = p.rsplit("/", 1)[-1].split(".", 1)[0]
+            else:
+                name = top if "/" in p else top.split(".", 1)[0]
             owners.setdefault(name, set()).add(dist)
             if dist == untrusted and "/" not in p and p.endswith(".pth"):
                 problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, p, f"{dist} ships a .pth file, which runs code at interpreter start"))
@@ -465,7 +472,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
     if recipe.bytecode == "checked-hash":
         compile_code = (
             "import compileall, py_compile, sys\n"
-            f"ok = compileall.compile_dir({installed_site!r}, ddir={installed_site[len(installed) + 1:]!r}, quiet=1, workers=1,"
+            f"ok = compileall.compile_dir({installed_site!r}, ddir={installed_site[len(installed) + 1:]!r}, quiet=1, workers=1, force=True,"
             " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
             "sys.exit(0 if ok else 1)\n"
         )

@@ -27,8 +27,11 @@ INSTALLER_NAME = b"attest\n"
 # A POSIX launcher that finds its interpreter next to itself, so the tree runs from any
 # path it is materialized at (a frozen review-run copy included). The first line is run
 # by /bin/sh (''' 'exec' ''' is "exec"), the rest is read by Python as a string literal.
+# -I ignores every PYTHON* variable, PYTHONDONTWRITEBYTECODE included, so -B keeps the
+# interpreter from writing bytecode anywhere: next to image files (root writes through the
+# readonly backend's missing write bits) or into the base interpreter's stdlib.
 _LAUNCHER_HEAD = """#!/bin/sh
-'''exec' "$(dirname -- "$(readlink -f -- "$0")")/python" -I "$0" "$@"
+'''exec' "$(dirname -- "$(readlink -f -- "$0")")/python" -I -B "$0" "$@"
 ' '''
 """
 _LAUNCHER = _LAUNCHER_HEAD + """import sys

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from support.build import Project, git, make_toolchain_repo, write_lock
+from support.build import RUNTIME_RECIPE, Project, git, make_toolchain_repo, write_lock
 from support.caps import BACKEND
 
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
@@ -352,3 +353,42 @@ def test_builder_identity_covers_the_whole_package_and_the_worker_interpreter(tm
     walk = copy / "inventory" / "_walk.py"  # not a build or git module: still the builder
     walk.write_bytes(walk.read_bytes() + b"\n# changed\n")
     assert package_code_inventory(copy).identity != before
+
+
+def test_checked_hash_bytecode_is_reproducible_image_content(project: Project, sandbox: Sandbox, tmp_path: Path) -> None:
+    """``bytecode = "checked-hash"``: every module's .pyc is in the inventory, frozen and verified with
+    the image, the same from any context, and what a launcher runs; nothing ever writes bytecode."""
+    _fetch(project)
+    project.recipe.write_text(RUNTIME_RECIPE + '\n[options]\nbytecode = "checked-hash"\n')
+    recipe = load_recipe(project.recipe)
+    a = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox)
+    b = build_runtime(recipe, project.sha, str(project.store), str(project.cache), sandbox.with_umask(0o077),
+                      publish_output=False, staging_parent=str(tmp_path / "other" / "s2"), keep_staging=True)
+    assert a.inventory.canonical == b.inventory.canonical and not b.reused
+    root = Path(a.store_path)
+    paths = {e.path for e in a.inventory.entries}
+    site = next(p for p in paths if p.endswith("/site-packages/toolchain/cli.py")).removesuffix("toolchain/cli.py")
+    sources = [p for p in paths if p.startswith(site) and p.endswith(".py")]
+    assert sources
+    for src in sources:
+        head, name = src.rsplit("/", 1)
+        pyc = f"{head}/__pycache__/{name[:-3]}.{sys.implementation.cache_tag}.pyc"
+        assert pyc in paths, pyc
+        flags = int.from_bytes((root / pyc).read_bytes()[4:8], "little")
+        assert flags == 0b11, (pyc, flags)  # hash-based, checked against the source at every import
+    # The launcher's interpreter loads the image's own bytecode (and compiles nothing).
+    cli_pyc = f"{site}toolchain/__pycache__/cli.{sys.implementation.cache_tag}.pyc"
+    out = subprocess.run([root / "bin" / "python", "-I", "-B", "-v", "-c", "import toolchain.cli"],
+                         capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert f"code object from '{root / cli_pyc}'".encode() in out.stderr
+    assert (root / "bin" / "tool").read_bytes().splitlines()[1].endswith(b'/python" -I -B "$0" "$@"')
+    # -I ignores PYTHONDONTWRITEBYTECODE: the launcher's -B keeps a writable copy without bytecode so.
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    for dirpath, _, _ in os.walk(copy):
+        os.chmod(dirpath, 0o755)
+    for cache in list(copy.rglob("__pycache__")):
+        shutil.rmtree(cache)
+    out = subprocess.run([copy / "bin" / "tool"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout == b"tool says b'hi' 42\n"
+    assert not list(copy.rglob("*.pyc"))

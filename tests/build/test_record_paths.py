@@ -32,6 +32,10 @@ def test_a_data_path_back_into_site_packages_is_named_as_it_lands(tmp_path: Path
         ({"toolchain": ["000.pth"]}, {"000.pth"}),  # the data-scheme .pth, as _record_paths now names it
         ({"toolchain": ["libdep/__init__.so"], "libdep": ["libdep/__init__.py"]}, {"libdep"}),
         ({"libdep": ["x.pth"]}, set()),  # a locked wheel's .pth: the worker's guard-order check refuses one that sorts first
+        # Bytecode is its module's code: the toolchain's .pyc for a locked top-level module would run instead of it.
+        ({"toolchain": ["__pycache__/six.cpython-311.pyc"], "six": ["six.py"]}, {"six"}),
+        ({"toolchain": ["toolchain/__init__.py"], "six": ["six.py", "__pycache__/six.cpython-311.pyc"]}, set()),
+        ({"toolchain": ["libdep/__pycache__/__init__.cpython-311.pyc"], "libdep": ["libdep/__init__.py"]}, {"libdep"}),
     ],
 )
 def test_ownership_of_what_lands_in_site_packages(records: dict[str, list[str]], found: set[str]) -> None:

@@ -281,8 +281,8 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
                     parts["check"]))
     rows.append(Row("step 6 breakdown", "the image's `bin/python -I -c pass`", parts["python"]))
     rows.append(Row("step 6 breakdown", "the same check from this project's .venv (bytecode cached; the worktree's code)",
-                    parts["venv"], note="the runtime image holds no bytecode (builders/runtime.toml: bytecode = \"none\"), "
-                    "so every run of its bin/attest compiles each module it imports from source"))
+                    parts["venv"], note="the runtime image carries its own checked-hash bytecode (builders/runtime.toml), "
+                    "frozen and verified with it, so a run of its bin/attest compiles nothing"))
     has_check = _lock_revision_has_policy_check(lock_rev)
     print(f"  this repository as-is (its lock pins {lock_rev[:12]}, the deployment {sha[:12]}): "
           + _this_repository_as_is(s, backend, work)

@@ -288,9 +288,21 @@ def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str
     return out
 
 
+def _take(store: Store, ref: str | Image) -> Image:
+    """The image ``ref`` names after :meth:`Store.get`; a verified :class:`Image` after its seal check."""
+    if not isinstance(ref, Image):
+        return store.get(ref)
+    if ref.path != store.tree_path(ref.hex):
+        raise VerificationError(FreezeCode.NOT_IN_STORE, f"not an image of the store under {store.state_dir}", ref.path)
+    problems = check_image(ref)
+    if problems:
+        raise VerificationError(findings=problems)
+    return ref
+
+
 def run_from_images(
     state_dir: str | os.PathLike[str],
-    images: Mapping[str, str],
+    images: Mapping[str, str | Image],
     argv: Sequence[str],
     *,
     cwd_image: str | None = None,
@@ -302,6 +314,13 @@ def run_from_images(
     confine: Confine | None = None,
 ) -> int:
     """Run ``argv`` with the named images (identity or store path each); return its exit status.
+
+    A reference is verified with :meth:`Store.get` (seal, every byte, seal). An :class:`Image`
+    instead of a reference is one the caller took with :meth:`Store.get` of this store for the
+    same use, moments before (``attest bootstrap`` verifies the runtime in step 5 and runs it in
+    step 6): its bytes were verified after the seal it was taken with, so only that seal is
+    checked again, against the image's own in-memory snapshot (flags, inode, change time of
+    every entry): anything that broke and re-made the seal since moved a change time.
 
     ``stdout``: a file descriptor the command's standard output goes to (the caller's own
     standard output when None). It changes nothing else: the same images, environment, checks.
@@ -345,7 +364,7 @@ def run_from_images(
     try:
         with state_lock(state_fd, exclusive=False):
             # (1) Only verified store entries whose seal holds.
-            resolved: dict[str, Image] = {name: store.get(ref) for name, ref in images.items()}
+            resolved: dict[str, Image] = {name: _take(store, ref) for name, ref in images.items()}
             if before is not None:
                 before(resolved)
             runs_fd = open_sub(state_fd, "runs", f"{store.state_dir}/runs")

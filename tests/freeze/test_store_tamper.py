@@ -101,6 +101,29 @@ def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expec
     assert (Path(again.path) / "lib" / "pkg" / "mod.py").read_bytes() == b"VALUE = 41 + 1\n"
 
 
+@pytest.mark.parametrize("backend", [pytest.param("immutable", marks=needs_immutable), "readonly"])
+def test_an_image_verified_for_this_use_is_checked_against_its_own_seal(src: Path, expected: Inventory, state: Path,
+                                                                         backend: str, tmp_path: Path) -> None:
+    """exec given an Image the caller took with Store.get checks the seal again, never the record on disk."""
+    freeze_tree(src, expected, state, backend=backend)
+    image = Store(state).get(expected.identity)  # seal, every byte, seal: for this use
+    marker = tmp_path / "ran"
+    assert run_from_images(state, {"LIB": image}, ["/bin/sh", "-c", f": > {marker}"]) == 0 and marker.exists()
+    marker.unlink()
+    # Broken and re-made, record refreshed: the record holds, the image's own snapshot does not.
+    _reseal(Path(image.path).parent, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
+    with pytest.raises(AttestError) as ei:
+        run_from_images(state, {"LIB": image}, ["/bin/sh", "-c", f": > {marker}"])
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED and not marker.exists()
+    assert any(f.path == "lib/pkg/mod.py" for f in ei.value.findings)
+    # An image of another store is not this store's, whatever its identity.
+    other = tmp_path / "other-state"
+    freeze_tree(src, expected, other, backend=backend)
+    with pytest.raises(AttestError) as ei:
+        run_from_images(other, {"LIB": image}, ["/bin/sh", "-c", f": > {marker}"])
+    assert ei.value.code == FreezeCode.NOT_IN_STORE and not marker.exists()
+
+
 def test_a_stored_inventory_swapped_for_another_is_refused(src: Path, expected: Inventory, state: Path) -> None:
     """The inventory beside the tree must hash to the entry's name: it cannot be replaced to match new bytes."""
     image = freeze_tree(src, expected, state, backend=BACKEND)

@@ -158,7 +158,7 @@ def _is_simple(value: Any) -> bool:
             for key in item:
                 # Key order: JCS sorts by UTF-16 code units, Python by code points; they agree
                 # on the Basic Multilingual Plane only.
-                if not isinstance(key, str) or any(ord(c) > 0xFFFF for c in key):
+                if not isinstance(key, str) or (not key.isascii() and max(key) > "\uffff"):
                     return False
             stack.extend(item.values())
             continue

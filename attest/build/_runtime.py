@@ -173,8 +173,9 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     beside a locked package's ``__init__.py``, a module shadowing a package) would make the
     runtime import it instead of the locked bytes, while every locked file keeps its digest.
     Bytecode counts as its module: a ``.pyc`` under ``__pycache__`` is owned by the module it
-    is named for. The ``untrusted`` distribution (the toolchain, built by its own code) may not ship a
-    ``.pth`` file either: one runs code at every start of the interpreter.
+    is named for. The ``untrusted`` distribution (the toolchain, built by its own code) may not
+    ship ``sitecustomize`` or ``usercustomize`` (site.py imports them at every start), nor a
+    ``.pth`` file: one runs code at every start of the interpreter.
     """
     owners: dict[str, set[str]] = {}
     problems: list[Finding] = []
@@ -195,6 +196,8 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
             owners.setdefault(name, set()).add(dist)
             if dist == untrusted and "/" not in p and p.endswith(".pth"):
                 problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, p, f"{dist} ships a .pth file, which runs code at interpreter start"))
+            elif dist == untrusted and name in ("sitecustomize", "usercustomize"):
+                problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, p, f"{dist} ships {name}, which site.py imports at interpreter start"))
     for name, dists in sorted(owners.items()):
         if len(dists) > 1:
             problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, name, f"the importable name {name!r} is shipped by {', '.join(sorted(dists))}"))

@@ -83,6 +83,9 @@ except BaseException as e:  # site.py would print an exception and start anyway:
 # own sitecustomize (Debian's links /etc/python3.X/sitecustomize.py) shadows one in site-packages.
 GUARD_MODULE = "_attest_runtime_guard"
 GUARD_PTH = "00-attest-runtime-guard.pth"
+# Imported by site.py at every interpreter start, -I included, after the .pth files: whoever
+# ships one runs code in every program of the runtime, a locked distribution's scripts too.
+STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 
 
 def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> Any:
@@ -131,6 +134,8 @@ def _refuse_startup_hook(scheme: str, target: str, site: str) -> None:
       distribution per importable name, no ``.pth`` from the toolchain) never sees it;
     - anything named as the guard module (a package directory or an extension module is
       imported before ``_attest_runtime_guard.py``) or as its ``.pth``;
+    - ``sitecustomize`` or ``usercustomize`` in any form: site.py imports them at every start;
+    - any file under a ``__pycache__`` directory: bytecode runs instead of its source;
     - a ``.pth`` that site.py would process before the guard's (names sort as strings).
     """
     rel = os.path.relpath(target, site)
@@ -139,8 +144,16 @@ def _refuse_startup_hook(scheme: str, target: str, site: str) -> None:
     top = rel.split(os.sep, 1)[0]
     if scheme not in ("purelib", "platlib"):
         raise StartupHook(f"the {scheme} file {rel!r} would be installed into site-packages, past the ownership checks")
-    if top.split(".", 1)[0] == GUARD_MODULE or top == GUARD_PTH:
+    parts = rel.split(os.sep)
+    if "__pycache__" in parts:
+        # Bytecode is what Python runs instead of a source (an unchecked hash-based .pyc without
+        # reading it); only the sandboxed compile step writes any (installer >= 1.1 skips these).
+        raise StartupHook(f"{rel!r} is bytecode: a wheel's .pyc would run instead of the source beside it")
+    name = top.split(".", 1)[0]
+    if name == GUARD_MODULE or top == GUARD_PTH:
         raise StartupHook(f"{rel!r} would be imported instead of the runtime guard")
+    if name in STARTUP_MODULES:
+        raise StartupHook(f"{rel!r} would run at every interpreter start (site.py imports {name})")
     if os.sep not in rel and rel.endswith(".pth") and not rel.startswith(".") and rel < GUARD_PTH:
         raise StartupHook(f"{rel!r} would run at interpreter start before the runtime guard ({GUARD_PTH})")
 

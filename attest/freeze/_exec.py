@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import Finding, InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
-from ._image import Image, check_image
+from ._image import VERIFIED, Image, check_image
 from ._state import make_private_dir, open_state, open_sub, random_name, remove_tree, state_lock
 from ._store import Store
 
@@ -105,6 +105,7 @@ REFUSED_ENV: tuple[tuple[str, str], ...] = (
     ("SHELL", _PROGRAM),
     # Interpreters and their package managers.
     ("PYTHON*", "Python takes its module path, startup file, home or options from it"),
+    ("_PYTHON*", "Python's sysconfig imports the module _PYTHON_SYSCONFIGDATA_NAME names, even under -I"),
     ("PERL*", "perl loads modules, options or a debugger from it (PERL5OPT, PERL5LIB, PERL5DB)"),
     ("RUBY*", "ruby loads libraries or options from it (RUBYOPT, RUBYLIB)"),
     ("GEM_*", "rubygems loads gems from it"),
@@ -289,9 +290,15 @@ def expand_image_refs(argv: Sequence[str], paths: Mapping[str, str]) -> list[str
 
 
 def _take(store: Store, ref: str | Image) -> Image:
-    """The image ``ref`` names after :meth:`Store.get`; a verified :class:`Image` after its seal check."""
+    """The image ``ref`` names after :meth:`Store.get`; a verified :class:`Image` after its seal check.
+
+    An Image without the mark Store.get and freeze_tree set (one read from a record, or made by
+    hand) is verified in full, as a reference is.
+    """
     if not isinstance(ref, Image):
         return store.get(ref)
+    if ref.verified is not VERIFIED:
+        return store.get(ref.path)
     if ref.path != store.tree_path(ref.hex):
         raise VerificationError(FreezeCode.NOT_IN_STORE, f"not an image of the store under {store.state_dir}", ref.path)
     problems = check_image(ref)

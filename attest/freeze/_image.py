@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._json import canonical_bytes, loads_strict
@@ -52,6 +52,10 @@ class Sealed:
     ctime_ns: int
 
 
+#: The value of :attr:`Image.verified` on an image that verified for this use.
+VERIFIED = object()
+
+
 @dataclass(frozen=True, slots=True)
 class Image:
     """A verified frozen image in the store.
@@ -74,6 +78,9 @@ class Image:
     reused: bool = False
     #: The inventory the content is verified against, every time the image is used.
     inventory: Inventory | None = None
+    #: Set only on what Store.get and freeze_tree return, after the image verified: the mark
+    #: run_from_images requires before it checks the seal instead of every byte.
+    verified: object = field(default=None, compare=False, repr=False)
 
     @property
     def hex(self) -> str:

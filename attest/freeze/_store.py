@@ -46,7 +46,7 @@ from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
 from ._backends import get_backend, resolve_backend
 from ._codes import FreezeCode
-from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, Image, check_image, image_from_record
+from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, VERIFIED, Image, check_image, image_from_record
 from ._materialize import Progress, materialize
 from ._state import (
     make_private_dir,
@@ -190,7 +190,7 @@ class Store:
         if image is None:
             raise VerificationError(FreezeCode.NOT_IN_STORE, "no such image in the store", ref)
         verify_image(image)
-        return image
+        return dataclasses.replace(image, verified=VERIFIED)
 
     def lookup(self, identity: str) -> Image | None:
         """The stored image of ``identity`` if there is one and its seal holds; None if absent.
@@ -505,7 +505,7 @@ def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expe
         )
     if not _problems(existing):
         store._touch_use(state_fd, hexid, clock())
-        return dataclasses.replace(existing, reused=True)
+        return dataclasses.replace(existing, reused=True, verified=VERIFIED)
     # The image does not hold: the stored bytes decide nothing. Remove them and freeze afresh.
     store._discard(store_fd, staging_fd, hexid)
     return None
@@ -570,10 +570,10 @@ def _freeze_into(
             if other is None or other.backend != seal_with.name or _problems(other):
                 raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
             store._touch_use(state_fd, hexid, clock())
-            return dataclasses.replace(other, reused=True)
+            return dataclasses.replace(other, reused=True, verified=VERIFIED)
         os.fsync(store_fd)
         store._touch_use(state_fd, hexid, clock())
-        return dataclasses.replace(image, path=store.tree_path(hexid))
+        return dataclasses.replace(image, path=store.tree_path(hexid), verified=VERIFIED)
     except BaseException as failure:
         os.close(wrap_fd)
         wrap_fd = -1

@@ -36,8 +36,40 @@ def test_a_data_path_back_into_site_packages_is_named_as_it_lands(tmp_path: Path
         ({"toolchain": ["__pycache__/six.cpython-311.pyc"], "six": ["six.py"]}, {"six"}),
         ({"toolchain": ["toolchain/__init__.py"], "six": ["six.py", "__pycache__/six.cpython-311.pyc"]}, set()),
         ({"toolchain": ["libdep/__pycache__/__init__.cpython-311.pyc"], "libdep": ["libdep/__init__.py"]}, {"libdep"}),
+        # site.py imports these at every interpreter start, in every program of the runtime.
+        ({"toolchain": ["sitecustomize.py"]}, {"sitecustomize.py"}),
+        ({"toolchain": ["usercustomize/__init__.py"]}, {"usercustomize/__init__.py"}),
+        ({"toolchain": ["__pycache__/sitecustomize.cpython-311.pyc"]}, {"__pycache__/sitecustomize.cpython-311.pyc"}),
+        ({"libdep": ["sitecustomize.py"]}, set()),  # a locked wheel's: the worker's startup-hook rule refuses it at install
     ],
 )
 def test_ownership_of_what_lands_in_site_packages(records: dict[str, list[str]], found: set[str]) -> None:
     problems = check_ownership(records, "toolchain")
     assert {f.path for f in problems} == found and all(f.code == BuildCode.DISTRIBUTION_OVERLAP for f in problems)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "rel", "refused"),
+    [
+        ("purelib", "toolchain/__init__.py", False),
+        ("purelib", "zz-late.pth", False),
+        ("purelib", "0-early.pth", True),  # processed before the guard's .pth
+        ("purelib", "_attest_runtime_guard/__init__.py", True),
+        ("platlib", "_attest_runtime_guard.cpython-311-x86_64-linux-gnu.so", True),
+        ("purelib", "sitecustomize.py", True),
+        ("purelib", "usercustomize/__init__.py", True),
+        ("platlib", "sitecustomize.cpython-311-x86_64-linux-gnu.so", True),
+        ("purelib", "__pycache__/six.cpython-311.pyc", True),  # bytecode runs instead of its source
+        ("purelib", "toolchain/__pycache__/cli.cpython-311.opt-1.pyc", True),
+        ("data", "share/notes.txt", True),  # any other scheme landing in site-packages
+    ],
+)
+def test_the_startup_hook_rule(tmp_path: Path, scheme: str, rel: str, refused: bool) -> None:
+    from attest.build._worker import StartupHook, _refuse_startup_hook
+
+    site = str(tmp_path / "site-packages")
+    if refused:
+        with pytest.raises(StartupHook):
+            _refuse_startup_hook(scheme, f"{site}/{rel}", site)
+    else:
+        _refuse_startup_hook(scheme, f"{site}/{rel}", site)

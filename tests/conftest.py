@@ -30,6 +30,27 @@ def sample_tree(tmp_path: Path) -> Path:
     )
 
 
+@pytest.fixture
+def other_libpython(tmp_path: Path) -> dict[str, str]:
+    """An environment whose loader picks a libpython with other bytes: "another interpreter" for the runtime guard."""
+    import shutil
+    import sysconfig
+
+    name = sysconfig.get_config_var("INSTSONAME") or ""
+    src = Path(sysconfig.get_config_var("LIBDIR") or "") / name
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED") or not src.is_file():
+        pytest.skip("this interpreter has no shared libpython to swap")
+    with open("/proc/self/maps") as maps:
+        if "/libpython" not in maps.read():  # Debian's python3.11 ships one but links its own statically
+            pytest.skip("this interpreter does not load its libpython: there is none to swap under it")
+    other = tmp_path / "other-lib"
+    other.mkdir()
+    shutil.copyfile(src, other / name)
+    with open(other / name, "ab") as f:
+        f.write(b"another build")
+    return {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(other)}
+
+
 @pytest.fixture(autouse=True)
 def _clear_immutable_flags(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """Frozen images are immutable; clear the flags so pytest can remove tmp_path afterwards."""

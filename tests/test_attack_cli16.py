@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ import pytest
 from support.build import (
     RUNTIME_RECIPE,
     SKILL_RECIPE,
+    build_runtime_or_error,
     make_toolchain_repo,
     make_wheel,
     pylock_text,
@@ -91,36 +91,7 @@ def _runtime_project(tmp_path: Path, *, hook: str | None = None, early_pth: bool
     return root / "builders" / "runtime.toml", sha
 
 
-def _build_runtime(tmp_path: Path, recipe_path: Path, sha: str) -> object:
-    from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 
-    recipe = load_recipe(recipe_path)
-    fetch(load_lock(recipe.lock_path), tmp_path / "cache", lock_path=recipe.lock_path)
-    try:
-        return build_runtime(recipe, sha, str(tmp_path / "store"), str(tmp_path / "cache"), Sandbox.establish(allow_unisolated_network=False),
-                             publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
-    except Exception as e:  # noqa: BLE001 - the test asserts on it
-        return e
-
-
-@pytest.fixture
-def other_libpython(tmp_path: Path) -> dict[str, str]:
-    """An environment whose loader picks a libpython with other bytes: "another interpreter" for the guard."""
-    import sysconfig
-
-    name = sysconfig.get_config_var("INSTSONAME") or ""
-    src = Path(sysconfig.get_config_var("LIBDIR") or "") / name
-    if not sysconfig.get_config_var("Py_ENABLE_SHARED") or not src.is_file():
-        pytest.skip("this interpreter has no shared libpython to swap")
-    with open("/proc/self/maps") as maps:
-        if "/libpython" not in maps.read():  # Debian's python3.11 ships one but links its own statically
-            pytest.skip("this interpreter does not load its libpython: there is none to swap under it")
-    other = tmp_path / "other-lib"
-    other.mkdir()
-    shutil.copyfile(src, other / name)
-    with open(other / name, "ab") as f:
-        f.write(b"another build")
-    return {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(other)}
 
 
 HOSTILE_GUARD = {
@@ -134,7 +105,7 @@ HOSTILE_GUARD = {
 @pytest.mark.parametrize("attack", sorted(HOSTILE_GUARD))
 def test_the_toolchain_wheel_cannot_switch_the_runtime_guard_off(tmp_path: Path, attack: str, other_libpython: dict[str, str]) -> None:
     recipe, sha = _runtime_project(tmp_path, hook=HOSTILE_GUARD[attack])
-    result = _build_runtime(tmp_path, recipe, sha)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     if not isinstance(result, BaseException):  # what the attack did before the fix: run under another libpython
         tool = Path(result.store_path) / "bin" / "tool"  # type: ignore[attr-defined]
         ran = subprocess.run([tool], capture_output=True, env=other_libpython, timeout=60)
@@ -148,7 +119,7 @@ def test_the_toolchain_wheel_cannot_switch_the_runtime_guard_off(tmp_path: Path,
 
 def test_a_locked_pth_that_sorts_before_the_guard_is_refused(tmp_path: Path) -> None:
     recipe, sha = _runtime_project(tmp_path, early_pth=True)
-    result = _build_runtime(tmp_path, recipe, sha)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     from attest.errors import AttestError
 
     assert isinstance(result, AttestError), "a .pth that runs before the interpreter check was installed"
@@ -160,7 +131,7 @@ def test_the_guard_refuses_another_libpython_and_the_launchers_cannot_skip_it(tm
     PYTHONPATH, PYTHONSTARTUP or user site); 3.11's site module is frozen, so a site.py on
     PYTHONPATH does not replace it either."""
     recipe, sha = _runtime_project(tmp_path)
-    result = _build_runtime(tmp_path, recipe, sha)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     assert not isinstance(result, BaseException), result
     root = Path(result.store_path)  # type: ignore[attr-defined]
     shadow = tmp_path / "shadow"

@@ -10,13 +10,11 @@ wheel's __pycache__ file, only installer >= 1.1 skipped it).
 from __future__ import annotations
 
 import importlib._bootstrap_external as bx
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from support.build import RUNTIME_RECIPE, make_toolchain_repo, rewrite_wheel_hook, write_lock
+from support.build import RUNTIME_RECIPE, build_runtime_or_error, make_toolchain_repo, rewrite_wheel_hook, write_lock
 
 from attest.errors import AttestError
 
@@ -45,37 +43,7 @@ def _project(tmp_path: Path, extra: str, recipe_text: str) -> tuple[Path, str]:
     return root / "builders" / "runtime.toml", sha
 
 
-def _build(tmp_path: Path, recipe_path: Path, sha: str) -> object:
-    from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 
-    recipe = load_recipe(recipe_path)
-    fetch(load_lock(recipe.lock_path), tmp_path / "cache", lock_path=recipe.lock_path)
-    try:
-        return build_runtime(recipe, sha, str(tmp_path / "store"), str(tmp_path / "cache"),
-                             Sandbox.establish(allow_unisolated_network=False),
-                             publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
-    except AttestError as e:
-        return e
-
-
-@pytest.fixture
-def other_libpython(tmp_path: Path) -> dict[str, str]:
-    """An environment whose loader picks a libpython with other bytes: the guard must refuse it (exit 70)."""
-    import sysconfig
-
-    name = sysconfig.get_config_var("INSTSONAME") or ""
-    src = Path(sysconfig.get_config_var("LIBDIR") or "") / name
-    if not sysconfig.get_config_var("Py_ENABLE_SHARED") or not src.is_file():
-        pytest.skip("this interpreter has no shared libpython to swap")
-    with open("/proc/self/maps") as maps:
-        if "/libpython" not in maps.read():
-            pytest.skip("this interpreter does not load its libpython")
-    other = tmp_path / "other-lib"
-    other.mkdir()
-    shutil.copyfile(src, other / name)
-    with open(other / name, "ab") as f:
-        f.write(b"another build")
-    return {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(other)}
 
 
 def _guard_still_refuses(result: object, run: list[str], env: dict[str, str]) -> None:
@@ -98,7 +66,7 @@ def test_held_a_toolchain_pyc_of_the_runtime_guard_without_compiled_bytecode(
     installer (>= 1.0) that skips every wheel path with a __pycache__ component, silently."""
     extra = f"body['__pycache__/_attest_runtime_guard.{TAG}.pyc'] = {FAKE_GUARD!r}\n"
     recipe, sha = _project(tmp_path, extra, RUNTIME_RECIPE)
-    _guard_still_refuses(_build(tmp_path, recipe, sha), ["ROOT/bin/tool"], other_libpython)
+    _guard_still_refuses(build_runtime_or_error(tmp_path, recipe, sha), ["ROOT/bin/tool"], other_libpython)
 
 
 def test_held_an_opt_pyc_of_the_runtime_guard_beside_checked_hash_bytecode(tmp_path: Path, other_libpython: dict[str, str]) -> None:
@@ -106,7 +74,7 @@ def test_held_an_opt_pyc_of_the_runtime_guard_beside_checked_hash_bytecode(tmp_p
     an opt-1 .pyc beside the guard would otherwise be what `bin/python -O` runs."""
     extra = f"body['__pycache__/_attest_runtime_guard.{TAG}.opt-1.pyc'] = {FAKE_GUARD!r}\n"
     recipe, sha = _project(tmp_path, extra, CHECKED)
-    _guard_still_refuses(_build(tmp_path, recipe, sha), ["ROOT/bin/python", "-O", "-c", "print('ran')"], other_libpython)
+    _guard_still_refuses(build_runtime_or_error(tmp_path, recipe, sha), ["ROOT/bin/python", "-O", "-c", "print('ran')"], other_libpython)
 
 
 def test_held_no_pyc_a_wheel_shipped_survives_beside_a_source(tmp_path: Path) -> None:
@@ -114,7 +82,7 @@ def test_held_no_pyc_a_wheel_shipped_survives_beside_a_source(tmp_path: Path) ->
     fake_cli = _unchecked_pyc("def main():\n    print('not the cli.py of the wheel')\n    return 0\n")
     extra = f"body['toolchain/__pycache__/cli.{TAG}.opt-1.pyc'] = {fake_cli!r}\n"
     recipe, sha = _project(tmp_path, extra, CHECKED)
-    result = _build(tmp_path, recipe, sha)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     if isinstance(result, AttestError):
         return
     root = Path(result.store_path)  # type: ignore[attr-defined]
@@ -129,7 +97,7 @@ def test_the_toolchain_cannot_run_code_at_every_interpreter_start(tmp_path: Path
     hook = b"import libdep\nlibdep.VALUE = 'changed by the toolchain at interpreter start'\n"
     extra = f"body['sitecustomize.py'] = {hook!r}\n"
     recipe, sha = _project(tmp_path, extra, RUNTIME_RECIPE)
-    result = _build(tmp_path, recipe, sha)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     if isinstance(result, AttestError):
         return
     root = Path(result.store_path)  # type: ignore[attr-defined]

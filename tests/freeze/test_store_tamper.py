@@ -10,7 +10,6 @@ is the entry's name.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -18,59 +17,13 @@ from pathlib import Path
 
 import pytest
 from support.caps import BACKEND, needs_immutable
+from support.store import load_record, reseal, rewrite_record
 from support.trees import chattr
 
 from attest.errors import AttestError
 from attest.freeze import FreezeCode, Store, freeze_tree, run_from_images
-from attest.freeze._image import INVENTORY_NAME, RECORD_NAME, Image, Sealed
+from attest.freeze._image import INVENTORY_NAME, RECORD_NAME
 from attest.inventory import Inventory
-
-
-def _load_record(image_dir: Path) -> Image:
-    fd = os.open(image_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        image = Store(image_dir.parent.parent)._load(fd, image_dir.name)
-    finally:
-        os.close(fd)
-    assert image is not None
-    return image
-
-
-def _rewrite_record(image_dir: Path) -> None:
-    """What whoever can break the seal does last: index the tree as it now is (added entries included)."""
-    tree = image_dir / "tree"
-    fresh = []
-    for dirpath, dirnames, filenames in os.walk(tree):
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, tree)
-        rel = "" if rel == "." else rel
-        st = os.lstat(dirpath)
-        fresh.append(Sealed(rel, True, st.st_ino, st.st_ctime_ns))
-        for fn in sorted(filenames):
-            st = os.lstat(os.path.join(dirpath, fn))
-            fresh.append(Sealed(f"{rel}/{fn}" if rel else fn, False, st.st_ino, st.st_ctime_ns))
-    record = dataclasses.replace(_load_record(image_dir), sealed=tuple(fresh)).record_bytes()
-    (image_dir / RECORD_NAME).write_bytes(record)
-
-
-def _reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
-    """The attacker's whole procedure for one file of a stored image."""
-    target = image_dir / "tree" / rel
-    if backend == "immutable":
-        chattr("-i", target, image_dir / RECORD_NAME)
-    else:
-        os.chmod(target, 0o644)
-        os.chmod(image_dir / RECORD_NAME, 0o600)
-    target.write_bytes(data)
-    if backend == "immutable":
-        chattr("+i", target)
-    else:
-        os.chmod(target, 0o444)
-    _rewrite_record(image_dir)
-    if backend == "immutable":
-        chattr("+i", image_dir / RECORD_NAME)
-    else:
-        os.chmod(image_dir / RECORD_NAME, 0o400)
 
 
 @pytest.mark.parametrize("backend", [pytest.param("immutable", marks=needs_immutable), "readonly"])
@@ -78,11 +31,11 @@ def test_a_resealed_image_with_a_refreshed_record_is_never_used(src: Path, expec
                                                                 backend: str, tmp_path: Path) -> None:
     image = freeze_tree(src, expected, state, backend=backend)
     entry = Path(image.path).parent
-    _reseal(entry, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
+    reseal(entry, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
     # The seal itself holds again: only the content check can tell.
     from attest.freeze import check_image
 
-    assert check_image(_load_record(entry)) == []
+    assert check_image(load_record(entry)) == []
 
     # store ls --check
     [listed] = Store(state).ls(check=True)
@@ -111,7 +64,7 @@ def test_an_image_verified_for_this_use_is_checked_against_its_own_seal(src: Pat
     assert run_from_images(state, {"LIB": image}, ["/bin/sh", "-c", f": > {marker}"]) == 0 and marker.exists()
     marker.unlink()
     # Broken and re-made, record refreshed: the record holds, the image's own snapshot does not.
-    _reseal(Path(image.path).parent, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
+    reseal(Path(image.path).parent, backend, "lib/pkg/mod.py", b"VALUE = 'pwned'\n")
     with pytest.raises(AttestError) as ei:
         run_from_images(state, {"LIB": image}, ["/bin/sh", "-c", f": > {marker}"])
     assert ei.value.code == FreezeCode.IMAGE_CHANGED and not marker.exists()
@@ -137,7 +90,7 @@ def test_a_stored_inventory_swapped_for_another_is_refused(src: Path, expected: 
 
 def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inventory, state: Path) -> None:
     image = freeze_tree(src, expected, state, backend=BACKEND)
-    _reseal(Path(image.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho pwned\n")
+    reseal(Path(image.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho pwned\n")
     out = subprocess.run([sys.executable, "-m", "attest", "exec", "--state-dir", str(state), "--image",
                           f"T={image.identity}", "--json", "--", "/bin/sh", "-c", f"{image.path}/bin/tool"],
                          capture_output=True, text=True)
@@ -162,7 +115,7 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
     (Path(image.path) / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"PWNED")
     chattr("+i", Path(image.path) / "__pycache__" / "mod.cpython-311.pyc", Path(image.path) / "__pycache__", Path(image.path))
     store = Store(state)
-    _rewrite_record(entry)
+    rewrite_record(entry)
     chattr("+i", entry / RECORD_NAME)
     [listed] = store.ls(check=True)
     assert listed.problems, "an image with an added __pycache__ was reported as holding"

@@ -247,3 +247,17 @@ def rewrite_wheel_hook(extra: str) -> str:
         "            zi.external_attr = 0o644 << 16\n"
         "            z.writestr(zi, v)\n"
     )
+
+
+def build_runtime_or_error(tmp_path: Path, recipe_path: Path, sha: str) -> object:
+    """Fetch the recipe's lock and build its runtime in the sandbox (unpublished); the error instead when it is refused."""
+    from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+    from attest.errors import AttestError
+
+    recipe = load_recipe(recipe_path)
+    fetch(load_lock(recipe.lock_path), tmp_path / "cache", lock_path=recipe.lock_path)
+    try:
+        return build_runtime(recipe, sha, str(tmp_path / "store"), str(tmp_path / "cache"), Sandbox.establish(allow_unisolated_network=False),
+                             publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
+    except AttestError as e:
+        return e

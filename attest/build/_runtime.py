@@ -24,6 +24,7 @@ from __future__ import annotations
 import email.parser
 import json
 import os
+import posixpath
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -175,13 +176,21 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     Bytecode counts as its module: a ``.pyc`` under ``__pycache__`` is owned by the module it
     is named for. The ``untrusted`` distribution (the toolchain, built by its own code) may not
     ship ``sitecustomize`` or ``usercustomize`` (site.py imports them at every start), nor a
-    ``.pth`` file: one runs code at every start of the interpreter.
+    ``.pth`` file: one runs code at every start of the interpreter. Outside site-packages, no
+    distribution's file may stand where :func:`attest.build._worker.layout_problem` says the
+    interpreter or the guard reads before any installed code runs.
     """
+    from ._worker import layout_problem
+
     owners: dict[str, set[str]] = {}
     problems: list[Finding] = []
     for dist, paths in records.items():
         for p in paths:
-            if p.startswith("../"):  # scripts and data outside site-packages
+            if p.startswith("../"):  # scripts and data outside site-packages, relative to the tree
+                outside = posixpath.normpath(posixpath.join("lib/site/site-packages", p))
+                why = "it is outside the runtime tree" if outside.startswith("../") else layout_problem(outside)
+                if why is not None:
+                    problems.append(Finding(BuildCode.DISTRIBUTION_OVERLAP, outside, f"{dist} installs it, and {why}"))
                 continue
             top = p.split("/", 1)[0]
             if top.endswith(".dist-info"):

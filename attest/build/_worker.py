@@ -122,6 +122,28 @@ def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = Fa
                                   bytecode_optimization_levels=())
 
 
+def layout_problem(rel: str) -> str | None:
+    """Why no wheel file may land at ``rel`` (relative to the runtime tree, outside site-packages), or None (pure).
+
+    Besides site-packages, what the interpreter or the guard reads before any installed code
+    runs: CPython's getpath takes ``bin/python._pth`` (it replaces ``sys.path`` and switches
+    ``site`` off, so the guard never runs) and ``bin/pyvenv.cfg`` (read before the tree's own,
+    e.g. ``include-system-site-packages = true``), even under ``-I``; the tree's root holds the
+    worker's own ``pyvenv.cfg`` and ``attest-runtime.json``; ``bin/python`` is the probed binary.
+    """
+    parts = rel.split("/")
+    name = parts[-1]
+    if len(parts) == 1:
+        return "the tree's root holds only the runtime's own files (pyvenv.cfg, attest-runtime.json)"
+    if name.endswith("._pth") or name in ("pyvenv.cfg", "pybuilddir.txt"):
+        return "the interpreter reads it at start, before site.py and the runtime guard"
+    if parts[0] == "bin" and len(parts) == 2 and name.startswith("python"):
+        return "bin/python is the probed interpreter: no wheel file may stand beside it under its name"
+    if parts[0] == "lib":
+        return "lib/ holds the interpreter's site-packages only"
+    return None
+
+
 class StartupHook(Exception):
     """A wheel file would run, or replace, code at interpreter start before the guard."""
 
@@ -129,6 +151,8 @@ class StartupHook(Exception):
 def _refuse_startup_hook(scheme: str, target: str, site: str) -> None:
     """Refuse a wheel file that could switch the runtime guard off or run before it.
 
+    - outside site-packages, what :func:`layout_problem` refuses (``bin/python._pth``,
+      ``pyvenv.cfg``, the tree's root, ``lib/``, a second ``bin/python*``);
     - any file another scheme (``data``, ``scripts``, ``headers``) would place under
       site-packages: its RECORD path starts with ``../``, so the ownership check (one
       distribution per importable name, no ``.pth`` from the toolchain) never sees it;
@@ -140,6 +164,12 @@ def _refuse_startup_hook(scheme: str, target: str, site: str) -> None:
     """
     rel = os.path.relpath(target, site)
     if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        tree = os.path.dirname(os.path.dirname(os.path.dirname(site)))  # TREE/lib/pythonX.Y/site-packages
+        where = os.path.relpath(target, tree)
+        why = "it is outside the runtime tree" if where == os.pardir or where.startswith(os.pardir + os.sep) else layout_problem(
+            where.replace(os.sep, "/"))
+        if why is not None:
+            raise StartupHook(f"the {scheme} file {where!r} may not be installed: {why}")
         return
     top = rel.split(os.sep, 1)[0]
     if scheme not in ("purelib", "platlib"):

@@ -41,6 +41,11 @@ def test_a_data_path_back_into_site_packages_is_named_as_it_lands(tmp_path: Path
         ({"toolchain": ["usercustomize/__init__.py"]}, {"usercustomize/__init__.py"}),
         ({"toolchain": ["__pycache__/sitecustomize.cpython-311.pyc"]}, {"__pycache__/sitecustomize.cpython-311.pyc"}),
         ({"libdep": ["sitecustomize.py"]}, set()),  # a locked wheel's: the worker's startup-hook rule refuses it at install
+        # Outside site-packages (RECORD paths relative to it): what getpath or the guard reads at start.
+        ({"toolchain": ["../../../bin/python._pth"]}, {"bin/python._pth"}),
+        ({"toolchain": ["../../../bin/pyvenv.cfg", "../../../attest-runtime.json"]}, {"bin/pyvenv.cfg", "attest-runtime.json"}),
+        ({"libdep": ["../../../bin/libdep-script", "../../../share/libdep/notes.txt"]}, set()),
+        ({"toolchain": ["../../../../outside"]}, {"../outside"}),
     ],
 )
 def test_ownership_of_what_lands_in_site_packages(records: dict[str, list[str]], found: set[str]) -> None:
@@ -62,6 +67,16 @@ def test_ownership_of_what_lands_in_site_packages(records: dict[str, list[str]],
         ("purelib", "__pycache__/six.cpython-311.pyc", True),  # bytecode runs instead of its source
         ("purelib", "toolchain/__pycache__/cli.cpython-311.opt-1.pyc", True),
         ("data", "share/notes.txt", True),  # any other scheme landing in site-packages
+        ("scripts", "../../../bin/tool", False),
+        ("data", "../../../share/doc/notes.txt", False),
+        ("scripts", "../../../bin/python._pth", True),  # getpath: replaces sys.path, switches site off
+        ("scripts", "../../../bin/pyvenv.cfg", True),  # getpath reads it before the tree's own
+        ("data", "../../../pyvenv.cfg", True),
+        ("data", "../../../attest-runtime.json", True),  # the guard's reference
+        ("scripts", "../../../bin/python3.11", True),
+        ("data", "../../../lib/python3.11/os.py", True),
+        ("headers", "../../../include/site/python3.11/x/x.h", False),
+        ("data", "../../../../escape", True),
     ],
 )
 def test_the_startup_hook_rule(tmp_path: Path, scheme: str, rel: str, refused: bool) -> None:
@@ -73,3 +88,17 @@ def test_the_startup_hook_rule(tmp_path: Path, scheme: str, rel: str, refused: b
             _refuse_startup_hook(scheme, f"{site}/{rel}", site)
     else:
         _refuse_startup_hook(scheme, f"{site}/{rel}", site)
+
+
+@pytest.mark.parametrize(
+    ("rel", "refused"),
+    [("bin/tool", False), ("share/man/man1/tool.1", False), ("include/site/python3.11/pkg/x.h", False),
+     ("pyvenv.cfg", True), ("attest-runtime.json", True), ("anything", True), ("bin/python._pth", True),
+     ("share/python._pth", True), ("bin/pyvenv.cfg", True), ("bin/pybuilddir.txt", True), ("bin/python", True),
+     ("bin/python3", True), ("bin/pythonw", True), ("bin/tool-python", False), ("lib/python3.11/os.py", True),
+     ("lib64/x", False)],
+)
+def test_layout_problem(rel: str, refused: bool) -> None:
+    from attest.build._worker import layout_problem
+
+    assert (layout_problem(rel) is not None) is refused

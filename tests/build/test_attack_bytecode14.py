@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.build import RUNTIME_RECIPE, build_runtime_or_error, make_toolchain_repo, rewrite_wheel_hook, write_lock
+from support.build import RUNTIME_RECIPE, build_runtime_or_error, hostile_runtime_project
 
 from attest.errors import AttestError
 
@@ -30,17 +30,6 @@ def _unchecked_pyc(source: str) -> bytes:
 
 # Replaces the runtime guard: never checks the interpreter, says so.
 FAKE_GUARD = _unchecked_pyc("import sys\nsys.stderr.write('GUARD REPLACED\\n')\n")
-
-
-def _project(tmp_path: Path, extra: str, recipe_text: str) -> tuple[Path, str]:
-    root = tmp_path / "proj"
-    wheels = root / "lockfiles" / "wheels"
-    wheels.mkdir(parents=True)
-    write_lock(root, wheels)
-    sha = make_toolchain_repo(root / "repo", build_hook=rewrite_wheel_hook(extra))
-    (root / "builders").mkdir()
-    (root / "builders" / "runtime.toml").write_text(recipe_text)
-    return root / "builders" / "runtime.toml", sha
 
 
 
@@ -65,7 +54,7 @@ def test_held_a_toolchain_pyc_of_the_runtime_guard_without_compiled_bytecode(
     name (__pycache__), so nothing of attest refuses __pycache__/_attest_runtime_guard.<tag>.pyc; it is
     installer (>= 1.0) that skips every wheel path with a __pycache__ component, silently."""
     extra = f"body['__pycache__/_attest_runtime_guard.{TAG}.pyc'] = {FAKE_GUARD!r}\n"
-    recipe, sha = _project(tmp_path, extra, RUNTIME_RECIPE)
+    recipe, sha = hostile_runtime_project(tmp_path, extra, RUNTIME_RECIPE)
     _guard_still_refuses(build_runtime_or_error(tmp_path, recipe, sha), ["ROOT/bin/tool"], other_libpython)
 
 
@@ -73,7 +62,7 @@ def test_held_an_opt_pyc_of_the_runtime_guard_beside_checked_hash_bytecode(tmp_p
     """Held (by installer's __pycache__ skip, not by force=True, which rewrites only <name>.<tag>.pyc):
     an opt-1 .pyc beside the guard would otherwise be what `bin/python -O` runs."""
     extra = f"body['__pycache__/_attest_runtime_guard.{TAG}.opt-1.pyc'] = {FAKE_GUARD!r}\n"
-    recipe, sha = _project(tmp_path, extra, CHECKED)
+    recipe, sha = hostile_runtime_project(tmp_path, extra, CHECKED)
     _guard_still_refuses(build_runtime_or_error(tmp_path, recipe, sha), ["ROOT/bin/python", "-O", "-c", "print('ran')"], other_libpython)
 
 
@@ -81,7 +70,7 @@ def test_held_no_pyc_a_wheel_shipped_survives_beside_a_source(tmp_path: Path) ->
     """Held by installer, not by force=True (an opt-1 .pyc is never rewritten by the compile step)."""
     fake_cli = _unchecked_pyc("def main():\n    print('not the cli.py of the wheel')\n    return 0\n")
     extra = f"body['toolchain/__pycache__/cli.{TAG}.opt-1.pyc'] = {fake_cli!r}\n"
-    recipe, sha = _project(tmp_path, extra, CHECKED)
+    recipe, sha = hostile_runtime_project(tmp_path, extra, CHECKED)
     result = build_runtime_or_error(tmp_path, recipe, sha)
     if isinstance(result, AttestError):
         return
@@ -96,7 +85,7 @@ def test_the_toolchain_cannot_run_code_at_every_interpreter_start(tmp_path: Path
     changes what a locked distribution's own console script (bin/libdep-hello) runs."""
     hook = b"import libdep\nlibdep.VALUE = 'changed by the toolchain at interpreter start'\n"
     extra = f"body['sitecustomize.py'] = {hook!r}\n"
-    recipe, sha = _project(tmp_path, extra, RUNTIME_RECIPE)
+    recipe, sha = hostile_runtime_project(tmp_path, extra, RUNTIME_RECIPE)
     result = build_runtime_or_error(tmp_path, recipe, sha)
     if isinstance(result, AttestError):
         return

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.build import RUNTIME_RECIPE, build_runtime_or_error, make_toolchain_repo, rewrite_wheel_hook, write_lock
+from support.build import RUNTIME_RECIPE, build_runtime_or_error, hostile_runtime_project
 
 from attest.build import BuildCode
 from attest.errors import AttestError
@@ -46,14 +46,8 @@ PLAIN = "body['toolchain-0.1.data/WHERE'] = b'x\\n'\n"
 
 
 def _refused(tmp_path: Path, hook: str, recipe_text: str, landed: str) -> None:
-    root = tmp_path / "proj"
-    wheels = root / "lockfiles" / "wheels"
-    wheels.mkdir(parents=True)
-    write_lock(root, wheels)
-    sha = make_toolchain_repo(root / "repo", build_hook=rewrite_wheel_hook(hook))
-    (root / "builders").mkdir()
-    (root / "builders" / "runtime.toml").write_text(recipe_text)
-    result = build_runtime_or_error(tmp_path, root / "builders" / "runtime.toml", sha)
+    recipe, sha = hostile_runtime_project(tmp_path, hook, recipe_text)
+    result = build_runtime_or_error(tmp_path, recipe, sha)
     assert isinstance(result, AttestError), f"the build accepted a runtime with {landed}"
     assert result.code == BuildCode.BUILD_STEP_FAILED and f"{landed!r} may not be installed" in result.detail, result
 

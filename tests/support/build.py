@@ -261,3 +261,15 @@ def build_runtime_or_error(tmp_path: Path, recipe_path: Path, sha: str) -> objec
                              publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
     except AttestError as e:
         return e
+
+
+def hostile_runtime_project(tmp_path: Path, hook: str, recipe_text: str = RUNTIME_RECIPE) -> tuple[Path, str]:
+    """A project whose toolchain commit's build code rewrites its own wheel with ``hook``: (runtime recipe, commit)."""
+    root = tmp_path / "proj"
+    wheels = root / "lockfiles" / "wheels"
+    wheels.mkdir(parents=True)
+    write_lock(root, wheels)
+    sha = make_toolchain_repo(root / "repo", build_hook=rewrite_wheel_hook(hook))
+    (root / "builders").mkdir()
+    (root / "builders" / "runtime.toml").write_text(recipe_text)
+    return root / "builders" / "runtime.toml", sha

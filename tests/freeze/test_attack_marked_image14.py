@@ -69,10 +69,14 @@ def test_held_a_marked_image_whose_path_is_replaced_within_the_store(tmp_path: P
     state = tmp_path / "state"
     marked = freeze_tree(s1, i1, state, backend=BACKEND)
     freeze_tree(s2, i2, state, backend=BACKEND)
-    for forged in (dataclasses.replace(marked, path=Store(state).tree_path(i2.digest_hex)),
-                   dataclasses.replace(marked, path=Store(state).tree_path(i2.digest_hex), identity=i2.identity)):
-        with pytest.raises(AttestError):
-            _run(state, forged, tmp_path / "out")
+    elsewhere = dataclasses.replace(marked, path=Store(state).tree_path(i2.digest_hex))
+    with pytest.raises(AttestError) as ei:
+        _run(state, elsewhere, tmp_path / "out")
+    assert ei.value.code == FreezeCode.NOT_IN_STORE  # the path is not its identity's entry
+    renamed = dataclasses.replace(elsewhere, identity=i2.identity)
+    with pytest.raises(AttestError) as ei:
+        _run(state, renamed, tmp_path / "out")
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED  # the snapshot is the other entry's inodes
 
 
 def test_held_copies_and_pickles(tmp_path: Path) -> None:
@@ -87,8 +91,9 @@ def test_held_copies_and_pickles(tmp_path: Path) -> None:
     assert pickle.loads(pickle.dumps(marked)).verified is not VERIFIED
     # An unmarked copy after a reseal goes through Store.get, which reads the changed bytes and refuses them.
     reseal(Path(marked.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
-    with pytest.raises(AttestError):
+    with pytest.raises(AttestError) as ei:
         _run(state, pickle.loads(pickle.dumps(marked)), tmp_path / "out")
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED
 
 
 def test_held_gc_and_refreeze_with_the_entry_renamed_back(tmp_path: Path) -> None:
@@ -110,5 +115,6 @@ def test_held_gc_and_refreeze_with_the_entry_renamed_back(tmp_path: Path) -> Non
     subprocess.run(["chmod", "-R", "u+w", str(entry)], check=True)
     subprocess.run(["rm", "-rf", str(entry)], check=True)
     os.rename(aside, entry)
-    with pytest.raises(AttestError):
+    with pytest.raises(AttestError) as ei:
         _run(state, marked, tmp_path / "out")
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED

@@ -133,6 +133,8 @@ def _string(table: dict[str, Any], key: str, where: str, path: str) -> str:
     value = table.get(key)
     if not isinstance(value, str) or not value.strip() or value != value.strip():
         raise _bad(AttestationCode.BAD_POLICY, f"{where}.{key} must be a non-empty string without surrounding spaces", path)
+    if "\0" in value:  # no file has such a name (open() raises ValueError) and no identity or issuer such a string
+        raise _bad(AttestationCode.BAD_POLICY, f"{where}.{key} holds a NUL character", path)
     return value
 
 
@@ -201,7 +203,7 @@ def parse_policy(data: bytes, where: str, *, extensions: Collection[str] = ()) -
             non-integer or non-positive threshold or one above the number of signers;
             ``BAD_POLICY`` for anything else malformed (not UTF-8 or TOML, ``signers`` not
             an array of tables, too many signers, an unknown ``kind``, a missing field, a
-            field that is not a non-empty string without surrounding spaces, ``predicates``
+            field that is not a non-empty string without surrounding spaces or that holds a NUL, ``predicates``
             that is not a non-empty list of distinct URIs).
     """
     try:
@@ -214,6 +216,8 @@ def parse_policy(data: bytes, where: str, *, extensions: Collection[str] = ()) -
         msg = str(e)
         dup = "overwrite" in msg or "twice" in msg or "mutate" in msg
         raise _bad(CommonCode.DUPLICATE_KEY if dup else AttestationCode.BAD_POLICY, f"the policy is not valid TOML: {msg}", where) from e
+    except (ValueError, RecursionError) as e:  # tomllib's own: an integer of more than 4300 digits, deep nesting
+        raise _bad(AttestationCode.BAD_POLICY, f"the policy is not valid TOML: {str(e)[:200] or type(e).__name__}", where) from e
     unknown = set(doc) - _TOP_KEYS - set(extensions)
     if unknown:
         raise _bad(AttestationCode.POLICY_UNKNOWN_KEY, f"unknown top-level keys {sorted(unknown)}", where)

@@ -113,7 +113,9 @@ def parse_pylock(data: bytes, *, where: str = "pylock.toml") -> Lock:
     """
     try:
         doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    # UnicodeDecodeError and TOMLDecodeError are ValueErrors; so is what tomllib raises, unwrapped, for an
+    # integer of more than 4300 digits. Deep nesting ("a = [[[[...") is a RecursionError.
+    except (ValueError, RecursionError) as e:
         raise _bad(BuildCode.BAD_LOCK, f"not valid UTF-8 TOML: {e}", where) from e
     unknown = set(doc) - _TOP_KEYS
     if unknown:
@@ -189,7 +191,7 @@ def _pylock_package(raw: Any, index: int, where: str) -> LockedPackage:
 def _version(version: str, at: str) -> None:
     try:
         Version(version)
-    except InvalidVersion as e:
+    except (InvalidVersion, ValueError) as e:  # ValueError: a release number of more than 4300 digits
         raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: version {version!r} is invalid") from e
 
 
@@ -207,7 +209,7 @@ def _wheel_filename(filename: str, name: str, version: str, at: str) -> None:
         raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a wheel file name")
     try:
         wname, wversion, _, _ = parse_wheel_filename(filename)
-    except InvalidWheelFilename as e:
+    except (InvalidWheelFilename, ValueError) as e:  # ValueError: a version number of more than 4300 digits
         raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a valid wheel file name: {e}") from e
     if wname != canonicalize_name(name) or wversion != Version(version):
         raise _bad(BuildCode.BAD_LOCK, f"{at}: wheel {filename!r} is not {name} {version}")

@@ -80,7 +80,7 @@ def parse_pins(data: bytes | None, where: str) -> dict[str, Any]:
         return {}
     try:
         doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # as in parse_pylock: tomllib also raises bare ValueError and RecursionError
         raise InputError(BuildCode.BAD_PINS, f"the pins file is not valid UTF-8 TOML: {e}", where) from e
     for key in MANAGED:
         if key in doc and not isinstance(doc[key], dict):

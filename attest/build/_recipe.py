@@ -90,7 +90,7 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
     data = read_bounded(where, what="recipe", max_bytes=1 << 20)
     try:
         doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # as in parse_pylock: tomllib also raises bare ValueError and RecursionError
         raise InputError(BuildCode.BAD_RECIPE, f"not valid UTF-8 TOML: {e}", where) from e
     if doc.get("schema") != SCHEMA:
         raise InputError(BuildCode.BAD_RECIPE, f"schema must be {SCHEMA!r}", where)

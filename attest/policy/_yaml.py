@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from .._json import MAX_SAFE_INT
@@ -29,6 +30,16 @@ MAX_YAML_DEPTH = 16
 MAX_YAML_NODES = 20_000
 
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+_SAFE_INT_DIGITS = len(str(MAX_SAFE_INT))
+# A double-quoted scalar's \uD800-\uDFFF escapes give lone UTF-16 surrogates: no Unicode
+# character, refused by libyaml and by the JSON reader (and not encodable as UTF-8 downstream).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# What ruamel.yaml's scanner and parser raise, besides YAMLError, on bytes they cannot read:
+# ValueError for an escape beyond U+10FFFF ("\U00110000") or a directive number of more than
+# 4300 digits, OverflowError for an escape beyond 2^31 ("\UFFFFFFFF"), AssertionError for
+# "%YAML 1.0" or "%YAML 1.3"; LookupError and TypeError on principle. Only the parser runs where
+# they are caught, so each is a refusal of the input (YAML_SYNTAX), never INTERNAL.
+_PARSER_FAILURES = (ValueError, ArithmeticError, AssertionError, LookupError, TypeError)
 # YAML 1.1 reads U+0085, U+2028 and U+2029 as line breaks (ending a comment), YAML 1.2 as
 # ordinary characters: one file, two documents. Refused anywhere in the text.
 _BREAK_AMBIGUOUS = re.compile("[\x85\u2028\u2029]")
@@ -74,8 +85,8 @@ def _plain_value(value: str, where: str, what: str) -> str | bool | int:
     if value in ("true", "false"):
         return value == "true"
     if _DECIMAL.match(value):
-        number = int(value)
-        if abs(number) > MAX_SAFE_INT:
+        # Length first: int() of more than 4300 digits raises ValueError (and is slow before that).
+        if len(value.lstrip("-")) > _SAFE_INT_DIGITS or abs(number := int(value)) > MAX_SAFE_INT:
             raise InputError(PolicyCode.YAML_AMBIGUOUS_SCALAR, f"{what}: the integer {value[:30]} at {where} is out of range")
         return number
     others = _other_readings(value)
@@ -93,6 +104,18 @@ def _plain_value(value: str, where: str, what: str) -> str | bool | int:
 def _where(event: Any) -> str:
     mark = getattr(event, "start_mark", None)
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
+
+
+def _events(parser: Iterator[Any], what: str) -> Iterator[Any]:
+    """ruamel.yaml's events; its failures that are not YAMLError refusals too (only the parser runs in this try)."""
+    while True:
+        try:
+            event = next(parser, None)
+        except _PARSER_FAILURES as e:
+            raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid YAML: {type(e).__name__}: {str(e)[:200]}") from e
+        if event is None:
+            return
+        yield event
 
 
 class _Frame:
@@ -115,7 +138,8 @@ def load_strict_yaml(
     """Parse one YAML document of ``data`` into dicts, lists, str, bool and int, or raise InputError.
 
     Raises:
-        InputError: ``YAML_SYNTAX`` (not UTF-8, a byte-order mark, not YAML, no document),
+        InputError: ``YAML_SYNTAX`` (not UTF-8, a byte-order mark, not YAML, no document, an
+            escape that is no Unicode character such as ``"\\U00110000"`` or ``"\\uD800"``),
             ``YAML_DUPLICATE_KEY``, ``YAML_ANCHOR``, ``YAML_ALIAS``, ``YAML_TAG``,
             ``YAML_DIRECTIVE``, ``YAML_MULTIPLE_DOCUMENTS``, ``YAML_NON_STRING_KEY``,
             ``YAML_AMBIGUOUS_SCALAR`` (a plain scalar other readers type differently),
@@ -178,7 +202,7 @@ def load_strict_yaml(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            for event in YAML(typ="safe", pure=True).parse(text):
+            for event in _events(YAML(typ="safe", pure=True).parse(text), what):
                 if isinstance(event, events.AliasEvent):
                     raise InputError(PolicyCode.YAML_ALIAS, f"{what}: an alias (*{event.anchor}) at {_where(event)}")
                 if isinstance(event, events.DocumentStartEvent):
@@ -198,6 +222,9 @@ def load_strict_yaml(
                 if event.tag is not None:
                     raise InputError(PolicyCode.YAML_TAG, f"{what}: the tag {str(event.tag)!r} at {_where(event)}")
                 if isinstance(event, events.ScalarEvent):
+                    if event.style == '"' and _SURROGATE.search(event.value):
+                        raise InputError(PolicyCode.YAML_SYNTAX,
+                                         f"{what}: the escape of a UTF-16 surrogate at {_where(event)} is not a Unicode character")
                     plain = event.style is None and event.implicit[0]
                     if plain and is_key_position():
                         if (_other_readings(event.value) or event.value in ("true", "false") or _DECIMAL.match(event.value)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.build import Project
-from support.caps import needs_root
+from support.caps import needs_root, require_tool
 
 from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.build._sandbox import STEP_UID_RANGE, pick_step_uid
@@ -73,16 +73,17 @@ def test_sandboxed_step_cannot_reach_a_host_unix_socket(sandbox: Sandbox, tmp_pa
 
 @needs_root  # loop devices need root
 def test_sandboxed_step_cannot_write_a_host_block_device(sandbox: Sandbox, tmp_path: Path) -> None:
+    losetup = require_tool("losetup")  # /usr/sbin, which an ordinary PATH may lack
     backing = tmp_path / "disk.img"
     backing.write_bytes(b"\0" * (1 << 20))
-    lo = subprocess.run(["losetup", "-f", "--show", str(backing)], capture_output=True, text=True)
+    lo = subprocess.run([losetup, "-f", "--show", str(backing)], capture_output=True, text=True)
     if lo.returncode != 0:
         pytest.skip(f"no loop device here: {lo.stderr.strip()}")
     dev = lo.stdout.strip()
     try:
         _step(sandbox, f"import os\nfd = os.open({dev!r}, os.O_WRONLY)\nos.write(fd, b'ESCAPED' + bytes(505))\nos.fsync(fd)\n")
     finally:
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        subprocess.run([losetup, "-d", dev], capture_output=True)
     assert not backing.read_bytes().startswith(b"ESCAPED"), (
         "a 'filesystem_confined' build step wrote a host block device (and so a file outside staging)"
     )

@@ -10,6 +10,7 @@ with the backend this user can establish: ``readonly``, chosen explicitly throug
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from attest.errors import EnvironmentFailure
 from attest.freeze import ImmutableBackend
 
-__all__ = ["BACKEND", "HAS_IMMUTABLE", "IS_ROOT", "needs_immutable", "needs_root"]
+__all__ = ["BACKEND", "HAS_IMMUTABLE", "IS_ROOT", "SYSTEM_PATH", "needs_immutable", "needs_root", "require_tool", "system_tool"]
 
 
 def _immutable_problem() -> str | None:
@@ -42,3 +43,20 @@ BACKEND = "immutable" if HAS_IMMUTABLE else "readonly"
 
 needs_immutable = pytest.mark.skipif(not HAS_IMMUTABLE, reason=f"needs the immutable flag: {IMMUTABLE_PROBLEM}")
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root (uid 0); the suite as an ordinary user skips it")
+
+#: Where the system tools a test runs live, whatever $PATH says: an ordinary user's PATH (or a
+#: CI runner's) may lack /usr/sbin, the home of losetup(8), mkfs.*(8), ip(8).
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def system_tool(name: str) -> str | None:
+    """The absolute path of the system tool ``name`` in :data:`SYSTEM_PATH` (never ``$PATH``), or None."""
+    return shutil.which(name, path=SYSTEM_PATH)
+
+
+def require_tool(name: str) -> str:
+    """The absolute path of the system tool ``name``; skips the calling test, saying so, when there is none."""
+    found = system_tool(name)
+    if found is None:
+        pytest.skip(f"needs {name}, which is in none of {SYSTEM_PATH}")
+    return found

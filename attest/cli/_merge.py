@@ -33,9 +33,9 @@ def check(
     api_url: Optional[str] = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
     trusted_producer_app: Optional[str] = option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
                                                        "require `attest evidence trusted-producer` evidence from this App login."),
-    state_dir: Optional[Path] = option(None, "--state-dir", metavar="DIR", help="The deployment's state directory: every "
-                                             "review record of this head there counts (one with blocking findings keeps the "
-                                             "head blocked, whatever later record is given)."),
+    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="The deployment's state directory, always read: every "
+                                   "review record (each must verify) and every review run there of this head counts (one with "
+                                   "blocking findings, or still running, keeps the head blocked, whatever record is given)."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
@@ -58,10 +58,9 @@ def check(
         token = os.environ.get(token_env) if token_env else None
         producer = github_trusted_producer(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits()))
 
-    if state_dir is not None:
-        existing_directory(state_dir)
+    existing_directory(state_dir)
     gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
-                            trusted_producer=producer, state_dir=state_dir)
+                            state_dir=state_dir, trusted_producer=producer)
     doc = gate.to_json()
     lines = [f"{'AUTHORIZED' if gate.authorized else 'NOT AUTHORIZED'}: review {gate.record.review} ({gate.record.status}) "
              f"for head {gate.head}"]
@@ -79,6 +78,8 @@ def ci_result(
     repository_id: int = option(..., "--repository-id", metavar="ID", help="The stable repository id."),
     full_name: str = option(..., "--full-name", metavar="OWNER/NAME", help="The repository's full name."),
     head: str = option(..., "--head", metavar="SHA", help="The exact head commit the check ran on (a full id)."),
+    base: str = option(..., "--base", metavar="SHA", help="The pull request's base commit the check ran against (a full id): "
+                             "the gate counts the result only while the reviewed base is this one."),
     check_name: str = option(..., "--check", metavar="NAME", help="The check's name, as the merge gate requires it."),
     conclusion: str = option(..., "--conclusion", metavar="CONCLUSION", help="success, failure, cancelled, skipped, timed_out, neutral, "
                                    "action_required or stale."),
@@ -88,18 +89,18 @@ def ci_result(
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed CI result.", callback=checked_output),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Sign one CI check's result for an exact head, for `attest merge-gate check --ci`."""
+    """Sign one CI check's result for an exact head and base, for `attest merge-gate check --ci`."""
     from ..attestation import load_signer
     from ..review.merge import ci_result_predicate, sign_ci_result
 
-    predicate = ci_result_predicate(repository_id=repository_id, full_name=full_name, head=head, check=check_name,
+    predicate = ci_result_predicate(repository_id=repository_id, full_name=full_name, head=head, base=base, check=check_name,
                                     conclusion=conclusion, run=run)
     signers = [load_signer(k) for k in key]
     path, digest = sign_ci_result(predicate, signers if len(signers) > 1 else signers[0], out)
     if json_mode:
         print_json({"ok": True, "output": path, "attestation_digest": digest, **predicate})
         return
-    print(f"SIGNED CI result {check_name}={conclusion} for {full_name} head {head}: {path} ({digest})")
+    print(f"SIGNED CI result {check_name}={conclusion} for {full_name} head {head} (base {base}): {path} ({digest})")
 
 
 __all__ = ["register"]

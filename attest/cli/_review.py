@@ -110,8 +110,9 @@ def exec_review(
     unsafe_unconfined: bool = flag("--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
                                            "seeing the host (its files, processes, keys). Recorded in --json."),
     review: Optional[str] = option(None, "--review", metavar="ID", help="The started review (`attest review start`) this "
-                                         "run analyses: it must be open and of this handoff; the reviewer gets REVIEW_ID, "
-                                         "REVIEW_HEAD and REVIEW_MERGE_BASE, and the outcome is recorded for `review serialize`."),
+                                         "run analyses: it must be open and of this handoff, and is run once (a second run "
+                                         "is refused); the reviewer gets REVIEW_ID, REVIEW_HEAD and REVIEW_MERGE_BASE, and the "
+                                         "outcome is recorded for `review serialize`."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Verify the handoff, run the reviewer confined, from its four frozen images only, and keep its provider-neutral result."""

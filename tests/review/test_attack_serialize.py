@@ -230,9 +230,16 @@ def sign_record(key: Path, predicate: dict[str, Any], out: Path) -> Path:
 def sign_ci(key: Path, head: str, out: Path) -> Path:
     from attest.review.merge import ci_result_predicate, sign_ci_result
 
-    sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=head, check="test", conclusion="success",
-                                       run="r1"), load_signer(str(key)), out)
+    sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=head, base=BASE, check="test",
+                                       conclusion="success", run="r1"), load_signer(str(key)), out)
     return out
+
+
+def empty_state(tmp: Path) -> Path:
+    """A deployment state directory with no review history (the gate always reads one)."""
+    state = tmp / "state"
+    state.mkdir(mode=0o700)
+    return state
 
 
 def trust(tmp: Path, *, ci_roles: list[str] | None) -> tuple[Path, Path, Path]:
@@ -260,7 +267,7 @@ def test_attack_gate_accepts_a_review_record_from_a_signer_without_the_review_ro
     ci = sign_ci(ci_key, H_NEW, tmp_path / "ci.json")
     try:
         gate = merge_gate_check(record=forged, policy=load_policy(policy), host=IdentityFile(str(identity(tmp_path / "id.json", H_NEW))),
-                                ci=[ci], required_checks=("test",))
+                                ci=[ci], required_checks=("test",), state_dir=empty_state(tmp_path))
     except VerificationError as e:
         assert [f.code for f in e.findings] == ["SIGNER_NOT_FOR_PREDICATE"]
         return
@@ -292,7 +299,7 @@ def test_attack_trusted_producer_verdict_of_another_head_authorizes(tmp_path: Pa
 
     try:
         gate = merge_gate_check(record=record, policy=load_policy(policy), host=IdentityFile(str(ident)), ci=[ci],
-                                required_checks=("test",), trusted_producer=producer)
+                                required_checks=("test",), state_dir=empty_state(tmp_path), trusted_producer=producer)
     except VerificationError:
         return  # refused: the head moved while the evidence was read
     assert seen == [H_OLD]
@@ -323,7 +330,8 @@ def test_attack_gate_accepts_a_record_that_is_not_the_documented_shape(tmp_path:
     record = sign_record(deploy, predicate, tmp_path / "record.json")
     try:
         gate = merge_gate_check(record=record, policy=load_policy(policy), host=IdentityFile(str(identity(tmp_path / "id.json", H_NEW))),
-                                ci=[sign_ci(ci_key, H_NEW, tmp_path / "ci.json")], required_checks=("test",))
+                                ci=[sign_ci(ci_key, H_NEW, tmp_path / "ci.json")], required_checks=("test",),
+                                state_dir=empty_state(tmp_path))
     except VerificationError as e:
         assert [f.code for f in e.findings] == ["MERGE_RECORD_MALFORMED"]
         return
@@ -404,15 +412,15 @@ def test_attack_rerunning_a_review_launders_blocking_findings(dep: Any, skill: A
     s, review, result = _reviewed(dep, skill, tmp_path, ts.RESULT)
     ts.serialize(dep, review, result, tmp_path, record=tmp_path / "record-1.json")
     policy, ci_key = tm.gate_trust(dep, tmp_path)
-    ok = tm.ci(tmp_path, ci_key, s.c.head)
-    first = tm.check(policy, s, tmp_path / "record-1.json", [ok])
+    ok = tm.ci(tmp_path, ci_key, s.c.head, s.c.base)
+    first = tm.check(dep, policy, s, tmp_path / "record-1.json", [ok])
     assert [f.code for f in first.findings] == ["MERGE_BLOCKING_FINDINGS"]
     try:
         again = ts.exec_for(dep, s, review, tmp_path, CLEAN)  # the same review, the same head, run again
         ts.serialize(dep, review, again, tmp_path, record=tmp_path / "record-2.json")
     except AttestError:
         return  # refused: one review, one analysis
-    gate = tm.check(policy, s, tmp_path / "record-2.json", [ok])
+    gate = tm.check(dep, policy, s, tmp_path / "record-2.json", [ok])
     assert not gate.authorized, "a re-run of the same review on the same head cleared its blocking findings"
 
 
@@ -433,7 +441,7 @@ def test_attack_an_unconfined_review_authorizes_a_merge(dep: Any, skill: Any, tm
     except AttestError:
         return  # refused: an unconfined run is not a review a merge may rest on
     policy, ci_key = tm.gate_trust(dep, tmp_path)
-    gate = tm.check(policy, s, tmp_path / "record.json", [tm.ci(tmp_path, ci_key, s.c.head)])
+    gate = tm.check(dep, policy, s, tmp_path / "record.json", [tm.ci(tmp_path, ci_key, s.c.head, s.c.base)])
     assert done.status == "complete"
     assert not gate.authorized, "a review by an unconfined reviewer authorized a merge"
 

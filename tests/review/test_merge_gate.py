@@ -67,27 +67,28 @@ def reviewed(dep: Any, skill: Any, tmp: Path, result: Any = CLEAN) -> tuple[Any,
     return s, tmp / "record.json"
 
 
-def ci(tmp: Path, key: Path, head: str, check: str = "test", conclusion: str = "success", name: str = "acme/widgets") -> Path:
-    out = tmp / f"ci-{check}-{conclusion}-{head[:8]}.json"
-    sign_ci_result(ci_result_predicate(repository_id=4242, full_name=name, head=head, check=check, conclusion=conclusion, run="r1"),
-                   load_signer(str(key)), out)
+def ci(tmp: Path, key: Path, head: str, base: str, check: str = "test", conclusion: str = "success",
+       name: str = "acme/widgets") -> Path:
+    out = tmp / f"ci-{check}-{conclusion}-{head[:8]}-{base[:8]}.json"
+    sign_ci_result(ci_result_predicate(repository_id=4242, full_name=name, head=head, base=base, check=check, conclusion=conclusion,
+                                       run="r1"), load_signer(str(key)), out)
     return out
 
 
-def check(policy: Path, s: Any, record: Path, ci_files: list[Path], required: tuple[str, ...] = ("test",)) -> Any:
+def check(dep: Any, policy: Path, s: Any, record: Path, ci_files: list[Path], required: tuple[str, ...] = ("test",)) -> Any:
     return merge_gate_check(record=record, policy=load_policy(policy), host=IdentityFile(str(s.ident)), ci=ci_files,
-                            required_checks=required)
+                            required_checks=required, state_dir=dep.state)
 
 
 def test_a_complete_review_of_the_exact_head_with_ci_authorizes_and_nothing_less(dep: Any, skill: Any, tmp_path: Path) -> None:
     s, record = reviewed(dep, skill, tmp_path)
     policy, ci_key = gate_trust(dep, tmp_path)
-    ok = ci(tmp_path, ci_key, s.c.head)
-    gate = check(policy, s, record, [ok])
+    ok = ci(tmp_path, ci_key, s.c.head, s.c.base)
+    gate = check(dep, policy, s, record, [ok])
     assert gate.authorized and [f.code for f in gate.findings] == ["MERGE_AUTHORIZED"]
     # Through the CLI: exit 0, then every missing piece at once with exit 1.
     base = [PY, "-m", "attest", "merge-gate", "check", "--record", str(record), "--policy", str(policy), "--identity", str(s.ident),
-            "--json"]
+            "--state-dir", str(dep.state), "--json"]
     cli = subprocess.run([*base, "--ci", str(ok), "--require-check", "test"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["authorized"] is True
@@ -98,21 +99,22 @@ def test_a_complete_review_of_the_exact_head_with_ci_authorizes_and_nothing_less
     (s.c.path / "late.txt").write_text("late\n")
     head = ts.commit(s.c.path, "late")
     test_bootstrap.identity_file(s.ident, Consumer(s.c.path, s.c.base, head))
-    gate = check(policy, s, record, [ok])
+    gate = check(dep, policy, s, record, [ok])
     assert not gate.authorized and [f.code for f in gate.findings] == ["MERGE_REVIEW_STALE_HEAD", "MERGE_CI_MISSING"]
 
 
 def test_a_limited_review_never_authorizes(dep: Any, skill: Any, tmp_path: Path) -> None:
     s, record = reviewed(dep, skill, tmp_path, {"complete": False, "limitations": ["analysed nothing"], "findings": []})
     policy, ci_key = gate_trust(dep, tmp_path)
-    gate = check(policy, s, record, [ci(tmp_path, ci_key, s.c.head)])
+    gate = check(dep, policy, s, record, [ci(tmp_path, ci_key, s.c.head, s.c.base)])
     assert [f.code for f in gate.findings] == ["MERGE_REVIEW_NOT_COMPLETE"] and "limited" in gate.findings[0].detail
 
 
 def test_blocking_findings_and_failed_ci_each_say_so(dep: Any, skill: Any, tmp_path: Path) -> None:
     s, record = reviewed(dep, skill, tmp_path, ts.RESULT)
     policy, ci_key = gate_trust(dep, tmp_path)
-    gate = check(policy, s, record, [ci(tmp_path, ci_key, s.c.head), ci(tmp_path, ci_key, s.c.head, conclusion="failure")])
+    gate = check(dep, policy, s, record, [ci(tmp_path, ci_key, s.c.head, s.c.base),
+                                          ci(tmp_path, ci_key, s.c.head, s.c.base, conclusion="failure")])
     assert [f.code for f in gate.findings] == ["MERGE_BLOCKING_FINDINGS", "MERGE_CI_FAILED"]
 
 
@@ -124,18 +126,18 @@ def test_only_signers_with_the_role_count(dep: Any, skill: Any, tmp_path: Path) 
     forged = tmp_path / "forged.json"
     forged.write_bytes(sign_statement(st, load_signer(str(ci_key))))
     with pytest.raises(VerificationError) as ei:
-        check(policy, s, forged, [])
+        check(dep, policy, s, forged, [])
     assert codes(ei.value) == ["SIGNER_NOT_FOR_PREDICATE"]
     # A CI result given as the record.
     with pytest.raises(VerificationError) as ei:
-        check(policy, s, ci(tmp_path, ci_key, s.c.head), [])
+        check(dep, policy, s, ci(tmp_path, ci_key, s.c.head, s.c.base), [])
     assert codes(ei.value) == ["BAD_PREDICATE_TYPE"]
     # CI results signed by the deployment key are not CI evidence.
     fake = tmp_path / "fake-ci.json"
-    sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=s.c.head, check="test",
+    sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=s.c.head, base=s.c.base, check="test",
                                        conclusion="success", run="r"), load_signer(str(dep.key)), fake)
     with pytest.raises(VerificationError) as ei:
-        check(policy, s, record, [fake])
+        check(dep, policy, s, record, [fake])
     assert codes(ei.value) == ["SIGNER_NOT_FOR_PREDICATE"]
 
 
@@ -147,7 +149,7 @@ def load_envelope_payload(path: Path) -> bytes:
 
 def test_a_gate_without_a_required_check_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError) as ei:
-        merge_gate_check(record=tmp_path / "r.json", policy=None, host=None, ci=[], required_checks=())
+        merge_gate_check(record=tmp_path / "r.json", policy=None, host=None, ci=[], required_checks=(), state_dir=tmp_path)
     assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
 
 
@@ -156,7 +158,7 @@ def test_a_gate_without_a_required_check_is_refused(tmp_path: Path) -> None:
 A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
 REC = ReviewRecord("0" * 32, "complete", 4242, "acme/widgets", 99001, 7, A, C, 0, "sha256:" + "0" * 64)
 NOW = HostIdentity(4242, "acme/widgets", 99001, 7, A, C)
-OK = CiResult("test", 4242, "acme/widgets", C, "success", "r1", "sha256:" + "1" * 64)
+OK = CiResult("test", 4242, "acme/widgets", C, A, "success", "r1", "sha256:" + "1" * 64)
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], tuple[str, str | None] | None, list[str]]] = [
     ("everything holds", {}, {}, [OK], None, ["MERGE_AUTHORIZED"]),
     ("trusted producer true", {}, {}, [OK], ("true", C), ["MERGE_AUTHORIZED"]),
@@ -179,6 +181,15 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], tuple[str
     ("CI of another check", {}, {}, [replace(OK, check="lint")], None, ["MERGE_CI_MISSING"]),
     ("CI failed", {}, {}, [replace(OK, conclusion="failure")], None, ["MERGE_CI_FAILED"]),
     ("a success and a cancelled", {}, {}, [OK, replace(OK, conclusion="cancelled")], None, ["MERGE_CI_FAILED"]),
+    ("CI of another base", {}, {}, [replace(OK, base=B)], None, ["MERGE_CI_STALE_BASE"]),
+    ("CI naming no base", {}, {}, [replace(OK, base=None)], None, ["MERGE_CI_STALE_BASE"]),
+    ("CI of the old base failed, of this base succeeded", {}, {}, [replace(OK, base=B, conclusion="failure"), OK], None,
+     ["MERGE_AUTHORIZED"]),
+    ("CI of this base failed, of the old base succeeded", {}, {}, [replace(OK, base=B), replace(OK, conclusion="failure")], None,
+     ["MERGE_CI_FAILED"]),
+    ("base moved: the record and its CI are of the old base", {}, {"base_sha": B}, [OK], None, ["MERGE_REVIEW_STALE_BASE"]),
+    ("base moved: CI of the new base, record of the old", {}, {"base_sha": B}, [replace(OK, base=B)], None,
+     ["MERGE_REVIEW_STALE_BASE", "MERGE_CI_STALE_BASE"]),
     ("everything wrong", {"status": "partial", "blocking": 1}, {"head_sha": D, "base_sha": B, "number": 9}, [], ("unknown", D),
      ["MERGE_REVIEW_OTHER_PULL_REQUEST", "MERGE_REVIEW_STALE_BASE", "MERGE_REVIEW_STALE_HEAD", "MERGE_REVIEW_NOT_COMPLETE",
       "MERGE_BLOCKING_FINDINGS", "MERGE_CI_MISSING", "MERGE_TRUSTED_PRODUCER_MISSING"]),
@@ -188,21 +199,22 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[CiResult], tuple[str
 @pytest.mark.parametrize(("name", "rec", "now", "ci_results", "producer", "want"), CASES, ids=[c[0] for c in CASES])
 def test_decide_merge(name: str, rec: dict[str, Any], now: dict[str, Any], ci_results: list[CiResult],
                       producer: tuple[str, str | None] | None, want: list[str]) -> None:
-    got = decide_merge(replace(REC, **rec), replace(NOW, **now), ci_results, ("test",), trusted_producer=producer)
+    got = decide_merge(replace(REC, **rec), replace(NOW, **now), ci_results, ("test",), same_head=(), runs=(),
+                       trusted_producer=producer)
     assert [f.code for f in got.findings] == want and got.authorized == (want == ["MERGE_AUTHORIZED"])
 
 
 def test_a_blocking_review_of_the_same_head_stays_blocking() -> None:
     earlier = replace(REC, review="1" * 32, blocking=2, digest="sha256:" + "2" * 64)
-    got = decide_merge(REC, NOW, [OK], ("test",), same_head=[earlier, REC])
+    got = decide_merge(REC, NOW, [OK], ("test",), same_head=[earlier, REC], runs=())
     assert [f.code for f in got.findings] == ["MERGE_BLOCKING_FINDINGS"] and "1" * 32 in got.findings[0].detail
     other_head = replace(earlier, head=D)
-    assert decide_merge(REC, NOW, [OK], ("test",), same_head=[other_head]).authorized
+    assert decide_merge(REC, NOW, [OK], ("test",), same_head=[other_head], runs=()).authorized
 
 
 def test_decide_merge_needs_a_required_check() -> None:
     with pytest.raises(InputError) as ei:
-        decide_merge(REC, NOW, [OK], ())
+        decide_merge(REC, NOW, [OK], (), same_head=(), runs=())
     assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
 
 
@@ -244,25 +256,28 @@ def test_parse_review_record_refuses(change: Any) -> None:
 
 @pytest.mark.parametrize("change", [
     {"conclusion": "passed"}, {"head": "HEAD"}, {"check": ""}, {"run": ""}, {"extra": 1}, {"repository": {"id": 1}},
+    {"base": "main"}, {"base": None}, {"base": A[:12]},
 ])
 def test_parse_ci_result_refuses(change: dict[str, Any]) -> None:
-    good = ci_result_predicate(repository_id=1, full_name="a/b", head=C, check="test", conclusion="success", run="r")
-    assert parse_ci_result(good, "d").conclusion == "success"
+    good = ci_result_predicate(repository_id=1, full_name="a/b", head=C, base=A, check="test", conclusion="success", run="r")
+    assert parse_ci_result(good, "d").conclusion == "success" and parse_ci_result(good, "d").base == A
+    # The shape before the base was recorded is read (base None) for the decision to refuse with its own code.
+    assert parse_ci_result({k: v for k, v in good.items() if k != "base"}, "d").base is None
     with pytest.raises(VerificationError) as ei:
         parse_ci_result({**good, **change}, "d")
     assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"]
     with pytest.raises(InputError):
-        ci_result_predicate(repository_id=1, full_name="a/b", head="HEAD", check="test", conclusion="success", run="r")
+        ci_result_predicate(repository_id=1, full_name="a/b", head="HEAD", base=A, check="test", conclusion="success", run="r")
 
 
 def test_the_ci_statement_is_in_toto_with_the_head_as_subject(tmp_path: Path) -> None:
     generate_key("ed25519", tmp_path / "k.pem")
     out = tmp_path / "ci.json"
-    sign_ci_result(ci_result_predicate(repository_id=1, full_name="a/b", head=C, check="test", conclusion="success", run="r"),
-                   load_signer(str(tmp_path / "k.pem")), out)
+    sign_ci_result(ci_result_predicate(repository_id=1, full_name="a/b", head=C, base=A, check="test", conclusion="success",
+                                       run="r"), load_signer(str(tmp_path / "k.pem")), out)
     st = json.loads(load_envelope_payload(out))
     assert st["_type"] == "https://in-toto.io/Statement/v1" and st["predicateType"] == CI_RESULT_PREDICATE
-    assert st["subject"][0]["digest"]["gitCommit"] == C
+    assert st["subject"][0]["digest"]["gitCommit"] == C and st["predicate"]["base"] == A
 
 
 def test_a_clean_review_after_a_blocking_one_of_the_same_head_does_not_clear_it(dep: Any, skill: Any, tmp_path: Path) -> None:
@@ -270,13 +285,13 @@ def test_a_clean_review_after_a_blocking_one_of_the_same_head_does_not_clear_it(
 
     s, record = reviewed(dep, skill, tmp_path, ts.RESULT)  # blocking findings
     policy, ci_key = gate_trust(dep, tmp_path)
-    ok = ci(tmp_path, ci_key, s.c.head)
+    ok = ci(tmp_path, ci_key, s.c.head, s.c.base)
     # The same review cannot run again ...
     review = json.loads(load_envelope_payload(record))["predicate"]["review"]
     with pytest.raises(VerificationError) as ei:
         ts.exec_for(dep, s, review, tmp_path, CLEAN)
     assert codes(ei.value) == ["REVIEW_ALREADY_SERIALIZED"]
-    # ... but a new bootstrap of the same head is a new review, and its clean record is handed to the gate.
+    # ... but a new bootstrap of the same head is a new review; its clean analysis is not serialized.
     (tmp_path / "again").mkdir()
     later = lambda: test_bootstrap.T0 + dt.timedelta(seconds=1)  # noqa: E731
     handoff = Path(test_bootstrap.run(dep, skill, s.c, tmp_path / "again", clock=later, ident=s.ident).handoff)
@@ -284,9 +299,9 @@ def test_a_clean_review_after_a_blocking_one_of_the_same_head_does_not_clear_it(
     review2 = test_review_start.start(dep, s2).review
     assert review2 != review
     res = ts.exec_for(dep, s2, review2, tmp_path / "again", CLEAN)
-    ts.serialize(dep, review2, res, tmp_path / "again", record=tmp_path / "again" / "record.json")
-    clean = tmp_path / "again" / "record.json"
-    assert check(policy, s, clean, [ok]).authorized  # alone it would authorize
-    gate = merge_gate_check(record=clean, policy=load_policy(policy), host=IdentityFile(str(s.ident)), ci=[ok],
-                            required_checks=("test",), state_dir=dep.state)
-    assert [f.code for f in gate.findings] == ["MERGE_BLOCKING_FINDINGS"] and review in gate.findings[0].detail
+    with pytest.raises(VerificationError) as ei:
+        ts.serialize(dep, review2, res, tmp_path / "again", record=tmp_path / "again" / "record.json")
+    assert codes(ei.value) == ["REVIEW_HEAD_BLOCKED"] and review in ei.value.findings[0].detail
+    assert not (tmp_path / "again" / "record.json").exists() and not (dep.state / "records" / f"{review2}.json").exists()
+    gate = check(dep, policy, s, record, [ok])
+    assert [f.code for f in gate.findings] == ["MERGE_BLOCKING_FINDINGS"]

@@ -71,7 +71,7 @@ def renaming_pr(dep: Any, skill: Any, tmp: Path) -> Started:
     git(c.path, "mv", "src.txt", "moved.txt")
     (c.path / "moved.txt").write_text("code\nedited\n")
     (c.path / "notes.txt").write_text("one\ntwo\nthree\n")
-    c = Consumer(c.path, c.base, commit(c.path, "rename"))
+    c = Consumer(c.path, c.base, commit(c.path, f"rename ({tmp})"))  # one head per test: the state keeps every head's history
     handoff = Path(test_bootstrap.run(dep, skill, c, tmp).handoff)
     return Started(c, handoff, test_bootstrap.identity_file(tmp / "identity.json", c))
 
@@ -82,7 +82,7 @@ def editing_pr(dep: Any, skill: Any, tmp: Path) -> Started:
     git(c.path, "checkout", "-qb", "pr")
     (c.path / "src.txt").write_text("edited\n")
     (c.path / "notes.txt").write_text("one\ntwo\nthree\n")
-    c = Consumer(c.path, c.base, commit(c.path, "edit"))
+    c = Consumer(c.path, c.base, commit(c.path, f"edit ({tmp})"))
     handoff = Path(test_bootstrap.run(dep, skill, c, tmp).handoff)
     return Started(c, handoff, test_bootstrap.identity_file(tmp / "identity.json", c))
 

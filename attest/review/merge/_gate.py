@@ -12,16 +12,22 @@ authorizes only when every piece holds, and explains every piece that does not:
 3. **complete**: the record's status is ``complete`` (``limited``, ``partial`` and ``failed``
    never authorize: ``MERGE_REVIEW_NOT_COMPLETE``) and it has no blocking finding
    (``MERGE_BLOCKING_FINDINGS``);
-4. **CI**: every required check has a signed CI result (:data:`CI_RESULT_PREDICATE`, ``attest
-   merge-gate ci-result``) for exactly this repository and head, and every such result is
-   ``success`` (``MERGE_CI_MISSING``, ``MERGE_CI_FAILED``);
-5. **trusted producer** (when the deployment asks): ``attest evidence trusted-producer``'s
+4. **the head's history**: the deployment's state directory is always read, whatever record is
+   given: every review record under ``STATE/records`` (each must verify) and every run under
+   ``STATE/results`` (each must parse). Any of them of this pull request's exact current head
+   with blocking findings keeps the head blocked (``MERGE_BLOCKING_FINDINGS``), and so does a run
+   of that head whose outcome is not known yet (``MERGE_ANALYSIS_UNFINISHED``);
+5. **CI**: every required check has a signed CI result (:data:`CI_RESULT_PREDICATE`, ``attest
+   merge-gate ci-result``) for exactly this repository and head (``MERGE_CI_MISSING``), run
+   against exactly the record's base (``MERGE_CI_STALE_BASE``: a result of another base, or
+   naming none, does not count), and every such result is ``success`` (``MERGE_CI_FAILED``);
+6. **trusted producer** (when the deployment asks): ``attest evidence trusted-producer``'s
    verdict is ``true`` (``MERGE_TRUSTED_PRODUCER_MISSING``).
 
 :func:`decide_merge` is the decision, pure; :func:`merge_gate_check` reads and verifies around it.
 
     >>> gate = merge_gate_check(record="record.json", policy=load_policy("trust.toml"), host=IdentityFile("identity.json"),
-    ...                         ci=["ci-test.json"], required_checks=("test",))
+    ...                         ci=["ci-test.json"], required_checks=("test",), state_dir="/var/lib/attest")
     >>> gate.authorized, [f.code for f in gate.findings]
 """
 
@@ -32,13 +38,17 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import Finding, InputError, VerificationError
 from ._codes import MergeGateCode
 
+if TYPE_CHECKING:
+    from ..procedure import RunRecord
+
 CI_RESULT_PREDICATE = "https://attest.dev/ci-result/v1"
 CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral", "action_required", "stale")
+_CI_KEYS = frozenset({"repository", "head", "check", "conclusion", "run"})
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ /:()-]{0,199}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 
@@ -66,7 +76,10 @@ class ReviewRecord:
 
 @dataclass(frozen=True, slots=True)
 class CiResult:
-    """One verified CI result: which check, for which repository and head, with which conclusion.
+    """One verified CI result: which check, for which repository, head and base, with which conclusion.
+
+    ``base`` is the base commit the check ran against (None: a result that names no base, which
+    never counts).
 
     Raises:
         Nothing: made by :func:`parse_ci_result`.
@@ -76,6 +89,7 @@ class CiResult:
     repository_id: int
     full_name: str
     head: str
+    base: str | None
     conclusion: str
     run: str
     digest: str
@@ -149,14 +163,15 @@ def record_confined(predicate: Mapping[str, Any]) -> bool:
     return isinstance(c, dict) and c.get("confined") is True
 
 
-def ci_result_predicate(*, repository_id: int, full_name: str, head: str, check: str, conclusion: str, run: str) -> dict[str, Any]:
-    """A CI result's predicate, checked (pure).
+def ci_result_predicate(*, repository_id: int, full_name: str, head: str, base: str, check: str, conclusion: str,
+                        run: str) -> dict[str, Any]:
+    """A CI result's predicate, checked (pure): ``base`` is the pull request's base commit the check ran against.
 
     Raises:
         InputError: ``MERGE_RECORD_MALFORMED`` for a field that is not of the documented shape.
     """
-    doc = {"repository": {"id": repository_id, "full_name": full_name}, "head": head, "check": check, "conclusion": conclusion,
-           "run": run}
+    doc = {"repository": {"id": repository_id, "full_name": full_name}, "head": head, "base": base, "check": check,
+           "conclusion": conclusion, "run": run}
     try:
         parse_ci_result(doc, "sha256:" + "0" * 64)
     except VerificationError as e:
@@ -167,20 +182,26 @@ def ci_result_predicate(*, repository_id: int, full_name: str, head: str, check:
 def parse_ci_result(predicate: Any, digest: str, where: str | None = None) -> CiResult:
     """A verified CI result's predicate, strictly (pure).
 
+    A result without ``base`` (the shape before the base was recorded) is read with ``base``
+    None: it is the decision that refuses it (``MERGE_CI_STALE_BASE``), with its own code.
+
     Raises:
         VerificationError: ``MERGE_RECORD_MALFORMED``.
     """
-    if not isinstance(predicate, dict) or set(predicate) != {"repository", "head", "check", "conclusion", "run"} \
+    if not isinstance(predicate, dict) or set(predicate) - {"base"} != _CI_KEYS \
             or not isinstance(predicate["repository"], dict) or set(predicate["repository"]) != {"id", "full_name"}:
-        raise _bad("a CI result's predicate is exactly {repository: {id, full_name}, head, check, conclusion, run}", where)
+        raise _bad("a CI result's predicate is exactly {repository: {id, full_name}, head, base, check, conclusion, run}", where)
     r = predicate["repository"]
+    base = predicate.get("base")
     ok = (_positive(r["id"]) and isinstance(r["full_name"], str) and bool(r["full_name"]) and isinstance(predicate["head"], str)
           and bool(_SHA.match(predicate["head"])) and isinstance(predicate["check"], str) and bool(_NAME.match(predicate["check"]))
+          and ("base" not in predicate or (isinstance(base, str) and bool(_SHA.match(base))))
           and predicate["conclusion"] in CONCLUSIONS and isinstance(predicate["run"], str) and 0 < len(predicate["run"]) <= 2000)
     if not ok:
-        raise _bad("a CI result needs a positive repository id, a full name, a full head commit id, a check name, a "
+        raise _bad("a CI result needs a positive repository id, a full name, full head and base commit ids, a check name, a "
                    f"conclusion of {list(CONCLUSIONS)} and a run", where)
-    return CiResult(predicate["check"], r["id"], r["full_name"], predicate["head"], predicate["conclusion"], predicate["run"], digest)
+    return CiResult(predicate["check"], r["id"], r["full_name"], predicate["head"], base, predicate["conclusion"], predicate["run"],
+                    digest)
 
 
 # -- the decision (pure) ------------------------------------------------------------------------------------------
@@ -202,15 +223,16 @@ class MergeDecision:
 
 
 def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], required_checks: Sequence[str], *,
-                 trusted_producer: tuple[str, str | None] | None = None,
-                 same_head: Sequence[ReviewRecord] = ()) -> MergeDecision:
+                 same_head: Sequence[ReviewRecord], runs: Sequence[RunRecord],
+                 trusted_producer: tuple[str, str | None] | None = None) -> MergeDecision:
     """The merge decision (pure): every piece of the module docstring, every failing one a finding.
 
     ``now`` is the host's :class:`~attest.review.bootstrap.HostIdentity` read after the record;
     ``trusted_producer`` is None when the deployment does not ask for it, else the verdict
-    (``"true"``, ``"false"`` or ``"unknown"``) and the head it was evaluated for; ``same_head``
-    are the other review records of the deployment's state (any head): one of this pull
-    request's current head with blocking findings keeps the head blocked.
+    (``"true"``, ``"false"`` or ``"unknown"``) and the head it was evaluated for. ``same_head``
+    (every review record of the deployment's state, any head) and ``runs`` (every run record
+    there) are required: one of this pull request's current head with blocking findings keeps
+    the head blocked, and so does a run of that head still ``running`` (its outcome unknown).
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK`` when ``required_checks`` is empty.
@@ -238,11 +260,18 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
                              "its review never authorizes a merge"))
     if record.blocking:
         found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"))
-    earlier = sorted({r.review for r in same_head if r.blocking and r.digest != record.digest and r.head == now.head_sha
-                      and (r.repository_id, r.pull_request_id) == (now.repository_id, now.pull_request_id)})
+    here = (now.repository_id, now.pull_request_id, now.head_sha)
+    earlier = {r.review for r in same_head if r.blocking and r.digest != record.digest
+               and (r.repository_id, r.pull_request_id, r.head) == here}
+    earlier |= {r.review for r in runs if r.outcome == "result" and r.blocking and r.review != record.review
+                and (r.repository_id, r.pull_request_id, r.head) == here}
     if earlier:
-        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"another review of this head had blocking findings "
-                             f"({', '.join(earlier)}): a later clean review does not clear them; only a new head can"))
+        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"another analysis of this head had blocking findings "
+                             f"(review {', '.join(sorted(earlier))}): a later clean review does not clear them; only a new head can"))
+    unfinished = sorted({r.review for r in runs if r.outcome == "running" and (r.repository_id, r.pull_request_id, r.head) == here})
+    if unfinished:
+        found.append(Finding(MergeGateCode.MERGE_ANALYSIS_UNFINISHED, None, f"an analysis of this head has no outcome yet "
+                             f"(review {', '.join(unfinished)}: running, or interrupted): what it finds could block the head"))
     for check in dict.fromkeys(required_checks):
         mine = [c for c in ci if c.check == check and c.head == now.head_sha and c.repository_id == now.repository_id
                 and c.full_name == now.full_name]
@@ -250,6 +279,12 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
             others = sorted({c.head for c in ci if c.check == check})
             found.append(Finding(MergeGateCode.MERGE_CI_MISSING, None, f"no signed result of the required check {check!r} for "
                                  f"the head {now.head_sha}" + (f" (only for {', '.join(others)})" if others else "")))
+            continue
+        if not (mine := [c for c in mine if c.base == record.base_commit]):
+            bases = sorted({c.base or "none" for c in ci if c.check == check and c.head == now.head_sha})
+            found.append(Finding(MergeGateCode.MERGE_CI_STALE_BASE, None, f"the results of the required check {check!r} for the "
+                                 f"head {now.head_sha} ran against the base {', '.join(bases)} ('none': the result names no "
+                                 f"base), not the review's base {record.base_commit}: run the check again against it"))
             continue
         bad = sorted({c.conclusion for c in mine if c.conclusion != "success"})
         if bad:
@@ -297,7 +332,8 @@ class MergeGate:
     def to_json(self) -> dict[str, Any]:
         return {**self.decision.to_json(), "review": self.record.review, "status": self.record.status,
                 "record_digest": self.record.digest, "head": self.head,
-                "ci": [{"check": c.check, "head": c.head, "conclusion": c.conclusion, "run": c.run, "digest": c.digest}
+                "ci": [{"check": c.check, "head": c.head, "base": c.base, "conclusion": c.conclusion, "run": c.run,
+                        "digest": c.digest}
                        for c in self.ci]}
 
 
@@ -324,30 +360,35 @@ def merge_gate_check(
     host: Any,
     ci: Sequence[str | os.PathLike[str]],
     required_checks: Sequence[str],
+    state_dir: str | os.PathLike[str],
     trusted_producer: Any = None,
-    state_dir: str | os.PathLike[str] | None = None,
 ) -> MergeGate:
-    """Verify the record and every CI result under TRUST, ask the host again, then :func:`decide_merge`.
+    """Verify the record and every CI result under TRUST, read the head's history, ask the host again, then :func:`decide_merge`.
 
-    ``trusted_producer``: None, or a callable returning the evidence verdict's ``trusted``
-    value (``"true"``, ``"false"``, ``"unknown"``) and the head it was evaluated for
+    ``state_dir`` (required): the deployment's state directory; every review record under
+    ``STATE/records`` must verify and every run record under ``STATE/results`` must parse, and
+    each of them of the current head counts (whatever record is given). ``trusted_producer``:
+    None, or a callable returning the evidence verdict's ``trusted`` value (``"true"``,
+    ``"false"``, ``"unknown"``) and the head it was evaluated for
     (:func:`github_trusted_producer`); it is called after the record and CI results verified
-    and before the host's final read. ``state_dir``: the deployment's state, whose every review
-    record of the current head counts (one with blocking findings keeps the head blocked).
+    and before the host's final read.
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK``, unreadable files, the host adapter's codes.
         VerificationError: the attestation codes (``NO_TRUSTED_SIGNATURE``,
-            ``SIGNER_NOT_FOR_PREDICATE``, ``BAD_PREDICATE_TYPE``, ...), ``MERGE_RECORD_MALFORMED``.
+            ``SIGNER_NOT_FOR_PREDICATE``, ``BAD_PREDICATE_TYPE``, ...), ``MERGE_RECORD_MALFORMED``,
+            ``REVIEW_STATE_MALFORMED`` (a run record), ``STATE_SYMLINK``.
+        EnvironmentFailure: the state directory's codes.
     """
-    from ..procedure import REVIEW_RECORD_PREDICATE
+    from ..procedure import REVIEW_RECORD_PREDICATE, read_run_records
 
     if not required_checks:
         raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check)")
     # 1. The review record, verified; nothing of it is read before.
     predicate, digest = _verified(record, policy, REVIEW_RECORD_PREDICATE)
     parsed = replace(parse_review_record(predicate, digest, os.fspath(record)), confined=record_confined(predicate))
-    others = _state_records(state_dir, policy) if state_dir is not None else ()
+    others = _state_records(state_dir, policy)
+    runs = read_run_records(state_dir)
     results: list[CiResult] = []
     for path in ci:
         p, d = _verified(path, policy, CI_RESULT_PREDICATE)
@@ -355,8 +396,8 @@ def merge_gate_check(
     verdict = None if trusted_producer is None else trusted_producer()
     # 2. The host, asked last: the head that would be merged is the one decided on.
     now = host.resolve()
-    return MergeGate(decide_merge(parsed, now, results, required_checks, trusted_producer=verdict, same_head=others), parsed,
-                     now.head_sha, tuple(results))
+    return MergeGate(decide_merge(parsed, now, results, required_checks, same_head=others, runs=runs, trusted_producer=verdict),
+                     parsed, now.head_sha, tuple(results))
 
 
 def _state_records(state_dir: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, ...]:

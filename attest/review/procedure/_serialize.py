@@ -3,9 +3,12 @@
 :func:`serialize_review` runs these steps in order; a failure raises and nothing is written:
 
 1. **state**: the review state, strictly, refused if an earlier recheck closed it;
-2. **run**: the run record ``review exec --review ID`` wrote (``STATE/results/<id>.json``); the
-   result given must be the exact bytes that run kept (``REVIEW_RESULT_NOT_OF_REVIEW``): a result
-   of another review, of the review before a refresh, or edited afterwards is never serialized;
+2. **run**: the run record ``review exec --review ID`` wrote (``STATE/results/<id>.json``), finished;
+   the result given must be the exact bytes that run kept (``REVIEW_RESULT_NOT_OF_REVIEW``): a
+   result of another review, of the review before a refresh, or edited afterwards is never
+   serialized; and the head's history (every run record of the state, :func:`decide_head_history`):
+   while another analysis of the exact head had blocking findings, a review without any is not
+   serialized (``REVIEW_HEAD_BLOCKED``);
 3. **recheck**, immediately before writing (:func:`recheck_review`): only ``proceed`` serializes,
    and ``proceed`` means every identity the analysis used was reproduced: repository, pull
    request, base commit and tree, head, the unique merge base, the four frozen images (verified
@@ -38,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...errors import AttestError, Finding, InputError, VerificationError
+from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..handoff import ResultFinding, ReviewResult
 from ._codes import SerializeCode
 
@@ -49,7 +52,8 @@ MAX_RUN_RECORD_BYTES = 64 << 10
 BODY_LIMIT = 65536
 Status = Literal["complete", "limited", "partial", "failed"]
 STATUSES: tuple[Status, ...] = ("complete", "limited", "partial", "failed")
-_RUN_KEYS = frozenset({"review", "state", "handoff_digest", "result", "failure", "confinement"})
+_RUN_KEYS = frozenset({"review", "state", "handoff_digest", "repository_id", "pull_request_id", "head", "outcome", "result",
+                       "failure", "blocking", "confinement"})
 
 
 # -- the status (pure) ------------------------------------------------------------------------------------------
@@ -256,10 +260,141 @@ def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surfac
 
 # -- the run record ------------------------------------------------------------------------------------------------
 
+RunOutcome = Literal["running", "result", "failed"]
+RUN_OUTCOMES: tuple[RunOutcome, ...] = ("running", "result", "failed")
+_RESULT_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_REVIEW_ID = re.compile(r"[0-9a-f]{32}\Z")
+_HEAD = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 
-def write_run_record(state_dir: str, state: Any, handoff_digest: str, result_digest: str | None,
-                     failure: Finding | None, confinement: Mapping[str, Any] | None) -> str:
-    """Record what ``review exec --review`` produced for ``state`` (the result's digest, or its failure).
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """The one run of one review (``STATE/results/<id>.json``), as :func:`parse_run_record` read it.
+
+    ``outcome`` is ``running`` from the moment the run is claimed (before the reviewer starts)
+    until it is filled in: ``result`` (the result's digest and its number of blocking findings)
+    or ``failed`` (the failure). A record that stays ``running`` is a run whose outcome is
+    unknown (still running, or interrupted): it is never run again and never serialized.
+
+    Raises:
+        Nothing.
+    """
+
+    review: str
+    state: str
+    handoff_digest: str
+    repository_id: int
+    pull_request_id: int
+    head: str
+    outcome: RunOutcome
+    result: str | None
+    failure: Mapping[str, str] | None
+    blocking: int
+    confinement: Mapping[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"review": self.review, "state": self.state, "handoff_digest": self.handoff_digest,
+                "repository_id": self.repository_id, "pull_request_id": self.pull_request_id, "head": self.head,
+                "outcome": self.outcome, "result": self.result, "failure": None if self.failure is None else dict(self.failure),
+                "blocking": self.blocking, "confinement": None if self.confinement is None else dict(self.confinement)}
+
+
+def run_record(state: Any, handoff_digest: str, outcome: RunOutcome, *, result_digest: str | None = None,
+               failure: Finding | None = None, blocking: int = 0, confinement: Mapping[str, Any] | None = None) -> RunRecord:
+    """The run record of ``state`` with ``outcome`` (pure).
+
+    Raises:
+        Nothing.
+    """
+    return RunRecord(state.review, state.digest, handoff_digest, state.repository_id, state.pull_request_id, state.head, outcome,
+                     result_digest, None if failure is None else {"code": str(failure.code), "detail": failure.detail}, blocking,
+                     None if confinement is None else dict(confinement))
+
+
+def parse_run_record(data: bytes, where: str) -> RunRecord:
+    """A run record's bytes, strictly (pure): canonical JSON of exactly the documented fields, its outcome consistent.
+
+    Raises:
+        VerificationError: ``REVIEW_STATE_MALFORMED``.
+    """
+    from ._codes import RecheckCode
+    from ._recheck import _strict_doc
+
+    doc = _strict_doc(data, "the run record", where, MAX_RUN_RECORD_BYTES)
+    bad = VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the run record is not the documented shape", where)
+    if set(doc) != _RUN_KEYS:
+        raise bad
+    outcome, result, failure, blocking, confinement = (doc["outcome"], doc["result"], doc["failure"], doc["blocking"],
+                                                      doc["confinement"])
+    shape = (isinstance(doc["review"], str) and bool(_REVIEW_ID.match(doc["review"]))
+             and all(isinstance(doc[k], str) and _RESULT_DIGEST.match(doc[k]) for k in ("state", "handoff_digest"))
+             and all(type(doc[k]) is int and doc[k] > 0 for k in ("repository_id", "pull_request_id"))
+             and isinstance(doc["head"], str) and bool(_HEAD.match(doc["head"]))
+             and outcome in RUN_OUTCOMES and type(blocking) is int and blocking >= 0
+             and (confinement is None or isinstance(confinement, dict))
+             and (failure is None or (isinstance(failure, dict) and set(failure) == {"code", "detail"}
+                                      and all(isinstance(v, str) for v in failure.values())))
+             and (result is None or (isinstance(result, str) and bool(_RESULT_DIGEST.match(result)))))
+    consistent = {"running": result is None and failure is None and blocking == 0 and confinement is None,
+                  "result": result is not None and failure is None,
+                  "failed": result is None and failure is not None and blocking == 0}.get(outcome, False)
+    if not (shape and consistent):
+        raise bad
+    return RunRecord(doc["review"], doc["state"], doc["handoff_digest"], doc["repository_id"], doc["pull_request_id"], doc["head"],
+                     outcome, result, failure, blocking, confinement)
+
+
+def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
+    """Claim the one run of ``state``: create ``STATE/results/<id>.json`` exclusively (``running``), before the reviewer starts.
+
+    Exclusive creation (``O_EXCL``) through descriptors of the private state directory: of two
+    runs of one review started at once, exactly one claims it; a second run, whatever the first's
+    outcome (and also while it runs, or after it was interrupted), is refused.
+
+    Raises:
+        VerificationError: ``REVIEW_ALREADY_RUN``, ``STATE_SYMLINK``.
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
+    """
+    from ..._json import canonical_bytes
+    from ..._safefs import O_NEW
+    from ...freeze._state import open_state, open_sub
+    from ._codes import ReviewStartCode
+
+    name = f"{state.review}.json"
+    where = os.path.join(state_dir, RESULTS_DIR, name)
+    data = canonical_bytes(run_record(state, handoff_digest, "running").to_json())
+    state_fd = open_state(state_dir, create=False)
+    try:
+        dfd = open_sub(state_fd, RESULTS_DIR, os.path.join(state_dir, RESULTS_DIR))
+    finally:
+        os.close(state_fd)
+    try:
+        try:
+            fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)
+        except FileExistsError as e:
+            raise VerificationError(SerializeCode.REVIEW_ALREADY_RUN, f"review {state.review} was run already (or is running): "
+                                    "one review, one analysis; its outcome stands (a new head is a new review)", where) from e
+        except OSError as e:
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.fsync(dfd)
+        except OSError as e:  # nothing ran yet: the half-written claim is removed
+            os.unlink(name, dir_fd=dfd)
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
+    finally:
+        os.close(dfd)
+    return where
+
+
+def write_run_record(state_dir: str, record: RunRecord) -> str:
+    """Fill in the outcome of a claimed run (atomically replacing ``STATE/results/<id>.json``).
 
     Raises:
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
@@ -267,43 +402,97 @@ def write_run_record(state_dir: str, state: Any, handoff_digest: str, result_dig
     from ..._json import canonical_bytes
     from ._start import write_state_file
 
-    doc = {"review": state.review, "state": state.digest, "handoff_digest": handoff_digest, "result": result_digest,
-           "failure": None if failure is None else {"code": str(failure.code), "detail": failure.detail},
-           "confinement": dict(confinement) if confinement is not None else None}
-    return write_state_file(state_dir, RESULTS_DIR, f"{state.review}.json", canonical_bytes(doc))
+    return write_state_file(state_dir, RESULTS_DIR, f"{record.review}.json", canonical_bytes(record.to_json()))
 
 
-def read_run_record(state_dir: str, state: Any) -> dict[str, Any]:
-    """The run record of ``state``, strictly.
+def read_run_record(state_dir: str, state: Any) -> RunRecord:
+    """The finished run record of ``state``, strictly.
 
     Raises:
-        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (none, or not of this state),
-            ``REVIEW_STATE_MALFORMED``.
+        VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (none, not of this state, or not
+            finished), ``REVIEW_STATE_MALFORMED``.
     """
-    from ._recheck import _read_at, _strict_doc
+    from ._recheck import _read_at
 
     where = os.path.join(state_dir, RESULTS_DIR, f"{state.review}.json")
     data = _read_at(state_dir, RESULTS_DIR, f"{state.review}.json", MAX_RUN_RECORD_BYTES)
     if data is None:
         raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"no review ran for review {state.review}: run "
                                 f"`attest review exec --review {state.review} ...` first", where)
-    doc = _strict_doc(data, "the run record", where, MAX_RUN_RECORD_BYTES)
-    if set(doc) != _RUN_KEYS or doc["review"] != state.review or doc["state"] != state.digest:
+    run = parse_run_record(data, where)
+    if run.review != state.review or run.state != state.digest:
         raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, "the run record is not one of this review state", where)
-    failure = doc["failure"]
-    if (doc["result"] is None) == (failure is None) or (failure is not None and not (
-            isinstance(failure, dict) and set(failure) == {"code", "detail"} and all(isinstance(v, str) for v in failure.values()))):
-        from ._codes import RecheckCode
+    if run.outcome == "running":
+        raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"the run of review {state.review} has not finished "
+                                "(it is running, or it was interrupted: its outcome is unknown, and it is never run again)", where)
+    return run
 
-        raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the run record must hold a result digest or a failure", where)
-    return doc
+
+def read_run_records(state_dir: str | os.PathLike[str]) -> tuple[RunRecord, ...]:
+    """Every run record under ``STATE/results``, strictly: the deployment's whole history of analyses.
+
+    Raises:
+        VerificationError: ``REVIEW_STATE_MALFORMED`` (any record not of the documented shape,
+            or not named for its review), ``STATE_SYMLINK``.
+        EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
+    """
+    from ...freeze._state import open_state, open_sub
+    from ._codes import RecheckCode
+    from ._recheck import _read_at
+
+    root = os.path.abspath(os.fspath(state_dir))
+    state_fd = open_state(root, create=False)
+    try:
+        try:
+            os.stat(RESULTS_DIR, dir_fd=state_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return ()
+        dfd = open_sub(state_fd, RESULTS_DIR, os.path.join(root, RESULTS_DIR), create=False)
+    finally:
+        os.close(state_fd)
+    try:
+        names = sorted(n for n in os.listdir(dfd) if not n.startswith("."))
+    finally:
+        os.close(dfd)
+    out: list[RunRecord] = []
+    for name in names:
+        where = os.path.join(root, RESULTS_DIR, name)
+        data = _read_at(root, RESULTS_DIR, name, MAX_RUN_RECORD_BYTES)
+        if data is None:  # removed while listing: nothing to count
+            continue
+        run = parse_run_record(data, where)
+        if name != f"{run.review}.json":
+            raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the run record of review {run.review} is named {name}", where)
+        out.append(run)
+    return tuple(out)
+
+
+def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Finding]:
+    """Whether ``run`` may be serialized given every run of the deployment (pure).
+
+    A run without a blocking finding is refused while another finished run of the exact same
+    repository, pull request and head had blocking findings (``REVIEW_HEAD_BLOCKED``): a later
+    clean analysis never clears an earlier blocking one; only a new head can.
+
+    Raises:
+        Nothing: the refusal is returned.
+    """
+    if run.blocking:
+        return []
+    blocking = sorted({r.review for r in history if r.review != run.review and r.outcome == "result" and r.blocking
+                       and (r.repository_id, r.pull_request_id, r.head) == (run.repository_id, run.pull_request_id, run.head)})
+    if not blocking:
+        return []
+    return [Finding(SerializeCode.REVIEW_HEAD_BLOCKED, None, f"another analysis of the head {run.head} had blocking findings "
+                    f"(review {', '.join(blocking)}): a later review without blocking findings does not clear them, so it is not "
+                    "serialized; only a new head can")]
 
 
 # -- the record ----------------------------------------------------------------------------------------------------
 
 
 def review_record_statement(state: Any, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, Any] | None,
-                            run: Mapping[str, Any], result: ReviewResult | None, placed: Mapping[str, Any],
+                            run: RunRecord, result: ReviewResult | None, placed: Mapping[str, Any],
                             time: _dt.datetime) -> dict[str, Any]:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
 
@@ -336,7 +525,7 @@ def review_record_statement(state: Any, *, status: Status, payload: bytes, resul
         "findings": {"total": len(findings), "blocking": sum(f.blocking for f in findings),
                      "inline": len(placed["comments"]), "in_body": len(findings) - len(placed["comments"])},
         "event": placed["event"],
-        "confinement": run.get("confinement"),
+        "confinement": None if run.confinement is None else dict(run.confinement),
         "time": time.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return statement([subject("review-payload", hashlib.sha256(payload).hexdigest())], REVIEW_RECORD_PREDICATE, predicate)
@@ -453,14 +642,24 @@ def serialize_review(
     run = read_run_record(root, state)
     parsed: ReviewResult | None = None
     result_digest: str | None = None
-    if run["failure"] is None:
+    if run.failure is None:
         data = read_bounded(os.fspath(result), what="review result", max_bytes=MAX_RESULT_BYTES)
         result_digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if result_digest != run["result"]:
+        if result_digest != run.result:
             raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"the result is {result_digest}; the run of review "
-                                    f"{review} kept {run['result']}", os.fspath(result))
+                                    f"{review} kept {run.result}", os.fspath(result))
         parsed = parse_result(data)
+        if sum(f.blocking for f in parsed.findings) != run.blocking:
+            from ._codes import RecheckCode
+
+            raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the run record of review {review} counts {run.blocking} "
+                                    "blocking finding(s); its result has another number", os.fspath(result))
     status = review_status(parsed)
+    # 2b. The head's history: while another analysis of this exact head had blocking findings, a
+    #     review without any is not serialized (a later clean review never clears a blocking one).
+    refused = decide_head_history(run, read_run_records(root))
+    if refused:
+        raise VerificationError(findings=refused)
     # 3. The recheck, immediately before writing: proceed only.
     got = recheck_review(state_dir=root, review=review, host=host, token_env=token_env, environ=environ)
     if got.outcome.outcome != "proceed" or got.root is None:
@@ -474,7 +673,7 @@ def serialize_review(
     sem, ada = got.root.semantic, got.root.adapter
     adapter = check_adapter(ada.data, context=state.doc["context"], semantic_path=sem.path, semantic_sha256=sem.sha256)
     # 5. The payload.
-    failure = run["failure"]
+    failure = run.failure
     facts = ReviewFacts(review, state.head, state.base_commit, state.merge_base, status,
                         None if failure is None else f"{failure['code']}: {failure['detail']}")
     placed = render_github_review(parsed, facts, state.doc["surface"], adapter)
@@ -519,14 +718,18 @@ def run_review(
 ) -> Any:
     """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
 
-    The review must be open (no recheck closed it) and of exactly this handoff. The reviewer gets
-    ``REVIEW_ID``, ``REVIEW_HEAD`` and ``REVIEW_MERGE_BASE``. Whatever happens once the reviewer
-    was started, the run record says it: the result's digest, or the failure (then re-raised).
+    The review must be open (no recheck closed it) and of exactly this handoff. Its one run is
+    claimed (:func:`claim_run`, exclusively) before the reviewer starts: a second run of the review
+    is refused (``REVIEW_ALREADY_RUN``), whether the first succeeded, failed, is still running or
+    was interrupted. The reviewer gets ``REVIEW_ID``, ``REVIEW_HEAD`` and ``REVIEW_MERGE_BASE``.
+    Whatever happens once the run was claimed, the run record says it: the result's digest and
+    its number of blocking findings, or the failure (then re-raised); an exception that is no
+    reason code (an interruption) leaves it ``running``, an outcome unknown, never run again.
 
     Raises:
         VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (the review's handoff is another),
-            ``REVIEW_ALREADY_SERIALIZED`` (one review, one analysis) and everything
-            :func:`~attest.review.handoff.run_review_step` raises.
+            ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_ALREADY_RUN`` (one review, one analysis) and
+            everything :func:`~attest.review.handoff.run_review_step` raises.
     """
     from ..handoff import run_review_step, verify_handoff
     from ._recheck import load_review_state
@@ -540,13 +743,15 @@ def run_review(
                                 f"{state.doc['handoff']['digest']}, not {h.attestation_digest}", os.fspath(handoff))
     set_env = {**(options.pop("set_env", None) or {}), "REVIEW_ID": review, "REVIEW_HEAD": state.head,
                "REVIEW_MERGE_BASE": state.merge_base}
+    claim_run(root, state, h.attestation_digest)  # before the reviewer starts: the marker of the one run
     try:
         ran = run_review_step(handoff, policy, root, argv, out=out, set_env=set_env, **options)
-    except AttestError as e:
-        if not isinstance(e, InputError):  # the reviewer ran (or its images failed): the review failed
-            write_run_record(root, state, h.attestation_digest, None, e.findings[0], None)
+    except AttestError as e:  # the run failed, whatever the step: it was this review's one run
+        write_run_record(root, run_record(state, h.attestation_digest, "failed", failure=e.findings[0]))
         raise
-    write_run_record(root, state, h.attestation_digest, ran.result_digest, None, ran.confinement.to_json())
+    write_run_record(root, run_record(state, h.attestation_digest, "result", result_digest=ran.result_digest,
+                                      blocking=sum(f.blocking for f in ran.result.findings),
+                                      confinement=ran.confinement.to_json()))
     return ran
 
 
@@ -554,17 +759,23 @@ __all__ = [
     "RECORDS_DIR",
     "RESULTS_DIR",
     "REVIEW_RECORD_PREDICATE",
+    "RUN_OUTCOMES",
     "STATUSES",
     "ReviewFacts",
+    "RunRecord",
     "Serialized",
     "anchor",
     "check_adapter",
+    "claim_run",
+    "decide_head_history",
+    "parse_run_record",
     "read_run_record",
+    "read_run_records",
     "render_github_review",
     "review_record_statement",
     "review_status",
+    "run_record",
     "run_review",
     "serialize_review",
     "write_run_record",
 ]
-

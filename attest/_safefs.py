@@ -12,7 +12,8 @@ after the step ran, a tree under review, a stored image being removed):
    of the descriptor: :func:`drift` is the one pure cross-check between the two (another inode,
    another type, a gained link or setuid/setgid/sticky bit); :func:`open_listed_at` opens and
    applies it.
-4. Removal goes through descriptors: a link found anywhere is unlinked, never entered.
+4. Removal goes through descriptors: a link found anywhere is unlinked, never entered, and
+   the descriptors of no more than :data:`REMOVE_HELD_DIRS` levels are held however deep the tree is.
 
     >>> root = open_dir_at(AT_FDCWD, "/var/lib/attest/build-staging/stage-1234")
     >>> fd, st = open_regular_at(root, "dist")   # raises UnsafeEntry for a link, FIFO, hard link
@@ -38,6 +39,7 @@ __all__ = [
     "O_NEW",
     "O_OWN",
     "O_OWN_RDWR",
+    "REMOVE_HELD_DIRS",
     "Drift",
     "Kind",
     "UnsafeEntry",
@@ -339,11 +341,28 @@ def clear_immutable(fd: int) -> None:
         set_flags(fd, flags & ~FS_IMMUTABLE_FL)
 
 
+#: How many levels of directory descriptors :func:`remove_tree` holds at once, whatever the tree's depth.
+REMOVE_HELD_DIRS = 16
+
+
 def remove_tree(parent_fd: int, name: str) -> None:
     """Remove ``parent/name`` through descriptors, clearing immutable flags on the way.
 
-    Never follows a link: a symlink found anywhere is unlinked, not entered. A directory is
-    listed once, when it is entered; the descriptors held are one per level of depth.
+    Never follows a link: a symlink found anywhere is unlinked, not entered. Nothing is
+    resolved by a path string: every call is relative to a directory descriptor held. A
+    directory is listed once, when it is entered.
+
+    The descriptors of at most :data:`REMOVE_HELD_DIRS` levels are held, however deep the tree
+    (a 30,000-level tree must not need 30,000 descriptors, THREATS G): a directory met below
+    that depth is first moved up, by one ``renameat`` between two descriptors already held, to
+    a fresh random name in the tree's top directory, and removed from there later.
+
+    Everything that can be removed is removed; then the first failure is raised.
+
+    Raises:
+        OSError: an entry could not be removed (an immutable file with a second name, whose
+            flag is never cleared; a mount point; an I/O error), or ``name`` itself cannot be
+            opened.
     """
     try:
         st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -352,27 +371,85 @@ def remove_tree(parent_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         _unlink_entry(parent_fd, name, st)
         return
-    # (dir fd, names still to visit); iterative so a deep tree cannot exhaust the stack.
     root = _open_dir_for_removal(parent_fd, name)
-    stack: list[tuple[int, list[str], int, str]] = [(root, sorted(os.listdir(root)), parent_fd, name)]
+    # (dir fd, names still to visit, its name in the level above); iterative: no recursion limit.
+    stack: list[tuple[int, list[str], str]] = []
+    first: OSError | None = None
+    try:
+        names = sorted(os.listdir(root))
+    except BaseException:
+        os.close(root)
+        raise
+    stack.append((root, names, name))
     try:
         while stack:
-            dfd, pending, pfd, dname = stack[-1]
+            dfd, pending, dname = stack[-1]
             if not pending:
                 stack.pop()
                 os.close(dfd)
-                os.rmdir(dname, dir_fd=pfd)
+                try:
+                    os.rmdir(dname, dir_fd=stack[-1][0] if stack else parent_fd)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:  # not empty: what failed below is already recorded
+                    first = first or e
                 continue
             child = pending.pop()
-            cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISDIR(cst.st_mode):
+            try:
+                cst = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+                if not stat.S_ISDIR(cst.st_mode):
+                    _unlink_entry(dfd, child, cst)
+                    continue
+                if len(stack) >= REMOVE_HELD_DIRS:
+                    moved = _move_up(dfd, child, root)
+                    if moved is not None:
+                        stack[0][1].append(moved)
+                        continue
                 cfd = _open_dir_for_removal(dfd, child)
-                stack.append((cfd, sorted(os.listdir(cfd)), dfd, child))
-            else:
-                _unlink_entry(dfd, child, cst)
+            except FileNotFoundError:
+                continue  # gone meanwhile: nothing to remove
+            except OSError as e:
+                first = first or e
+                continue
+            try:
+                names = sorted(os.listdir(cfd))
+            except OSError as e:
+                os.close(cfd)
+                first = first or e
+                continue
+            stack.append((cfd, names, child))
     finally:
-        for dfd, _, _, _ in stack:
+        for dfd, _, _ in stack:
             os.close(dfd)
+    if first is not None:
+        raise first
+
+
+def _move_up(dfd: int, child: str, top_fd: int) -> str | None:
+    """Move the directory ``child`` of ``dfd`` to a fresh name in ``top_fd``; the name, or None if it cannot move.
+
+    Renaming a directory into another parent rewrites its ``..``, which needs write access to
+    it and no immutable flag: :func:`_open_dir_for_removal` gives both first. If ``child`` was
+    swapped for a link meanwhile, the link itself moves (``renameat`` follows nothing) and is
+    unlinked later. None (a mount point, another filesystem): the caller enters it in place.
+    """
+    import secrets
+
+    os.close(_open_dir_for_removal(dfd, child))
+    for _ in range(4):
+        fresh = f".attest-removing-{secrets.token_hex(16)}"
+        try:
+            os.rename(child, fresh, src_dir_fd=dfd, dst_dir_fd=top_fd)
+            return fresh
+        except FileNotFoundError:
+            raise
+        except (FileExistsError, IsADirectoryError, NotADirectoryError):
+            continue  # that name exists (it never should): draw another
+        except OSError as e:
+            if e.errno == errno.ENOTEMPTY:
+                continue
+            return None
+    return None
 
 
 def _open_dir_for_removal(parent_fd: int, name: str) -> int:

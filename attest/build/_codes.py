@@ -25,6 +25,7 @@ class BuildCode(ReasonCode):
     # The hermetic runner.
     NETWORK_NOT_ISOLATED = "NETWORK_NOT_ISOLATED"    # no empty network namespace here
     BUILD_STEP_FAILED = "BUILD_STEP_FAILED"          # the backend or the installer failed
+    STEP_OUTPUT_TOO_LARGE = "STEP_OUTPUT_TOO_LARGE"  # a step printed more than the cap; it was killed
     DEPENDENCY_UNSATISFIED = "DEPENDENCY_UNSATISFIED"  # the installed set misses a requirement
     STAGING_PATH_LEAK = "STAGING_PATH_LEAK"          # an output file names the staging path
     UNLOCKED_DISTRIBUTION = "UNLOCKED_DISTRIBUTION"  # an installed distribution the lock does not name

@@ -120,10 +120,15 @@ def find_leaks(root: str, needles: list[bytes]) -> list[Finding]:
 
 
 def remove_tree(root: str) -> None:
-    """Remove a staging tree through descriptors (:func:`attest._safefs.remove_tree`): a step
-    may have written below it, so nothing under it is resolved by path."""
-    from .._safefs import O_DIR
-    from .._safefs import remove_tree as remove_at
+    """Remove a staging tree through descriptors (:func:`attest.freeze._state.remove_tree`): a step
+    may have written below it, so nothing under it is resolved by path, and however deep it made
+    its directories only a bounded number of descriptors is held.
+
+    Raises:
+        EnvironmentFailure: ``REMOVAL_FAILED`` when an entry cannot be removed (the rest is;
+            ``attest store gc`` tries again once no build holds it).
+    """
+    from ..freeze._state import remove_tree as remove_at
 
     parent, name = os.path.split(os.path.abspath(root))
     try:
@@ -131,7 +136,7 @@ def remove_tree(root: str) -> None:
     except FileNotFoundError:
         return
     try:
-        remove_at(pfd, name)
+        remove_at(pfd, name, os.path.abspath(root))
     finally:
         os.close(pfd)
 

@@ -445,11 +445,29 @@ def _probe(argv: list[str], scratch: str) -> bool:
     return proc.returncode == 0
 
 
+#: The most a build step may print, stdout and stderr together; past it the step is killed
+#: (``STEP_OUTPUT_TOO_LARGE``). The host keeps only :data:`STEP_OUTPUT_TAIL` bytes of each
+#: stream in memory; the rest goes to capped host-only files in staging.
+MAX_STEP_OUTPUT = 64 << 20
+STEP_OUTPUT_TAIL = 1 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
+    """What a step printed, bounded (:func:`attest.build._capture.run_captured`).
+
+    ``stdout`` / ``stderr``: each stream whole when it is at most :data:`STEP_OUTPUT_TAIL`
+    bytes, else its last :data:`STEP_OUTPUT_TAIL` bytes; ``*_size``: the stream's length;
+    ``*_log``: the host-only file in staging holding it whole (removed with staging).
+    """
+
     returncode: int
     stdout: bytes
     stderr: bytes
+    stdout_size: int = 0
+    stderr_size: int = 0
+    stdout_log: str | None = None
+    stderr_log: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,7 +651,7 @@ class Sandbox:
 
     def run(self, argv: Sequence[str], *, cwd: str, home: str, staging: str, writable: Sequence[str], uid: int,
             extra_env: Mapping[str, str] | None = None, what: str = "build step", timeout: float = 1800,
-            readonly: Sequence[str] = ()) -> StepResult:
+            readonly: Sequence[str] = (), max_output: int = MAX_STEP_OUTPUT) -> StepResult:
         """Run one step. Raise ``BUILD_STEP_FAILED`` on failure.
 
         A confined step sees the system paths and ``readonly`` (read-only) and the directories
@@ -642,11 +660,22 @@ class Sandbox:
         (:func:`pick_step_uid`), the same for every step of one build; a rootless sandbox
         ignores it (its steps run as the caller, who already owns ``writable``).
 
+        What the step prints is bounded (THREATS G): at most ``max_output`` bytes, stdout and
+        stderr together, are read, into two new files directly in ``staging`` (which no step
+        can write), and only the last :data:`STEP_OUTPUT_TAIL` bytes of each stay in memory.
+
         Raises:
             EnvironmentFailure: ``BUILD_STEP_FAILED`` when a writable directory is not a child
                 of ``staging``, the step cannot be started, times out or exits non-zero;
-                ``NETWORK_NOT_ISOLATED`` when the confinement cannot be set up for the step.
+                ``STEP_OUTPUT_TOO_LARGE`` when it prints more than ``max_output`` bytes (its
+                process group is killed); ``NETWORK_NOT_ISOLATED`` when the confinement cannot
+                be set up for the step.
         """
+        import secrets
+
+        from .._safefs import O_DIR
+        from ._capture import run_captured
+
         cmd = list(argv)
         for w in (*writable, home):
             if os.path.dirname(w) != staging:
@@ -664,24 +693,29 @@ class Sandbox:
         elif self.network_isolated:
             assert self.tools is not None
             cmd = [self.tools[0], *(_USERNS_FLAGS[:2] if self.rootless else ()), "--net", "--", *cmd]
+        log_name = f".step-output-{secrets.token_hex(8)}"
         try:
-            proc = subprocess.run(
-                cmd,
-                cwd=cwd,
-                env=clean_env(home, source_date_epoch=self.source_date_epoch, extra={**dict(self.extra_env), **(extra_env or {})}),
-                capture_output=True,
-                umask=self.umask,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-                close_fds=True,
-                start_new_session=True,  # no controlling terminal: /dev/tty reaches nothing
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
+            sfd = os.open(staging, O_DIR)  # the host's own path, above anything a step can write
+            try:
+                proc = run_captured(cmd, log_dir_fd=sfd, log_name=log_name, max_bytes=max_output, tail_bytes=STEP_OUTPUT_TAIL,
+                                    timeout=timeout, cwd=cwd, umask=self.umask,
+                                    env=clean_env(home, source_date_epoch=self.source_date_epoch,
+                                                  extra={**dict(self.extra_env), **(extra_env or {})}))
+            finally:
+                os.close(sfd)
+        except OSError as e:
             raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what}: cannot run: {e}") from e
+        if proc.killed == "output":
+            tail = proc.stderr.decode("utf-8", "replace").strip()[-300:]
+            raise EnvironmentFailure(BuildCode.STEP_OUTPUT_TOO_LARGE, f"{what} printed more than {max_output} bytes (stdout and "
+                                     "stderr together) and was killed" + (f": {tail}" if tail else ""))
+        if proc.killed == "timeout":
+            raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what}: cannot run: timed out after {timeout} seconds")
         if proc.returncode == 97 and b"attest-sandbox:" in proc.stderr:
             raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, f"{what}: the sandbox could not be set up: "
                                      + proc.stderr.decode("utf-8", "replace").strip()[-300:])
         if proc.returncode != 0:
             tail = proc.stderr.decode("utf-8", "replace").strip()[-1500:]
             raise EnvironmentFailure(BuildCode.BUILD_STEP_FAILED, f"{what} exited with {proc.returncode}: {tail}")
-        return StepResult(proc.returncode, proc.stdout, proc.stderr)
+        return StepResult(proc.returncode, proc.stdout, proc.stderr, proc.stdout_size, proc.stderr_size,
+                          os.path.join(staging, proc.stdout_log), os.path.join(staging, proc.stderr_log))

@@ -19,6 +19,7 @@ class FreezeCode(ReasonCode):
     STATE_SYMLINK = "STATE_SYMLINK"
     STAGING_EXISTS = "STAGING_EXISTS"
     STAGING_FAILED = "STAGING_FAILED"
+    REMOVAL_FAILED = "REMOVAL_FAILED"            # staging, a run directory or a discarded image could not be removed
     # Frozen images and the store.
     CHANGED_AFTER_FREEZE = "CHANGED_AFTER_FREEZE"
     STORE_CONFLICT = "STORE_CONFLICT"

@@ -23,7 +23,8 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .._safefs import O_DIR, O_OWN_RDWR, remove_tree
+from .._safefs import O_DIR, O_OWN_RDWR
+from .._safefs import remove_tree as _remove_at
 from ..errors import EnvironmentFailure, VerificationError
 from ..inventory import open_root
 from ._codes import FreezeCode
@@ -158,6 +159,30 @@ def make_private_dir(parent_fd: int, name: str, where: str) -> int:
         os.close(fd)
         raise VerificationError(FreezeCode.STAGING_EXISTS, "the fresh staging directory is not the one just created", where)
     return fd
+
+
+def remove_tree(parent_fd: int, name: str, where: str | None = None) -> None:
+    """Remove ``parent/name`` and everything in it (:func:`attest._safefs.remove_tree`).
+
+    Through descriptors only, never following a link, holding a bounded number of them however
+    deep the tree is (a run's home can hold what its command left: a 30,000-level tree, a FIFO,
+    a 0000-mode directory). ``where`` names it in the error (by default the path the kernel
+    gives ``parent_fd``, shown only, never opened).
+
+    Raises:
+        EnvironmentFailure: ``REMOVAL_FAILED`` when an entry cannot be removed (everything else
+            is removed first).
+    """
+    try:
+        _remove_at(parent_fd, name)
+    except OSError as e:
+        if where is None:
+            try:
+                where = os.path.join(os.readlink(f"/proc/self/fd/{parent_fd}"), name)
+            except OSError:
+                where = name
+        what = f": {e.filename!r}" if e.filename else ""
+        raise EnvironmentFailure(FreezeCode.REMOVAL_FAILED, f"cannot remove everything in it ({e.strerror}{what})", where) from e
 
 
 def random_name(prefix: str) -> str:

@@ -249,7 +249,9 @@ class Store:
         Holds the state lock exclusively, so no freeze or exec is using what it removes; also
         removes staging left behind by interrupted freezes, runs and builds (build staging only when
         no live build holds its lock). Flags are cleared only on
-        what is removed.
+        what is removed. Nothing left there stops it (a deep tree, a FIFO, a 0000-mode
+        directory are removed): an entry that cannot be removed is a ``REMOVAL_FAILED`` finding
+        in ``GcResult.broken``, and everything else is still removed.
         """
         keep_hex = set()
         for ident in keep:
@@ -276,16 +278,30 @@ class Store:
                             continue
                         removed.append(f"sha256:{name}")
                         if not dry_run:
-                            self._discard(subs["store"], subs["staging"], name)
+                            try:
+                                self._discard(subs["store"], subs["staging"], name)
+                            except OSError as e:  # not even moved aside: the entry stays, reported
+                                broken.append(Finding(FreezeCode.REMOVAL_FAILED, f"{self.state_dir}/store/{name}",
+                                                      f"cannot move the image aside to remove it: {e.strerror}"))
+                                removed.pop()
+                                continue
+                            except EnvironmentFailure:
+                                pass  # moved aside into staging, out of the store: the sweep below retries and reports it
                             try:
                                 os.unlink(name, dir_fd=subs["uses"])
                             except FileNotFoundError:
                                 pass
                     if not dry_run:
+                        # Whatever a command, a reviewer or a build step left there (a deep tree, a
+                        # FIFO, a 0000-mode directory) never stops the collection: what cannot be
+                        # removed is reported (REMOVAL_FAILED) and everything else is removed.
                         for sub in ("staging", "runs"):
                             for name in os.listdir(subs[sub]):
-                                remove_tree(subs[sub], name)
-                        _remove_abandoned(state_fd, f"{self.state_dir}/{HELD_STAGING}")
+                                try:
+                                    remove_tree(subs[sub], name, f"{self.state_dir}/{sub}/{name}")
+                                except EnvironmentFailure as e:
+                                    broken.extend(e.findings)
+                        broken.extend(_remove_abandoned(state_fd, f"{self.state_dir}/{HELD_STAGING}"))
                 finally:
                     for fd in subs.values():
                         os.close(fd)
@@ -335,18 +351,19 @@ class GcResult:
     removed: tuple[str, ...]
     kept: tuple[str, ...]
     dry_run: bool
-    broken: tuple[Finding, ...] = ()  # kept (pinned) images that no longer hold, or are absent
+    broken: tuple[Finding, ...] = ()  # kept (pinned) images that no longer hold or are absent; what could not be removed
 
     def to_json(self) -> dict[str, Any]:
         return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run,
                 "broken": [f.to_json() for f in self.broken]}
 
 
-def _remove_abandoned(state_fd: int, where: str) -> None:
+def _remove_abandoned(state_fd: int, where: str) -> list[Finding]:
     """Remove every ``STATE/build-staging/*`` that no live process holds (its flock is free).
 
     A build holds an exclusive flock on its staging directory while it runs; one that was
-    interrupted (killed, the machine rebooted) leaves it unlocked.
+    interrupted (killed, the machine rebooted) leaves it unlocked. Returns a ``REMOVAL_FAILED``
+    finding for each entry that could not be removed entirely (the rest of it is).
     """
     import fcntl
 
@@ -354,25 +371,30 @@ def _remove_abandoned(state_fd: int, where: str) -> None:
         held = open_sub(state_fd, HELD_STAGING, where, create=False)
     except EnvironmentFailure as e:
         if isinstance(e.__cause__, FileNotFoundError):
-            return
+            return []
         raise
+    failed: list[Finding] = []
     try:
         for name in os.listdir(held):
             try:
-                fd = os.open(name, O_DIR, dir_fd=held)
-            except OSError:
-                remove_tree(held, name)  # not a directory a build made: nothing holds it
-                continue
-            try:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a live build holds it
-                remove_tree(held, name)
-            finally:
-                os.close(fd)
+                    fd = os.open(name, O_DIR, dir_fd=held)
+                except OSError:
+                    remove_tree(held, name, f"{where}/{name}")  # not a directory a build made: nothing holds it
+                    continue
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue  # a live build holds it
+                    remove_tree(held, name, f"{where}/{name}")
+                finally:
+                    os.close(fd)
+            except EnvironmentFailure as e:
+                failed.extend(e.findings)
     finally:
         os.close(held)
+    return failed
 
 
 def _last_use(uses_fd: int, name: str) -> float | None:
@@ -579,15 +601,12 @@ def _freeze_into(
         wrap_fd = -1
         if not published:
             try:
-                remove_tree(staging_fd, name)
-            except OSError as e:  # keep the reason the freeze failed; say staging is left for gc
-                failure.add_note(f"staging {wrap_path} could not be removed ({e.strerror}); attest store gc removes it")
+                remove_tree(staging_fd, name, wrap_path)
+            except EnvironmentFailure as e:  # keep the reason the freeze failed; say staging is left for gc
+                failure.add_note(f"staging {wrap_path} could not be removed ({e.detail}); attest store gc removes it")
         raise
     finally:
         if wrap_fd >= 0:
             os.close(wrap_fd)
             if not published:
-                try:
-                    remove_tree(staging_fd, name)
-                except OSError as e:
-                    raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot remove staging: {e.strerror}", wrap_path) from e
+                remove_tree(staging_fd, name, wrap_path)  # REMOVAL_FAILED if it cannot be

@@ -37,6 +37,9 @@ def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
             "toolchain": {k: d["toolchain"][k] for k in ("repository", "revision", "tree")},
             "lock": d["lock"],
             "interpreter": d["interpreter"],
+            # What the image's interpreter loads from the host (libc, libssl, the loader, ...),
+            # by path and SHA-256: re-verified before every use (attest.freeze._hostlibs).
+            "host_libraries": d.get("host_libraries", []),
             "distributions": d["distributions"],
             "wheels": result.inputs["wheels"],
             "inventory": result.inventory.to_json(),

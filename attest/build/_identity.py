@@ -55,7 +55,14 @@ except (ValueError, OSError):
 # A venv's python (a link or, with --copies, a copy) runs the interpreter named by its
 # pyvenv.cfg `home`: that base executable is the real interpreter, wherever the venv lives.
 base = getattr(sys, "_base_executable", None) or sys.executable
+# Where this interpreter's site.py looks for packages under a prefix of its own (upstream:
+# lib/pythonX.Y/site-packages; Debian's: lib/pythonX.Y/dist-packages among others).
+import site
+short = "python%d.%d" % sys.version_info[:2]
+site_name = next((p.split("/")[-1] for p in site.getsitepackages(["/@prefix@"])
+                  if p.startswith("/@prefix@/lib/" + short + "/") and p.count("/") == 4), "")
 print(json.dumps({
+    "site_name": site_name,
     "executable": os.path.realpath(sys.executable),
     "base_executable": os.path.realpath(base),
     "version": platform.python_version(),
@@ -92,6 +99,8 @@ class InterpreterIdentity:
     stdlib: str
     markers: tuple[tuple[str, str], ...]
     stdlib_identity: tuple[tuple[str, str], ...] = ()   # see stdlib_identity(): (key, value) pairs
+    #: The directory of lib/pythonX.Y that this interpreter's site.py reads under its own prefix.
+    site_name: str = "site-packages"
 
     def to_json(self) -> dict[str, Any]:
         """The identity as recorded in inputs and build records (compared by :func:`verify_same_interpreter`).
@@ -112,6 +121,7 @@ class InterpreterIdentity:
             "libc": self.libc,
             "stdlib": self.stdlib,
             "stdlib_identity": dict(self.stdlib_identity),
+            "site_name": self.site_name,
             "markers": {k: v for k, v in self.markers if k not in volatile},
         }
 
@@ -155,8 +165,12 @@ def _probe(python: str) -> dict[str, Any]:
     return doc
 
 
-# What of lib/pythonX.Y is not the standard library: installed packages and bytecode caches.
-STDLIB_IGNORE = ("/site-packages/", "/dist-packages/", "__pycache__/")
+# What of lib/pythonX.Y is not the standard library a runtime carries: installed packages,
+# bytecode caches, CPython's own regression suite (``test/``, 1,300 files) and the files for
+# building C extensions against it (``config-X.Y-<platform>/``: Makefile, a 44 MB static
+# libpython), none of which a program imports; the runtime image leaves them out, so its
+# identity does too.
+STDLIB_IGNORE = ("/site-packages/", "/dist-packages/", "/test/", "/config-*/", "__pycache__/")
 
 
 def stdlib_identity(stdlib: str) -> dict[str, str]:
@@ -238,6 +252,7 @@ def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[s
             except (InputError, VerificationError):
                 doc = None  # a damaged memo is recomputed, never trusted
             if (isinstance(doc, dict) and doc.get("stdlib") == stdlib and doc.get("signature") == signature
+                    and doc.get("ignore") == list(STDLIB_IGNORE)
                     and isinstance(doc.get("identity"), dict) and all(isinstance(v, str) for v in doc["identity"].values())):
                 _STDLIB_MEMO[key] = dict(doc["identity"])
                 return dict(doc["identity"])
@@ -245,7 +260,7 @@ def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[s
     _STDLIB_MEMO[key] = ident
     if path is not None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        write_atomic(path, canonical_bytes({"stdlib": stdlib, "signature": signature, "identity": ident}), mode=0o600)
+        write_atomic(path, canonical_bytes({"stdlib": stdlib, "signature": signature, "ignore": list(STDLIB_IGNORE), "identity": ident}), mode=0o600)
     return dict(ident)
 
 
@@ -297,7 +312,15 @@ def interpreter_identity(python: str | None = None, *, memo_dir: str | None = No
         stdlib=doc["stdlib"],
         markers=tuple(sorted(doc["markers"].items())),
         stdlib_identity=tuple(sorted(memoized_stdlib_identity(doc["stdlib"], memo_dir).items())),
+        site_name=_site_name(doc.get("site_name"), exe),
     )
+
+
+def _site_name(name: object, exe: str) -> str:
+    if name not in ("site-packages", "dist-packages"):
+        raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, "the interpreter's site.py reads no site-packages or dist-packages "
+                                 "directory of lib/pythonX.Y under its own prefix", exe)
+    return str(name)
 
 
 def marker_environment(python: str | None = None) -> dict[str, str]:

@@ -296,8 +296,8 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str,
     if image.backend != wanted:
         raise VerificationError(FreezeCode.STORE_CONFLICT, f"the store holds this build's image sealed with {image.backend!r}, "
                                 f"not {wanted!r}; use --backend {image.backend} or gc it", image.path)
-    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "lock", "skill", "network",
-                                                   "filesystem_confined", "sandbox") if k in doc}
+    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "host_libraries", "lock", "skill",
+                                                   "network", "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
                        image.backend, tuple(doc.get("attestations", ())), details)
 

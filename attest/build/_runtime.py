@@ -41,6 +41,7 @@ from ..errors import Finding, InputError, VerificationError
 from ..git import GitRepo, verify_full_sha
 from ..inventory import inventory_tree
 from ._cache import sha256_file, verified_cached_file
+from ._closure import copy_interpreter, host_closure, verify_carried, write_runtime_manifest
 from ._codes import BuildCode
 from ._common import builder_identity, ensure_state, make_staging
 from ._identity import InterpreterIdentity, compatible_tags, interpreter_identity
@@ -132,20 +133,30 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
 
 
 def _read_build_system(src: str) -> tuple[list[str], str]:
+    """The toolchain's ``[build-system]`` (``requires``, ``build-backend``), read by the host from its exported tree.
+
+    The toolchain commit is untrusted: any content is either read or refused with ``BAD_RECIPE``.
+
+    Raises:
+        InputError: ``BAD_RECIPE`` for an unreadable, non-UTF-8, malformed or hostile (too deep,
+            a huge integer) ``pyproject.toml``, an in-tree backend, or a malformed table.
+    """
     path = os.path.join(src, "pyproject.toml")
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
         raise InputError(BuildCode.BAD_RECIPE, f"the toolchain's pyproject.toml is unreadable: {e}", "pyproject.toml") from e
     bs = doc.get("build-system", {})
+    if not isinstance(bs, dict):
+        raise InputError(BuildCode.BAD_RECIPE, "[build-system] is not a table", "pyproject.toml")
     requires = bs.get("requires", [])
     backend = bs.get("build-backend", "setuptools.build_meta:__legacy__")
     if "backend-path" in bs:
         raise InputError(BuildCode.BAD_RECIPE, "in-tree build backends (backend-path) are not supported", "pyproject.toml")
-    if not isinstance(requires, list) or not isinstance(backend, str):
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires) or not isinstance(backend, str):
         raise InputError(BuildCode.BAD_RECIPE, "[build-system] is malformed", "pyproject.toml")
-    return [str(r) for r in requires], backend
+    return list(requires), backend
 
 
 def _check_satisfied(requirements: list[str], available: Mapping[str, str], env: Mapping[str, str], who: str) -> list[Finding]:
@@ -266,17 +277,38 @@ def validate_distributions(site: str, expected: Mapping[str, str], env: Mapping[
     return [{"name": n, "version": installed[n]} for n in sorted(installed)]
 
 
-def verify_copied_interpreter(root: str, ident: InterpreterIdentity) -> None:
-    """Raise ``INTERPRETER_MISMATCH`` unless ``root/bin/python`` has the probed binary's digest.
-
-    The binary is copied by a later step than the probe: a replaced host binary in between
-    would otherwise ship under the identity of the one probed.
-    """
-    path = os.path.join(root, "bin", "python")
-    have = sha256_file(path) if os.path.isfile(path) and not os.path.islink(path) else None
-    if have != ident.executable_sha256:
-        raise VerificationError(BuildCode.INTERPRETER_MISMATCH, f"the runtime's bin/python has digest {have}, "
-                                f"not the probed interpreter's {ident.executable_sha256}", "bin/python")
+# Run by the runtime tree's own interpreter (-I -S) in the last build step. It exits 3 unless it
+# runs wholly from the tree: prefix, standard library and every mapped libpython inside it,
+# nothing of a host Python mapped. Then, with checked-hash bytecode, it compiles the standard
+# library (a file that does not compile, such as lib2to3's Python 2 test data, is left as source)
+# and site-packages (which must compile).
+_SELF_CHECK = """
+import os, sys
+root = os.path.realpath({root!r})
+inside = lambda p: p == root or p.startswith(root + "/")
+problems = []
+if os.path.realpath(sys.prefix) != root or os.path.realpath(sys.exec_prefix) != root:
+    problems.append("prefix %s, exec_prefix %s" % (sys.prefix, sys.exec_prefix))
+if not inside(os.path.realpath(os.__file__)):
+    problems.append("os loaded from %s" % os.__file__)
+with open("/proc/self/maps") as f:
+    for line in f:
+        p = line.split()[-1] if len(line.split()) >= 6 else ""
+        if "/libpython" in p and not inside(os.path.realpath(p)):
+            problems.append("libpython mapped from %s" % p)
+if problems:
+    sys.stderr.write("the runtime's interpreter does not run from its own tree: " + "; ".join(problems) + "\\n")
+    sys.exit(3)
+if {compile!r}:
+    import compileall, py_compile, re
+    mode = py_compile.PycInvalidationMode.CHECKED_HASH
+    stdlib = os.path.join(root, {stdlib!r})
+    site = os.path.join(stdlib, {site!r})
+    compileall.compile_dir(stdlib, ddir={stdlib!r}, quiet=2, workers=1, force=True, invalidation_mode=mode,
+                           rx=re.compile("/" + {site!r} + "/"))
+    ok = compileall.compile_dir(site, ddir={stdlib!r} + "/" + {site!r}, quiet=1, workers=1, force=True, invalidation_mode=mode)
+    sys.exit(0 if ok else 1)
+"""
 
 
 def _interpreter_roots(ident: InterpreterIdentity) -> tuple[str, ...]:
@@ -468,9 +500,12 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
     built, built_sha256 = take_single_file(out, layout.inputs, suffix=".whl", what="the build backend's output")
     toolchain_wheel = os.path.join(layout.inputs, built)
     tname, tversion, _, _ = parse_wheel_filename(built)
-    # 4. Install. Launchers find their interpreter relative to themselves, so no file names
-    # the path the tree is built or run at.
+    # 4. Install. The host first copies the interpreter it probed into the tree (binary,
+    # libpython, the standard library: _closure.copy_interpreter), so the tree is a whole prefix
+    # and the image never runs a file of the host's Python. Launchers find their interpreter
+    # relative to themselves, so no file names the path the tree is built or run at.
     installed = layout.new_dir("out")
+    copied = copy_interpreter(ident, installed)
     _worker(sandbox, layout, {
         "task": "install",
         "root": installed,
@@ -480,22 +515,19 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "wheels": [{"path": toolchain_wheel, "sha256": built_sha256}, *wheel_inputs],
         "identity": ident.to_json(),
     }, "installing the runtime", ident, writable=(installed,))
-    installed_site = os.path.join(installed, "lib", f"python{ident.python_tag}", "site-packages")
-    if recipe.bytecode == "checked-hash":
-        compile_code = (
-            "import compileall, py_compile, sys\n"
-            f"ok = compileall.compile_dir({installed_site!r}, ddir={installed_site[len(installed) + 1:]!r}, quiet=1, workers=1, force=True,"
-            " invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
-            "sys.exit(0 if ok else 1)\n"
-        )
-        sandbox.run([ident.executable, "-I", "-c", compile_code], cwd=installed, home=layout.new_dir("home-compile"),
-                    staging=staging, writable=(installed,), uid=layout.uid, what="compiling bytecode",
-                    readonly=_interpreter_roots(ident))
+    # The tree's own interpreter runs the last step, in a sandbox that holds none of the host's
+    # Python: it starts only if the tree is a whole prefix (_SELF_CHECK), then compiles bytecode.
+    code = _SELF_CHECK.format(root=installed, stdlib=copied.stdlib, site=ident.site_name, compile=recipe.bytecode == "checked-hash")
+    sandbox.run([os.path.join(installed, "bin", "python"), "-I", "-S", "-B", "-c", code], cwd=installed,
+                home=layout.new_dir("home-compile"), staging=staging, writable=(installed,), uid=layout.uid,
+                what="checking the runtime's own interpreter and compiling bytecode")
     # After the last step: the safe walker takes the tree into host-only taken/ (refusing any
     # link, FIFO, device or hard link); every later check reads that copy, never out/.
     root = take_output(installed, os.path.join(staging, "taken"))
-    verify_copied_interpreter(root, ident)
-    site = os.path.join(root, "lib", f"python{ident.python_tag}", "site-packages")
+    verify_carried(root, copied)
+    host_libraries, unresolved = host_closure(root, loader=copied.loader)
+    write_runtime_manifest(root, copied, host_libraries, unresolved)
+    site = os.path.join(root, "lib", f"python{ident.python_tag}", ident.site_name)
     # 5. The validated distribution set and the exposed entry points.
     expected = {w.name: w.version for w in wheels}
     expected[str(tname)] = str(tversion)
@@ -514,6 +546,7 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
                       "wheel": built, "distribution": str(tname), "version": str(tversion)},
         "distributions": distributions,
         "interpreter": ident.to_json(),
+        "host_libraries": host_libraries,
         "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
         "filesystem_confined": sandbox.filesystem_confined,
         "sandbox": sandbox.guarantees(),

@@ -7,8 +7,9 @@ the moment it is installed, from the very bytes that are installed. Only this pr
 the ``installer`` library: no pip, no ``direct_url.json``, no cache, no absolute staging path.
 
 Tasks:
-- ``install``: lay out a venv-shaped runtime (``bin/python`` copied from the interpreter,
-  ``pyvenv.cfg``, ``lib/pythonX.Y/site-packages``) and install every wheel into it;
+- ``install``: install every wheel into ``lib/pythonX.Y/site-packages`` of the runtime tree, a
+  whole prefix the host laid out before the step (``bin/python``, ``lib/libpython*``, the
+  standard library: see attest.build._closure);
 - ``install-dir``: install wheels into one flat directory (the build backend's environment).
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,8 @@ import hashlib, json, os, platform, sys, sysconfig
 
 
 def _check():
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "..", "..", "..", "attest-runtime.json"), encoding="utf-8") as f:
+    root = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+    with open(os.path.join(root, "attest-runtime.json"), encoding="utf-8") as f:
         want = json.load(f)
     libs = []
     with open("/proc/self/maps") as f:
@@ -63,8 +63,16 @@ def _check():
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         have_libs.append({"path": p, "sha256": h.hexdigest()})
+    # The image carries its libpython (image-relative paths) or the host's is a recorded host library.
+    image = want.get("image") or {}
+    carried = image.get("libpython") or []
+    want_libs = ([{"path": os.path.join(root, e["path"]), "sha256": e["sha256"]} for e in carried] if carried
+                 else [e for e in want.get("libpython", [])])
     have = {"version": platform.python_version(), "soabi": sysconfig.get_config_var("SOABI") or "",
-            "platform": sysconfig.get_platform(), "libpython": have_libs}
+            "platform": sysconfig.get_platform(), "libpython": sorted(have_libs, key=str),
+            "prefix": os.path.realpath(sys.prefix), "stdlib": os.path.realpath(os.path.dirname(os.__file__))}
+    want = {**want, "libpython": sorted(want_libs, key=str), "prefix": root,
+            "stdlib": os.path.join(root, image.get("stdlib", "?"))}
     wrong = [k for k in have if have[k] != want.get(k)]
     if wrong:
         sys.stderr.write("attest runtime: built for another interpreter (%s differ); refusing to run\\n" % ", ".join(wrong))
@@ -134,7 +142,7 @@ def layout_problem(rel: str) -> str | None:
     parts = rel.split("/")
     name = parts[-1]
     if len(parts) == 1:
-        return "the tree's root holds only the runtime's own files (pyvenv.cfg, attest-runtime.json)"
+        return "the tree's root holds only the runtime's own manifest (attest-runtime.json)"
     if name.endswith("._pth") or name in ("pyvenv.cfg", "pybuilddir.txt"):
         return "the interpreter reads it at start, before site.py and the runtime guard"
     if parts[0] == "bin" and len(parts) == 2 and name.startswith("python"):
@@ -212,16 +220,14 @@ def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interp
 
 
 def task_install(spec: dict[str, Any]) -> None:
+    # The host laid out bin/python, lib/libpython* and the standard library (lib/pythonX.Y)
+    # before this step: the tree is a whole prefix, found by the interpreter's own landmarks.
     root = Path(spec["root"])
     pyver = spec["python_version"]
-    site = root / "lib" / f"python{pyver}" / "site-packages"
-    (root / "bin").mkdir(parents=True)
-    site.mkdir(parents=True)
-    shutil.copyfile(spec["interpreter"], root / "bin" / "python")
-    os.chmod(root / "bin" / "python", 0o755)
-    (root / "pyvenv.cfg").write_text(
-        f"home = {os.path.dirname(spec['interpreter'])}\ninclude-system-site-packages = false\nversion = {spec['full_version']}\n"
-    )
+    site = root / "lib" / f"python{pyver}" / spec["identity"].get("site_name", "site-packages")
+    if not (root / "bin" / "python").is_file() or not (site.parent / "os.py").is_file():
+        raise FileNotFoundError("the runtime tree does not hold the interpreter the host copied")
+    site.mkdir()
     scheme = {
         "purelib": str(site),
         "platlib": str(site),

@@ -35,6 +35,7 @@ class FreezeCode(ReasonCode):
     COMMAND_NOT_FOUND = "COMMAND_NOT_FOUND"      # the command does not exist (attest exec: exit 127, as env(1))
     COMMAND_NOT_EXECUTABLE = "COMMAND_NOT_EXECUTABLE"  # the command exists but cannot be executed (attest exec: exit 126)
     IMAGE_CHANGED_DURING_EXEC = "IMAGE_CHANGED_DURING_EXEC"
+    HOST_LIBRARY_CHANGED = "HOST_LIBRARY_CHANGED"  # a host library a runtime image records is not the one it was built with
     # Retained bytes.
     RETAINED_MISMATCH = "RETAINED_MISMATCH"
     SEAL_FAILED = "SEAL_FAILED"

@@ -1,6 +1,8 @@
 """Run a command from frozen images only (DESIGN.md "Freeze and store"; ADR-0008).
 
-1. Every image must be a published store entry whose seal still holds (:func:`Store.get`).
+1. Every image must be a published store entry whose seal still holds (:func:`Store.get`); a
+   runtime image's recorded host libraries must still have their bytes
+   (:func:`~attest.freeze._hostlibs.verify_host_libraries`, ``HOST_LIBRARY_CHANGED``).
 2. The command gets an allowlisted environment: the fixed minimal one (:data:`FIXED_NAMES`: a
    fixed ``PATH``, ``LC_ALL``, ``TZ``, ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONNOUSERSITE=1``,
    ``PYTHONPYCACHEPREFIX``, ``HOME``/``TMPDIR``/``XDG_*_HOME`` in a fresh private run directory
@@ -33,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import Finding, InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
+from ._hostlibs import verify_host_libraries
 from ._image import VERIFIED, Image, check_image
 from ._state import make_private_dir, open_state, open_sub, random_name, remove_tree, state_lock
 from ._store import Store
@@ -344,7 +347,8 @@ def run_from_images(
             ``COMMAND_NOT_FOUND`` / ``COMMAND_NOT_EXECUTABLE`` / ``EXEC_FAILED`` (the command
             cannot be started: not found, found but not executable, another reason).
         VerificationError: ``NOT_IN_STORE`` and the codes of :func:`verify_image` for an image
-            that does not hold before the run, ``IMAGE_CHANGED_DURING_EXEC`` after it,
+            that does not hold before the run, ``HOST_LIBRARY_CHANGED`` for a runtime image whose
+            recorded host libraries changed, ``IMAGE_CHANGED_DURING_EXEC`` after it,
             ``STATE_SYMLINK`` (a link or non-directory planted in the state
             directory); whatever ``before`` raises.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
@@ -372,6 +376,10 @@ def run_from_images(
         with state_lock(state_fd, exclusive=False):
             # (1) Only verified store entries whose seal holds.
             resolved: dict[str, Image] = {name: _take(store, ref) for name, ref in images.items()}
+            # (1b) A runtime image's interpreter loads the host libraries it recorded, and only those bytes.
+            host = [f for image in resolved.values() for f in verify_host_libraries(image)]
+            if host:
+                raise VerificationError(findings=host)
             if before is not None:
                 before(resolved)
             runs_fd = open_sub(state_fd, "runs", f"{store.state_dir}/runs")

@@ -502,7 +502,9 @@ try:
     out["built"] = {"confinement": built.details["sandbox"]["confinement"], "inputs_sandbox": built.inputs["sandbox"],
                     "filesystem_confined": built.details["filesystem_confined"], "network_isolated": built.network_isolated}
     v = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    out["report"] = json.loads((Path(built.store_path) / "lib" / v / "site-packages" / "toolchain" / "_hostile.json").read_text())
+    # site-packages, or dist-packages under an interpreter whose site.py reads that (Debian's)
+    site = next(p for p in (Path(built.store_path) / "lib" / v).glob("*-packages") if (p / "toolchain").is_dir())
+    out["report"] = json.loads((site / "toolchain" / "_hostile.json").read_text())
 except AttestError as e:
     out["error"] = sorted({str(e.code), *(str(f.code) for f in e.findings)})
     out["detail"] = str(e)[-1000:]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from attest.build import BuildCode
+from attest.build._closure import copy_interpreter, verify_carried
 from attest.build._identity import interpreter_identity, memoized_stdlib_identity, stdlib_identity, verify_same_interpreter
-from attest.build._runtime import verify_copied_interpreter
 from attest.errors import EnvironmentFailure, VerificationError
 
 
@@ -70,13 +70,49 @@ def test_a_changed_stdlib_is_another_interpreter() -> None:
     assert ei.value.code == BuildCode.INTERPRETER_MISMATCH and "stdlib_identity" in str(ei.value)
 
 
-def test_copied_interpreter_must_be_the_probed_binary(tmp_path: Path) -> None:
+def test_copied_interpreter_must_be_the_probed_one(tmp_path: Path) -> None:
     real = interpreter_identity()
     root = tmp_path / "out"
-    (root / "bin").mkdir(parents=True)
-    (root / "bin" / "python").write_bytes(Path(real.executable).read_bytes())
-    verify_copied_interpreter(str(root), real)
-    (root / "bin" / "python").write_bytes(b"#!/bin/sh\necho swapped\n")
+    copied = copy_interpreter(real, str(root))
+    verify_carried(str(root), copied)
+    assert (root / "lib" / f"python{real.python_tag}" / "os.py").is_file()
+    assert not (root / "lib" / f"python{real.python_tag}" / "test").exists()
+    # A carried file changed, one added beside them, or the binary swapped: each is refused.
+    for change in ("lib/python{tag}/os.py", "lib/python{tag}/planted.py", "bin/python"):
+        target = root / change.format(tag=real.python_tag)
+        before = target.read_bytes() if target.exists() else None
+        target.write_bytes(b"#!/bin/sh\necho swapped\n")
+        with pytest.raises(VerificationError) as ei:
+            verify_carried(str(root), copied)
+        assert ei.value.code == BuildCode.INTERPRETER_MISMATCH
+        if before is None:
+            target.unlink()
+        else:
+            target.write_bytes(before)
+    verify_carried(str(root), copied)
+
+
+def test_an_interpreter_changed_after_its_probe_is_not_copied(tmp_path: Path) -> None:
+    real = interpreter_identity()
+    other = dataclasses.replace(real, executable_sha256="0" * 64)
     with pytest.raises(VerificationError) as ei:
-        verify_copied_interpreter(str(root), real)
+        copy_interpreter(other, str(tmp_path / "a"))
     assert ei.value.code == BuildCode.INTERPRETER_MISMATCH
+    stale = dataclasses.replace(real, stdlib_identity=tuple(sorted({**dict(real.stdlib_identity), "inventory": "sha256:" + "0" * 64}.items())))
+    with pytest.raises(VerificationError) as ei:
+        copy_interpreter(stale, str(tmp_path / "b"))
+    assert ei.value.code == BuildCode.INTERPRETER_MISMATCH and "standard library" in str(ei.value)
+
+
+@pytest.mark.parametrize("content", [
+    b"\xff\xfe not utf-8", b"[build-system]\nrequires = [" * 1 + b"1" * 5000 + b"]\n", b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n",
+    b'build-system = "x"\n', b"[build-system]\nrequires = [1]\n", b"[build-system]\nbuild-backend = 3\n", b"not = toml = at all",
+])
+def test_a_hostile_toolchain_pyproject_is_bad_recipe(tmp_path: Path, content: bytes) -> None:
+    from attest.build._runtime import _read_build_system
+    from attest.errors import InputError
+
+    (tmp_path / "pyproject.toml").write_bytes(content)
+    with pytest.raises(InputError) as ei:
+        _read_build_system(str(tmp_path))
+    assert ei.value.code == BuildCode.BAD_RECIPE

@@ -77,6 +77,9 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
 # recreated as symlinks), a tmpfs /dev with only null, zero, full, random and urandom bound
 # in, a fresh proc for the new PID namespace, fresh tmpfs /tmp, /var/tmp, /run (/var/run
 # links to it) and /dev/shm, and the step's writable directories read-write (nosuid,nodev).
+# A build step's read-only paths include the host's /etc; the reviewer's do not: its /etc is a
+# directory of the new root's own tmpfs holding only the files it is given as descriptors
+# (file:N:/etc/...), copied in before the binds and read-only with the root.
 # The staging directory $S itself is never bound: a step sees only the directories below it
 # that it is given, so it can neither plant anything where the host later looks nor touch the
 # inputs of a later step. It then chroots there (a chrooted process cannot create a user
@@ -85,7 +88,7 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
 # only one mapped) with no capabilities (bounding, inheritable and ambient sets emptied) and
 # no_new_privs, restores the step's umask and execs the step in its working directory. Any
 # failure exits 97 before the step runs.
-# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID|caller UMASK ro-path... -- rw-path... -- argv...
+# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID|caller UMASK [file:N:/etc/...]... ro-path|fd:N:/path... -- rw-path... -- argv...
 _CONFINE = r"""
 S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
 R="$S/.sandbox-root"
@@ -125,6 +128,16 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
     fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"
           case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
           bind_ro_dir "/proc/self/fd/$N" "$D"; eval "exec $N<&-"; continue ;;
+    # file:N:/path copies the bytes of descriptor N (a sealed memfd the caller wrote) into a new
+    # regular file at /path on the new root's own tmpfs (read-only with the root, below): the
+    # reviewer's synthesized /etc. Nothing of the host's is bound there, and the host never
+    # reads it back. The descriptor is closed right after.
+    file:*) N="${P#file:}"; D="${N#*:}"; N="${N%%:*}"
+          case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
+          case "$D" in /etc/*) ;; *) fail "a synthesized file must be under /etc: $D" ;; esac
+          [ ! -e "$R$D" ] && [ ! -L "$R$D" ] || fail "$D is synthesized twice"
+          mkdir -p "$R$(dirname -- "$D")" && cat "/proc/self/fd/$N" > "$R$D" || fail "cannot write $D"
+          eval "exec $N<&-"; continue ;;
   esac
   if [ -L "$P" ]; then
     mkdir -p "$R$(dirname -- "$P")" && ln -s "$(readlink -- "$P")" "$R$P" || fail "cannot link $P"
@@ -382,22 +395,61 @@ def _give_to_step(writable: Sequence[str], uid: int) -> None:
             os.close(pfd)
 
 
+#: Where the reviewer's synthesized /etc files may go (and nowhere else): ``file:N:/etc/...`` of ``_CONFINE``.
+ETC = "/etc"
+
+
+def confined_roots(paths: Sequence[str], *, host_etc: bool = True) -> tuple[str, ...]:
+    """Exactly the read-only roots a confinement binds for ``paths`` (pure but for resolving links and existence).
+
+    ``host_etc``: the system paths with the host's ``/etc`` (a build step: :func:`readonly_roots`);
+    otherwise without it (the reviewer, whose ``/etc`` is synthesized): then ``/etc`` or a path
+    under it is bound only when ``paths`` names it, as any other path.
+
+    Raises:
+        Nothing: absolute, resolved, de-nested, existing paths, the system paths first.
+    """
+    if host_etc:
+        return readonly_roots(paths)
+    out: list[str] = []
+    for p in [*(q for q in SYSTEM_PATHS if q != ETC), *(os.path.realpath(x) for x in paths)]:
+        if not os.path.isabs(p) or p == "/" or not os.path.lexists(p):
+            continue
+        if any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            continue
+        out = [q for q in out if not q.startswith(p + "/")]
+        out.append(p)
+    return tuple(out)
+
+
+def _etc_target(target: str) -> str:
+    if (not target.startswith(ETC + "/") or os.path.normpath(target) != target or "\0" in target
+            or any(c in target for c in ":\n")):
+        raise ValueError(f"a synthesized file must be a normal path under {ETC}: {target!r}")
+    return target
+
+
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
                    writable: Sequence[str], uid: int | None, argv: Sequence[str], *, network: bool = False,
-                   fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh") -> list[str]:
+                   fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh",
+                   etc: Sequence[tuple[int, str]] | None = None) -> list[str]:
     # uid None: rootless (a user namespace mapping only the caller, who the step runs as).
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
+    # etc None: the host's /etc read-only (a build step); otherwise no host /etc and these files
+    # (descriptor, path under /etc) copied into the new root first.
     flags = _UNSHARE_FLAGS if not network else tuple(f for f in _UNSHARE_FLAGS if f != "--net")
     if uid is None:
         flags = (*_USERNS_FLAGS, *flags)
+    files = [f"file:{fd}:{_etc_target(target)}" for fd, target in etc or ()]
     binds = [f"fd:{fd}:{target}" for fd, target in fd_binds]
     return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
-            "caller" if uid is None else str(uid), f"{umask:04o}", *readonly_roots(readonly), *binds, "--", *writable, "--", *argv]
+            "caller" if uid is None else str(uid), f"{umask:04o}", *files, *confined_roots(readonly, host_etc=etc is None),
+            *binds, "--", *writable, "--", *argv]
 
 
 def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: Sequence[str], writable: Sequence[str], uid: int,
                  network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK,
-                 rootless: bool = False) -> list[str]:
+                 rootless: bool = False, etc: Sequence[tuple[int, str]] | None = None) -> list[str]:
     """The command line that runs ``argv`` confined exactly as a build step is (``_CONFINE``).
 
     New mount, PID, IPC, UTS (and, unless ``network``, network) namespaces; a tmpfs root holding
@@ -409,14 +461,22 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     ``rootless``: all of it inside a new user namespace that maps only the caller, who the
     command then runs as (``uid`` is ignored and nothing needs handing over); for a caller that
     is not root, where :func:`rootless_problem` is None.
+    ``etc``: None binds the host's ``/etc`` read-only with the other system paths (a build
+    step). Otherwise the host's ``/etc`` is not in the root (:func:`confined_roots` with
+    ``host_etc=False``): ``/etc`` is a directory of the new root's own tmpfs holding only the
+    files of ``etc``, each ``(fd, target)`` a descriptor passed to the child (a sealed memfd)
+    whose bytes are copied to ``target`` (a normal path under ``/etc``) before any bind, and
+    read-only with the rest of the root. A ``readonly`` path at or under ``/etc`` is still bound
+    (over or into it), as the caller asked.
 
     Raises:
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, mount, findmnt, chroot or
             setpriv is missing here.
+        ValueError: a target of ``etc`` is not a normal path under ``/etc``.
     """
     tools = _tools()
-    # bash, not dash, runs the script when descriptors are bound: dash cannot close a descriptor above 9.
-    bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds else "/bin/sh"
+    # bash, not dash, runs the script when descriptors are passed: dash cannot close a descriptor above 9.
+    bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds or etc else "/bin/sh"
     if tools is None or bash is None:
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv (and bash, to bind "
                                  "descriptors) are needed to confine a command")
@@ -424,7 +484,7 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     if not os.path.isdir(root):
         os.mkdir(root, 0o700)
     return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, None if rootless else uid, argv, network=network,
-                          fd_binds=fd_binds, shell=bash)
+                          fd_binds=fd_binds, shell=bash, etc=etc)
 
 
 def give_to_uid(writable: Sequence[str], uid: int) -> None:

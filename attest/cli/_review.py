@@ -104,8 +104,8 @@ def exec_review(
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the reviewer's result (only if it is a valid result).", callback=checked_output),
     env: list[str] = EnvOption,
     readonly: list[Path] = option([], "--readonly", metavar="DIR", help="A host directory the confined reviewer may also read "
-                                        "(its own program, for example). Repeatable. The images, the runtime's interpreter "
-                                        "and the system paths are always there."),
+                                        "(its own program, for example). Repeatable. The images and the "
+                                        "system programs and libraries (never the host's /etc) are always there."),
     network: bool = flag("--network", help="Let the confined reviewer use the host's network (default: none)."),
     unsafe_unconfined: bool = flag("--unsafe-unconfined", help="UNSAFE: run the reviewer unconfined, as you, "
                                            "seeing the host (its files, processes, keys). Recorded in --json."),

@@ -1,4 +1,4 @@
-"""Second attack review of `attest review exec` (the confinement, the runtime's interpreter roots, the result).
+"""Second attack review of `attest review exec` (the confinement, what a runtime attestation could add to it, the result).
 
 Every attack is performed for real over test_bootstrap's deployment (a real promotion, installation,
 bootstrap and signed handoff, a real confined reviewer). A test marked
@@ -161,10 +161,11 @@ try:
 except OSError as e:
     result("no host service: " + type(e).__name__)
 """
-        with pytest.raises(VerificationError) as ei:  # an interpreter path under /run is refused before anything runs
-            run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "r.json",
-                            readonly=HOST_PYTHON)
-        assert {f.code for f in ei.value.findings} == {"HANDOFF_IMAGE_MISMATCH"}
+        # The runtime image carries its own interpreter: review exec binds nothing an attestation names.
+        done = run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "r.json",
+                               readonly=HOST_PYTHON)
+        assert _limitation(done).startswith("no host service"), _limitation(done)
+        assert not any(p.startswith("/run") for p in done.confinement.readonly)
     finally:
         att.write_bytes(original)
         canary.close()
@@ -214,32 +215,35 @@ def test_refused_a_runtime_attestation_naming_root_as_a_library_directory(dep: D
 import os
 result("sees the worktree" if os.path.exists({str(c.path / 'src.txt')!r}) else "sees nothing of the host")
 """
-        with pytest.raises(VerificationError) as ei:
-            run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "r.json",
-                            readonly=HOST_PYTHON)
-        assert {f.code for f in ei.value.findings} == {"HANDOFF_IMAGE_MISMATCH"}
+        done = run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "r.json",
+                               readonly=HOST_PYTHON)
+        assert _limitation(done) == "sees nothing of the host", _limitation(done)
+        assert "/" not in done.confinement.readonly
     finally:
         att.write_bytes(original)
 
 
-def test_refused_a_release_key_runtime_attestation_not_named_by_the_handoff(dep: Deployment, skill: tuple[Path, Path],
-                                                                            tmp_path: Path) -> None:
-    """The file review exec reads is bound by the handoff's digest: swapping it after the bootstrap is refused."""
+def test_a_runtime_attestation_swapped_after_the_bootstrap_changes_nothing_the_reviewer_sees(dep: Deployment, skill: tuple[Path, Path],
+                                                                                             tmp_path: Path) -> None:
+    """review exec reads no runtime attestation: its root is the handoff's images and the system paths, whatever the file says."""
     c = make_consumer(tmp_path / "consumer", dep.sha)
     handoff = Path(run(dep, skill, c, tmp_path).handoff)
+    body = _RESULT + "\nresult('ran')\n"
+    before = run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "a.json",
+                             readonly=HOST_PYTHON)
     _, original, forged = _release_signed_runtime(dep, tmp_path, "/run/attest-attack2-libpython.so")
     att, _ = _runtime_attestation(dep)
-    ran = tmp_path / "ran"
     mode = att.stat().st_mode
     att.chmod(0o644)  # the owner may (root need not): the attacker owns the state as much as we do
     try:
         att.write_bytes(forged)
-        with pytest.raises(VerificationError) as ei:
-            run_review_step(handoff, load_policy(dep.trust), dep.state, ["/bin/touch", str(ran)], out=tmp_path / "r.json")
-        assert {f.code for f in ei.value.findings} == {"HANDOFF_IMAGE_MISMATCH"} and not ran.exists()
+        after = run_review_step(handoff, load_policy(dep.trust), dep.state, [PY, "-I", "-c", body], out=tmp_path / "b.json",
+                                readonly=HOST_PYTHON)
     finally:
         att.write_bytes(original)
         att.chmod(mode)
+    assert after.confinement.readonly == before.confinement.readonly
+    assert not any(p.startswith("/run") for p in after.confinement.readonly)
 
 
 # -- 3. the result's paths ----------------------------------------------------------------------------------------------------

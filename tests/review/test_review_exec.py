@@ -305,39 +305,3 @@ def test_the_reviewer_is_confined_or_the_caller_said_unsafe(euid: int, unsafe: b
 def test_unconfined_on_request_is_recorded(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
     done = run_review_step(handoff, load_policy(dep.trust), dep.state, printing(GOOD), out=tmp_path / "r.json", unsafe_unconfined=True)
     assert done.to_json()["confinement"]["confined"] is False
-
-
-def _interp(**kw: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {"executable": "/opt/py/bin/python3.11", "stdlib": "/opt/py/lib/python3.11", "version": "3.11.7",
-                           "libpython": [{"path": "/opt/py/lib/libpython3.11.so.1.0", "sha256": "0" * 64}]}
-    doc.update(kw)
-    return doc
-
-
-@pytest.mark.parametrize(("interp", "roots"), [
-    (_interp(), ("/opt/py/bin/python3.11", "/opt/py/lib/python3.11", "/opt/py/lib/libpython3.11.so.1.0")),
-    (_interp(libpython=[]), ("/opt/py/bin/python3.11", "/opt/py/lib/python3.11")),
-    (_interp(executable="/usr/bin/python3", stdlib="/usr/lib64/python3.11"), ("/usr/bin/python3", "/usr/lib64/python3.11",
-                                                                             "/opt/py/lib/libpython3.11.so.1.0")),
-    (None, None),
-    (_interp(version=3), None),
-    (_interp(libpython={"path": "/x"}), None),
-    (_interp(executable="bin/python"), None),                             # not absolute
-    (_interp(executable="/opt/py/bin/../../run/python"), None),            # not normal
-    (_interp(stdlib="/"), None),
-    (_interp(libpython=[{"path": "/run/libpython3.11.so"}]), None),        # under /run: host sockets
-    (_interp(stdlib="/tmp/x/lib/python3.11"), None),                       # under /tmp
-    (_interp(stdlib="/state/lib/python3.11"), None),                       # under the state directory
-    (_interp(stdlib="/opt/py/lib/python3.12"), None),                      # not this version's stdlib
-    (_interp(stdlib="/home/runner/work/repo"), None),                      # not a stdlib at all
-    (_interp(libpython=[{"path": "/home/runner/work/repo/src.txt"}]), None),
-    (_interp(executable="/opt/py/bin/sh"), None),
-])
-def test_decide_interpreter_paths(interp: Any, roots: tuple[str, ...] | None) -> None:
-    from attest.review.handoff import FORBIDDEN_INTERPRETER_ROOTS, decide_interpreter_paths
-
-    problems, got = decide_interpreter_paths(interp, forbidden=(*FORBIDDEN_INTERPRETER_ROOTS, "/state"))
-    if roots is None:
-        assert [f.code for f in problems] == [HandoffCode.HANDOFF_IMAGE_MISMATCH] and got == ()
-    else:
-        assert problems == [] and got == roots

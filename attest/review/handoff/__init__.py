@@ -19,20 +19,16 @@ from ._codes import HandoffCode
 from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, parse_handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
 from ._run import (
-    FORBIDDEN_INTERPRETER_ROOTS,
     Confinement,
     ReviewRun,
     confine_reviewer,
     decide_images,
-    decide_interpreter_paths,
     run_review_step,
-    runtime_interpreter_roots,
     verify_can_confine,
 )
 from ._standin import STAND_IN_COMMAND, stand_in_review
 
 __all__ = [
-    "FORBIDDEN_INTERPRETER_ROOTS",
     "HANDOFF_PREDICATE",
     "IMAGE_NAMES",
     "MAX_RESULT_BYTES",
@@ -48,11 +44,9 @@ __all__ = [
     "ReviewRun",
     "confine_reviewer",
     "decide_images",
-    "decide_interpreter_paths",
     "parse_handoff",
     "parse_result",
     "run_review_step",
-    "runtime_interpreter_roots",
     "stand_in_review",
     "verify_can_confine",
     "verify_handoff",

@@ -9,13 +9,17 @@
    ``ATTEST_IMAGE_RUNTIME``, ``ATTEST_IMAGE_BASE`` and ``ATTEST_IMAGE_PROCEDURE``, working
    directory the base snapshot, **confined** (:func:`confine_reviewer`) as a build step is: new
    mount, PID, IPC, UTS and (unless ``network``) network namespaces, a uid no account or
-   process has, no capabilities, no_new_privs, and a root holding only the system paths, the
-   runtime's interpreter (from its verified attestation), ``readonly``, the private run
-   directory and the four images, each bound from the descriptor of the directory that was
+   process has (rootless: the caller's, in a user namespace mapping only it), no capabilities,
+   no_new_privs, and a root holding only the system programs and libraries (never the host's
+   ``/etc``), an ``/etc`` of its own (:func:`reviewer_etc`: accounts naming its ids, hosts,
+   nsswitch.conf, copies of the loader cache and the CA bundle, resolv.conf with ``network``),
+   ``readonly``, the private run
+   directories and the four images, each bound from the descriptor of the directory that was
    verified (so a path swapped afterwards is never what the reviewer reads). Every process it
    starts dies with it. After the handoff the procedure bundle is the only source of Skill
-   bytes: the installed Skill, the worktree, the head, the deployment's keys and state are not
-   in its root.
+   bytes: the installed Skill, the worktree, the head, the deployment's keys and state, the
+   caller's home are not in its root. The record (:class:`Confinement`) lists exactly what was
+   bound, and which bound path reaches a sensitive host path (a ``readonly`` the caller chose).
 4. Its standard output must be the provider-neutral result (:func:`parse_result`); it is written
    atomically to the result file only when it parses, and every image is re-checked after the
    command (a change while it ran fails closed, whatever it printed).
@@ -28,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,8 +71,36 @@ def decide_images(handoff: Handoff, images: Mapping[str, Any]) -> list[Finding]:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcFile:
+    """One file of the reviewer's synthesized ``/etc``: where, whence (``synthesized`` or the host file copied), its digest.
+
+    Raises:
+        Nothing.
+    """
+
+    path: str
+    source: str
+    sha256: str
+    holds: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"path": self.path, "from": self.source, "sha256": self.sha256}
+        if self.holds:
+            doc["holds"] = self.holds
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
 class Confinement:
-    """How the reviewer ran: confined (and with which uid and network), or unconfined on request.
+    """How the reviewer ran: the confinement established (mode, ids, network, exactly what its root holds), or unconfined.
+
+    ``readonly``: exactly the host paths bound read-only (the system paths without ``/etc``, the
+    ``--readonly`` paths, resolved and de-nested; the runtime image carries its own interpreter); ``images`` and
+    ``writable``: the images bound from their verified descriptors and the run directories.
+    ``etc``: the files of its synthesized ``/etc`` (``etc_omitted``: those it could not be given,
+    and why). ``exposes``: each bound path (other than the system paths) that is, holds or lies
+    under a sensitive host path (``/etc``, ``/home``, ``/root``, ``/var``, ``/run``, ``/tmp``,
+    the caller's home, the state directory): a caller's explicit choice, recorded, never silent.
 
     Raises:
         Nothing.
@@ -80,89 +111,240 @@ class Confinement:
     uid: int | None = None
     readonly: tuple[str, ...] = ()
     mode: str = "rootful"  # "rootful": a uid no account or process has; "rootless": the caller's uid in a user namespace
+    gid: int | None = None
+    etc: tuple[EtcFile, ...] = ()
+    etc_omitted: tuple[tuple[str, str], ...] = ()
+    images: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    exposes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         if not self.confined:
             return {"confined": False, "why": "--unsafe-unconfined: the reviewer ran as the caller, seeing the host"}
-        doc = {"confined": True, "mode": self.mode, "network": self.network, "uid": self.uid, "readonly": list(self.readonly),
-               "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
-                              *(["net"] if self.network == "none" else [])],
-               "capabilities": "none, no_new_privs"}
+        host_etc = [p for p in self.readonly if p == ETC or p.startswith(ETC + "/")]
+        etc: dict[str, Any] = {
+            "source": "host" if ETC in host_etc else "synthesized",
+            "files": [f.to_json() for f in self.etc],
+            "omitted": [{"path": p, "why": why} for p, why in self.etc_omitted],
+            "host_paths": host_etc,
+        }
+        doc: dict[str, Any] = {
+            "confined": True, "mode": self.mode, "network": self.network, "uid": self.uid, "gid": self.gid,
+            "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
+                           *(["net"] if self.network == "none" else [])],
+            "capabilities": "none, no_new_privs",
+            "readonly": list(self.readonly), "images": list(self.images), "writable": list(self.writable),
+            "etc": etc,
+            "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"], "dev": ["null", "zero", "full", "random", "urandom"],
+            "proc": "new, of its own PID namespace",
+            "exposes": [{"path": p, "reaches": list(r)} for p, r in self.exposes],
+        }
         if self.mode == "rootless":
             doc["uid_note"] = "the caller's own uid, mapped into the user namespace: processes of that uid outside can see it"
         return doc
 
 
-MAX_RUNTIME_ATTESTATION = 64 << 20
+#: The reviewer's /etc: nothing of the host's but these files (each a regular file of root's alone,
+#: reached only through root's directories), copied, and the accounts, hosts and name service it needs.
+ETC = "/etc"
+LOADER_CACHE = "/etc/ld.so.cache"
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem")
+RESOLV_CONF = "/etc/resolv.conf"
+MAX_ETC_FILE = 16 << 20
+OVERFLOW_ID = 65534  # how ids a user namespace does not map appear (kernel.overflowuid), and nobody's
+#: Host paths whose binding into the reviewer's root the record always points out (besides the caller's home and the state).
+SENSITIVE_ROOTS = ("/etc", "/home", "/root", "/var", "/run", "/tmp", "/dev", "/proc", "/sys")
 
 
-#: Where an interpreter of a runtime never lives, and what binding it would hand the reviewer (sockets, devices, scratch).
-FORBIDDEN_INTERPRETER_ROOTS = ("/run", "/var/run", "/tmp", "/var/tmp", "/dev", "/proc", "/sys")
-_EXE_NAME = re.compile(r"python[0-9.]*\Z")
-_LIB_NAME = re.compile(r"libpython[0-9]+\.[0-9]+[a-z]*\.so(?:\.[0-9]+)*\Z")
+def read_host_file(path: str, *, max_bytes: int = MAX_ETC_FILE) -> tuple[bytes, str]:
+    """The bytes of the host's file ``path`` and the path it resolved to, if only root could have put it there.
 
-
-def decide_interpreter_paths(interp: Any, *, forbidden: Sequence[str]) -> tuple[list[Finding], tuple[str, ...]]:
-    """Which host paths running the runtime's interpreter needs, from its attested identity (pure).
-
-    Exactly its binary, its standard library directory (``.../lib/pythonX.Y``, the attested
-    version) and each libpython file, never a parent directory: whatever else a runtime
-    attestation names, the reviewer's root gains nothing more. A path that is not absolute and
-    normal, not of its kind's name, or under ``forbidden`` is refused.
-
-    Raises:
-        Nothing: a refusal is a returned ``HANDOFF_IMAGE_MISMATCH`` finding (with no paths).
-    """
-    def bad(detail: str) -> tuple[list[Finding], tuple[str, ...]]:
-        return [Finding(HandoffCode.HANDOFF_IMAGE_MISMATCH, None, f"the runtime attestation's interpreter: {detail}")], ()
-
-    if not isinstance(interp, dict):
-        return bad("it names none")
-    exe, stdlib, libs, version = interp.get("executable"), interp.get("stdlib"), interp.get("libpython"), interp.get("version")
-    if not (isinstance(version, str) and re.match(r"[0-9]+\.[0-9]+(\.|\Z)", version)):
-        return bad("no version")
-    short = ".".join(version.split(".")[:2])
-    if not isinstance(libs, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str) for x in libs):
-        return bad("libpython is not a list of paths")
-    paths = [("executable", exe), ("stdlib", stdlib), *(("libpython", x["path"]) for x in libs)]
-    for kind, path in paths:
-        if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path or path == "/":
-            return bad(f"{kind} {str(path)[:200]!r} is not an absolute, normal path")
-        if any(path == f or path.startswith(f.rstrip("/") + "/") for f in forbidden):
-            return bad(f"{kind} {path!r} lies under {', '.join(forbidden)}, where no interpreter is installed")
-        name = os.path.basename(path)
-        ok = {"executable": bool(_EXE_NAME.match(name)), "libpython": bool(_LIB_NAME.match(name)),
-              "stdlib": name == f"python{short}" and os.path.basename(os.path.dirname(path)) in ("lib", "lib64")}[kind]
-        if not ok:
-            return bad(f"{kind} {path!r} is not named as a Python {short} {kind} is")
-    return [], tuple(p for _, p in paths if isinstance(p, str))
-
-
-def runtime_interpreter_roots(handoff: Handoff, policy: Any, state_dir: str) -> tuple[str, ...]:
-    """The host paths the runtime image's interpreter needs (:func:`decide_interpreter_paths`), from its verified attestation.
-
-    Read from the runtime attestation the handoff names (``STATE/builds/<name>.runtime.json``,
-    its digest equal to the handoff's, verified under TRUST), never from the image or the host.
+    Resolved one component at a time through directory descriptors: every directory on the way
+    (through any link) is root's and not writable by group or others, so no link on it was
+    planted by anyone but root; the file itself is a regular file of root's, not writable by
+    group or others, at most ``max_bytes``.
 
     Raises:
-        VerificationError: ``HANDOFF_IMAGE_MISMATCH`` when the attestation is not the handoff's
-            or its interpreter paths are refused; the attestation layer's codes when it does not verify.
+        ValueError: why not (absent, a link too many, a directory or file that is not root's alone, too large).
     """
-    from ..._fs import read_bounded
-    from ...attestation import RUNTIME_PREDICATE, verify_attestation_bytes
+    import stat
 
-    path = os.path.join(state_dir, "builds", f"{handoff.runtime_name}.runtime.json")
-    data = read_bounded(path, what="runtime attestation", max_bytes=MAX_RUNTIME_ATTESTATION)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    if digest != handoff.runtime_attestation_digest:
-        raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the runtime attestation is {digest}, the handoff's "
-                                f"{handoff.runtime_attestation_digest}", path)
-    verified = verify_attestation_bytes(data, policy)
-    interp = verified.statement.get("predicate", {}).get("interpreter") if verified.predicate_type == RUNTIME_PREDICATE else None
-    problems, roots = decide_interpreter_paths(interp, forbidden=(*FORBIDDEN_INTERPRETER_ROOTS, state_dir))
-    if problems:
-        raise VerificationError(findings=[Finding(f.code, path, f.detail) for f in problems])
-    return roots
+    from ..._safefs import O_DIR, O_FILE
+
+    def trusted(st: os.stat_result, what: str) -> None:
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            raise ValueError(f"{what} is not root's alone (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+
+    if not os.path.isabs(path):
+        raise ValueError("not an absolute path")
+    parts = path.split("/")[1:]
+    stack: list[int] = []
+    names: list[str] = []
+    links = 0
+    try:
+        stack.append(os.open("/", O_DIR))
+        while parts:
+            name = parts.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                    names.pop()
+                continue
+            here = "/" + "/".join(names)
+            trusted(os.fstat(stack[-1]), f"the directory {here}")
+            st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > 16:
+                    raise ValueError("more than 16 links")
+                target = os.readlink(name, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    names = []
+                parts = target.split("/") + parts
+                continue
+            if any(p not in ("", ".") for p in parts):
+                stack.append(os.open(name, O_DIR, dir_fd=stack[-1]))
+                names.append(name)
+                continue
+            fd = os.open(name, O_FILE, dir_fd=stack[-1])
+            try:
+                got = os.fstat(fd)
+                if not stat.S_ISREG(got.st_mode) or (got.st_dev, got.st_ino) != (st.st_dev, st.st_ino):
+                    raise ValueError("not a regular file")
+                trusted(got, "the file")
+                if got.st_size > max_bytes:
+                    raise ValueError(f"{got.st_size} bytes: more than {max_bytes} bytes")
+                chunks: list[bytes] = []
+                total = 0
+                while total <= max_bytes:
+                    chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    total += len(chunk)
+                if total > max_bytes:
+                    raise ValueError(f"more than {max_bytes} bytes")
+                return b"".join(chunks), "/" + "/".join([*names, name])
+            finally:
+                os.close(fd)
+        raise ValueError("not a file")
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from e
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def reviewer_etc(*, uid: int, gid: int, home: str, network: bool,
+                 read: Callable[[str], tuple[bytes, str]] = read_host_file) -> tuple[list[tuple[EtcFile, bytes]], list[tuple[str, str]]]:
+    """The files of the reviewer's ``/etc`` and their bytes, and those it cannot be given (with why).
+
+    Synthesized: ``passwd`` and ``group`` naming root, the reviewer's ``uid``/``gid`` (home
+    ``home``) and the overflow id, ``hosts`` (localhost only), ``nsswitch.conf`` (files; dns only
+    with ``network``). Copied from the host through ``read`` (:func:`read_host_file`): the loader
+    cache, the first CA bundle of :data:`CA_BUNDLES` there is, and ``resolv.conf`` only with
+    ``network``. Nothing else of the host's ``/etc``.
+
+    Raises:
+        Nothing: a host file that cannot be read safely is returned in the second list.
+    """
+    if any(c in home for c in ":\n") or not os.path.isabs(home):
+        home = "/nonexistent"
+    users = [("root", 0, 0, "root", "/nonexistent"), ("reviewer", uid, gid, "attest reviewer", home)]
+    groups = [("root", 0), ("reviewer", gid)]
+    if uid != OVERFLOW_ID:
+        users.append(("nobody", OVERFLOW_ID, OVERFLOW_ID, "ids not mapped here", "/nonexistent"))
+    if gid != OVERFLOW_ID:
+        groups.append(("nogroup", OVERFLOW_ID))
+    passwd = "".join(f"{n}:x:{u}:{g}:{gecos}:{h}:/usr/sbin/nologin\n" for n, u, g, gecos, h in users)
+    group = "".join(f"{n}:x:{g}:\n" for n, g in groups)
+    hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+    nss = f"passwd: files\ngroup: files\nshadow: files\nhosts: files{' dns' if network else ''}\n"
+    made = [
+        ("/etc/passwd", passwd, ", ".join(f"{n} ({u}:{g})" for n, u, g, _, _ in users)),
+        ("/etc/group", group, ", ".join(f"{n} ({g})" for n, g in groups)),
+        ("/etc/hosts", hosts, "localhost (127.0.0.1, ::1)"),
+        ("/etc/nsswitch.conf", nss, "files" + (", dns for hosts" if network else "")),
+    ]
+    files: list[tuple[EtcFile, bytes]] = []
+    for path, text, holds in made:
+        data = text.encode()
+        files.append((EtcFile(path, "synthesized", "sha256:" + hashlib.sha256(data).hexdigest(), holds), data))
+    omitted: list[tuple[str, str]] = []
+
+    def copy(path: str, holds: str) -> bool:
+        try:
+            data, source = read(path)
+        except ValueError as e:
+            omitted.append((path, f"the host's {path}: {e}"))
+            return False
+        files.append((EtcFile(path, source, "sha256:" + hashlib.sha256(data).hexdigest(), holds), data))
+        return True
+
+    copy(LOADER_CACHE, "the loader cache")
+    tried: list[tuple[str, str]] = []
+    for bundle in CA_BUNDLES:
+        before = len(omitted)
+        if copy(bundle, "CA certificates"):
+            break
+        tried.append(omitted.pop(before))
+    else:
+        omitted.append(("CA certificates", "; ".join(why for _, why in tried)))
+    if network:
+        copy(RESOLV_CONF, "the resolver configuration (--network)")
+    return files, omitted
+
+
+def _sealed_memfd(name: str, data: bytes) -> int:
+    import fcntl
+
+    fd = os.memfd_create(f"attest-etc{name.replace('/', '-')}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def decide_exposure(roots: Sequence[str], sensitive: Sequence[tuple[str, str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Which of ``roots`` (bound read-only) reach a ``(path, what)`` of ``sensitive``: it, something under it, or above it (pure).
+
+    Raises:
+        Nothing: ``((root, (what, ...)), ...)`` for each root that reaches any, in the order of ``roots``.
+    """
+    def within(a: str, b: str) -> bool:
+        return a == b or a.startswith(b.rstrip("/") + "/")
+
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for root in roots:
+        reaches = tuple(dict.fromkeys(what for path, what in sensitive if within(root, path) or within(path, root)))
+        if reaches:
+            out.append((root, reaches))
+    return tuple(out)
+
+
+def _sensitive(state_dir: str) -> list[tuple[str, str]]:
+    import pwd
+
+    out = [(p, f"the host's {p}") for p in SENSITIVE_ROOTS]
+    homes = [os.environ.get("HOME", "")]
+    try:
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        pass
+    for h in homes:
+        if h and os.path.isabs(h) and os.path.realpath(h) != "/":
+            out.append((os.path.realpath(h), f"the caller's home {os.path.realpath(h)}"))
+    out.append((os.path.realpath(state_dir), f"the state directory {os.path.realpath(state_dir)}"))
+    return out
 
 
 def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable[[], str | None] | None = None) -> None:
@@ -192,16 +374,25 @@ def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable
 _RUN_SUBDIRS = ("home", "tmp", "cache", "config", "data", "pycache")
 
 
-def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, list[int]]:
+def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Confinement] | None = None,
+                     state_dir: str | None = None) -> tuple[Any, list[int]]:
     """A ``confine`` callback for :func:`attest.freeze.run_from_images` and a list that receives the uid it picked.
 
+    The reviewer's root holds the system paths without the host's ``/etc``
+    (:func:`attest.build._sandbox.confined_roots`), ``readonly``, the run directories and the
+    images, and an ``/etc`` of its own (:func:`reviewer_etc`): files written by the host into
+    sealed memfds and copied by the confinement into the new root's tmpfs, read-only to the
+    reviewer; the host's ``/etc``, ``/home``, ``/root``, ``/var``, ``/run``, ``/tmp`` and the
+    state directory are not in it unless ``readonly`` names them (then ``exposes`` says so).
     Each image is opened (``O_NOFOLLOW|O_DIRECTORY``) and must be the verified, sealed root (same
     device and inode as sealed) before its descriptor is bound read-only at its path. Root
     confines rootful: a uid of the reviewer's own (:func:`attest.build.pick_step_uid`), which
     the run directories are handed to. Anyone else confines rootless: the same root and
     namespaces inside a new user namespace that maps only the caller, so the reviewer runs as
     the caller (the uid recorded), who already owns the run directories; the images stay
-    read-only to it because they are bound read-only, whoever owns them.
+    read-only to it because they are bound read-only, whoever owns them. ``record`` receives
+    the :class:`Confinement` each call establishes (``state_dir``, default the run directory's
+    grandparent, is one of the paths its ``exposes`` watches for).
 
     Raises:
         Nothing itself. The callback raises ``VerificationError`` (``HANDOFF_IMAGE_MISMATCH``: an
@@ -211,12 +402,14 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
     """
     from ..._safefs import O_DIR
     from ...build import confine_argv, give_to_uid, pick_step_uid
+    from ...build._sandbox import SYSTEM_PATHS, confined_roots
 
     picked: list[int] = []
 
     def confine(argv: Sequence[str], images: Mapping[str, Any], run_dir: str, cwd: str) -> tuple[list[str], list[int]]:
         rootless = os.geteuid() != 0
         uid = os.getuid() if rootless else pick_step_uid()
+        gid = os.getgid() if rootless else uid  # rootful: setpriv --regid with the uid's number
         picked.append(uid)
         writable = [f"{run_dir}/{sub}" for sub in _RUN_SUBDIRS]
         if not rootless:
@@ -237,8 +430,22 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool) -> tuple[Any, li
                     raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the {name.lower()} image's path no longer leads to "
                                             "the directory that was verified", image.path)
                 binds.append((fd, image.path))
-            return confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=readonly, writable=writable, uid=uid,
-                                network=network, fd_binds=binds, rootless=rootless), fds
+            files, omitted = reviewer_etc(uid=uid, gid=gid, home=f"{run_dir}/home", network=network)
+            etc: list[tuple[int, str]] = []
+            for entry, data in files:
+                fds.append(_sealed_memfd(entry.path, data))
+                etc.append((fds[-1], entry.path))
+            roots = confined_roots(readonly, host_etc=False)
+            command = confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=roots, writable=writable, uid=uid,
+                                   network=network, fd_binds=binds, rootless=rootless, etc=etc)
+            if record is not None:
+                state = state_dir if state_dir is not None else os.path.dirname(os.path.dirname(run_dir))
+                system = set(SYSTEM_PATHS) - {ETC}
+                exposes = decide_exposure([r for r in roots if r not in system], _sensitive(state))
+                record.append(Confinement(True, "host" if network else "none", uid, roots, "rootless" if rootless else "rootful",
+                                          gid, tuple(e for e, _ in files), tuple(omitted), tuple(t for _, t in binds),
+                                          tuple(writable), exposes))
+            return command, fds
         except BaseException:
             for fd in fds:
                 os.close(fd)
@@ -298,14 +505,13 @@ def run_review_step(
     handoff = verify_handoff(handoff_path, policy)  # (1)
     state = os.path.abspath(os.fspath(state_dir))
     confine: Any = None
-    picked: list[int] = []
-    roots: tuple[str, ...] = ()
+    established: list[Confinement] = []
     verify_can_confine(os.geteuid(), unsafe_unconfined=unsafe_unconfined)
     if not unsafe_unconfined:
-        from ...build import SYSTEM_PATHS
-
-        roots = (*SYSTEM_PATHS, *runtime_interpreter_roots(handoff, policy, state), *(os.path.abspath(p) for p in readonly))
-        confine, picked = confine_reviewer(roots, network=network)
+        # The system paths (without the host's /etc) are always there: confine_reviewer adds them. The
+        # runtime image carries its whole interpreter, so nothing of a host Python prefix is bound.
+        roots = tuple(os.path.abspath(p) for p in readonly)
+        confine, _ = confine_reviewer(roots, network=network, record=established, state_dir=state)
 
     def require(images: Mapping[str, Any]) -> None:  # (2), under the store lock, before the reviewer runs
         problems = decide_images(handoff, images)
@@ -330,12 +536,7 @@ def run_review_step(
     path = os.path.abspath(os.fspath(out))
     canonical = _canonical(result.to_json())
     write_atomic(path, canonical, mode=0o644, what="review result")
-    from ...build import readonly_roots
-
-    confinement = Confinement(True, "host" if network else "none", picked[0] if picked else None, readonly_roots(roots),
-                              "rootful" if os.geteuid() == 0 else "rootless") \
-        if confine is not None \
-        else Confinement(False, "host")
+    confinement = established[-1] if confine is not None else Confinement(False, "host")
     return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest(), confinement)
 
 
@@ -346,13 +547,16 @@ def _canonical(doc: Any) -> bytes:
 
 
 __all__ = [
-    "FORBIDDEN_INTERPRETER_ROOTS",
+    "CA_BUNDLES",
+    "SENSITIVE_ROOTS",
     "Confinement",
+    "EtcFile",
     "ReviewRun",
     "confine_reviewer",
+    "decide_exposure",
     "decide_images",
-    "decide_interpreter_paths",
+    "read_host_file",
+    "reviewer_etc",
     "run_review_step",
-    "runtime_interpreter_roots",
     "verify_can_confine",
 ]

@@ -468,14 +468,13 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
     import tempfile
 
     from .attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, generate_key, load_policy, load_signer
-    from .build import install_skill
+    from .build import PROMOTION_PREDICATE, install_skill
     from .errors import VerificationError
     from .review.bootstrap import (
         IMAGE_NAMES,
         BootstrapResult,
         DeploymentPins,
         IdentityFile,
-        ImageCheckRunner,
         bootstrap,
     )
     from .review.handoff import HANDOFF_PREDICATE, STAND_IN_COMMAND
@@ -486,17 +485,19 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
     if not deploy_key.exists():
         generate_key("ed25519", deploy_key)
     trust = state / "trust.toml"
-    # One trust policy, two roles: the deployment key signs installations, handoffs and review records, the release key runtimes.
+    # One trust policy, two roles: the deployment key signs installations, handoffs and review records, the release key
+    # runtimes and the promotion log's entries.
     trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n'
                      f'predicates = ["{INSTALLATION_PREDICATE}", "{HANDOFF_PREDICATE}", "{REVIEW_RECORD_PREDICATE}"]\n\n'
-                     f'[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\npredicates = ["{RUNTIME_PREDICATE}"]\n')
+                     f'[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
+                     f'predicates = ["{RUNTIME_PREDICATE}", "{PROMOTION_PREDICATE}"]\n')
     # The installed Skill lies outside the state directory and outside every repository (the installer refuses both).
     outside = Path(tempfile.mkdtemp(prefix="attest-demo-skill-"))
     installation: Path | None = None
     try:
         skill_dir = outside / "agent-policy"
         say(f"12. install the promoted skill into {skill_dir}, signed by the deployment key {deploy_key}")
-        installed = install_skill(pins, state, skill_dir, load_signer(str(deploy_key)))
+        installed = install_skill(pins, state, skill_dir, load_signer(str(deploy_key)), policy=load_policy(str(trust)))
         installation = att = Path(installed.attestation)
         say(f"   {installed.inventory.identity}, installation attestation {installed.attestation_digest}")
         consumer = state / "consumer"
@@ -510,7 +511,7 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
         def run(ident: Path, backend: str) -> BootstrapResult:
             return bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=skill_dir, installation=att,
                              repo=consumer, host=IdentityFile(str(ident)), key=str(deploy_key), out=review / "handoff.json",
-                             backend=backend, runner=ImageCheckRunner(str(state)))
+                             backend=backend)
 
         say(f"14. attest bootstrap (trust {trust.name}, offline identity file; the check runs the runtime image's own bin/attest)")
         ident = _identity(review / "identity.json", base, head)

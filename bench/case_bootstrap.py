@@ -58,7 +58,7 @@ def _store_identities(state: Path) -> list[str]:
 
 def _set_up(work: Path, sha: str) -> dict[str, Any] | None:
     """Fetch, promote ``sha``, install the skill, make the consumer; return the paths (None: cannot run here)."""
-    from attest.attestation import generate_key, load_signer
+    from attest.attestation import generate_key, load_policy, load_signer
     from attest.build import Sandbox, fetch, install_skill, load_lock, load_recipe
     from attest.build._promote import promote
     from attest.errors import AttestError, EnvironmentFailure
@@ -108,7 +108,8 @@ def _set_up(work: Path, sha: str) -> dict[str, Any] | None:
         subprocess.run(["chmod", "-R", "u+w", str(skills)], check=False)
         subprocess.run(["rm", "-rf", str(skills)], check=True)
     skills.mkdir()
-    installed = install_skill(pins, state, skills / "agent-policy", load_signer(str(keys / "deploy.pem")))
+    installed = install_skill(pins, state, skills / "agent-policy", load_signer(str(keys / "deploy.pem")),
+                              policy=load_policy(str(trust)))
     # The consumer: this repository's HEAD tree (git objects, not the worktree), its toolchain retargeted.
     consumer = work / "consumer"
     if consumer.exists():
@@ -193,7 +194,7 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
 
 def _run(work: Path, args: BenchArgs) -> list[Row]:
     from attest.freeze import FreezeCode, Store
-    from attest.review.bootstrap import BootstrapError, BootstrapResult, IdentityFile, ImageCheckRunner, bootstrap
+    from attest.review.bootstrap import BootstrapError, BootstrapResult, IdentityFile, bootstrap
     from attest.review.bootstrap._chain import STEP_NAMES
 
     sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -205,8 +206,7 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
 
     def once(backend: str) -> BootstrapResult:
         return bootstrap(pins=s["pins"], trust=s["trust"], state_dir=state, skill_dir=s["skill_dir"], installation=s["installation"],
-                         repo=s["consumer"], host=IdentityFile(s["identity"]), key=s["key"], out=s["out"], backend=backend,
-                         runner=ImageCheckRunner(state))
+                         repo=s["consumer"], host=IdentityFile(s["identity"]), key=s["key"], out=s["out"], backend=backend)
 
     # Cold: only what the promotion and the installation stored (the runtime and skill images); the
     # installed Skill's copy, the base and the procedure bundle are frozen by this run.

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.build import registry_reachable
 
-from attest.attestation import load_signer
+from attest.attestation import load_policy, load_signer
 from attest.build import install_skill
 from attest.cli import main
 
@@ -67,7 +67,8 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     backend = re.search(r"^   base +sha256:[0-9a-f]{64} \((\w+)\)$", chain, re.M)
     assert backend is not None
     (tmp_path / "skills").mkdir()
-    installed = install_skill(state / "pins.toml", state, tmp_path / "skills" / "agent-policy", load_signer(str(state / "keys" / "deploy.pem")))
+    installed = install_skill(state / "pins.toml", state, tmp_path / "skills" / "agent-policy", load_signer(str(state / "keys" / "deploy.pem")),
+                              policy=load_policy(str(state / "trust.toml")))
     bindir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "ATTEST_STATE_DIR": str(state), "ATTEST_PINS": str(state / "pins.toml"),
            "ATTEST_TRUST": str(state / "trust.toml"), "ATTEST_SKILL": installed.installed_root, "ATTEST_INSTALLATION": installed.attestation,

@@ -12,7 +12,10 @@ that attestation; :func:`verify_installation` is the check `attest bootstrap` st
 
 :func:`install_skill`, each step failing closed before anything is visible:
 
-1. the ``[skill]`` table `attest promote` wrote to the pins file, parsed strictly;
+1. the ``[skill]`` table `attest promote` wrote to the pins file, parsed strictly; the promotion
+   log beside the pins verified under the trust policy, ending at exactly the bytes read and
+   continuing the checkpoint the state directory remembers for them (no rollback, no fork;
+   :func:`attest.build._promolog.check_promotion_log`), remembered after step 6;
 2. the destination: its parent a real directory, not inside the state directory, not inside a git
    repository (work tree or git directory); the destination itself absent or an empty directory;
 3. the promoted skill's build attestation ``S/builds/<name>.skill.json``: its bytes must have the
@@ -54,6 +57,7 @@ from ._codes import BuildCode
 
 if TYPE_CHECKING:
     from ..attestation import Policy, Signer
+    from ._promolog import AcceptedLog
 
 MAX_PINS_BYTES = 1 << 20
 MAX_ATTESTATION_BYTES = 64 << 20
@@ -440,6 +444,7 @@ class InstallResult:
     attestation_digest: str
     image: str  # the promoted image's identity (the pinned inventory)
     claim: InstallationClaim
+    promotion_log: AcceptedLog | None = None  # the pins' log as checked and remembered (head None: the pins have no log)
 
     @property
     def inventory(self) -> Inventory:
@@ -461,6 +466,7 @@ class InstallResult:
             "inventory": {"identity": c.inventory.identity, "entries": len(c.inventory.entries)},
             "installer": {"repository": c.installer_repository, "revision": c.installer_revision},
             "source": {"repository": c.source_repository, "revision": c.source_revision},
+            "promotion_log": self.promotion_log.to_json() if self.promotion_log is not None else None,
         }
 
 
@@ -496,16 +502,24 @@ def _copy_into(parent_fd: int, tmp: str, source: str, installed: Inventory, root
 
 
 def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLike[str], dest: str | os.PathLike[str],
-                  signer: Signer | Sequence[Signer], *, fmt: str = "dsse") -> InstallResult:
+                  signer: Signer | Sequence[Signer], *, fmt: str = "dsse", policy: Policy | None = None,
+                  log_checkpoint: str | None = None) -> InstallResult:
     """Install the pinned, promoted skill at ``dest`` and sign its installation attestation; see the module docstring.
 
-    ``signer`` is one key or several (one DSSE envelope with one signature per key).
+    ``signer`` is one key or several (one DSSE envelope with one signature per key). ``policy``
+    (TRUST) verifies the promotion log beside the pins, which must end at exactly the pins read
+    and continue the checkpoint ``state_dir`` remembers for them, or ``log_checkpoint``
+    (``SEQ:sha256:HEX``, a first use's); pins with a log need it. The head is remembered once
+    every check passed, before the installation is published.
 
     Raises:
-        InputError: (1) ``UNREADABLE``, ``BAD_PINS``; (2) ``BAD_OUTPUT_PATH``,
+        InputError: (1) ``UNREADABLE``, ``BAD_PINS``, ``USAGE`` (a log and no ``policy``, a
+            malformed ``log_checkpoint``); (2) ``BAD_OUTPUT_PATH``,
             ``INSTALL_DEST_EXISTS`` (also when it appears meanwhile); (6) the signer's
             ``SIGNING_FAILED``.
-        VerificationError: (2) ``INSTALL_DEST_IN_STATE``, ``INSTALL_DEST_IN_REPOSITORY``;
+        VerificationError: (1) the promotion log's codes (``PROMOTION_LOG_*``:
+            ``PROMOTION_LOG_ROLLBACK``, ``PROMOTION_LOG_FORK``, ``PROMOTION_LOG_PINS_MISMATCH``, ...);
+            (2) ``INSTALL_DEST_IN_STATE``, ``INSTALL_DEST_IN_REPOSITORY``;
             (3) ``INSTALL_SKILL_MISSING``, ``INSTALL_ATTESTATION_MISMATCH``,
             ``INSTALL_PINS_MISMATCH``, ``BAD_PREDICATE``; (4) ``INSTALL_BAD_IMAGE`` and the
             store's ``NOT_IN_STORE`` / ``IMAGE_CHANGED``; (5) the inventory diff's codes.
@@ -518,10 +532,15 @@ def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLik
     from ..attestation import INSTALLATION_PREDICATE, sign_statement, statement, subject
     from ..freeze import Store
     from ..inventory import open_root
+    from ._promolog import check_promotion_log, remember_log
+    from ._promote import parse_pins
 
-    # 1. The pins.
-    pins = SkillPins.from_file(pins_path)
+    # 1. The pins, read once: the log beside them must end at exactly these bytes and continue what this state accepted.
+    name = os.fspath(pins_path)
+    pins_data = read_bounded(name, what="pins file", max_bytes=MAX_PINS_BYTES)
+    pins = SkillPins.from_doc(parse_pins(pins_data, name), name, path=os.path.realpath(name))
     state = os.path.abspath(os.fspath(state_dir))
+    log = check_promotion_log(name, pins_data, policy, state, given=log_checkpoint)
     # 2. The destination.
     target = _destination(dest, state)
     # 3. The promoted skill, as promotion attested it.
@@ -547,6 +566,8 @@ def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLik
             # 6. Signed before anything is visible.
             data = sign_statement(statement([subject(claim.name, installed.digest_hex)], INSTALLATION_PREDICATE,
                                             claim.to_predicate()), signer, fmt=fmt)
+            # Every check passed: this state remembers the log's head (a later rollback or fork is refused).
+            remember_log(log, state)
             # 7. Publish: the tree, then its attestation; a failure of the second undoes the first.
             try:
                 os.rename(tmp, target.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
@@ -575,7 +596,7 @@ def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLik
             raise
     finally:
         os.close(parent_fd)
-    return InstallResult(target.installed_root, out, "sha256:" + hashlib.sha256(data).hexdigest(), image.identity, claim)
+    return InstallResult(target.installed_root, out, "sha256:" + hashlib.sha256(data).hexdigest(), image.identity, claim, log)
 
 
 # -- verifying an installation ----------------------------------------------------------------

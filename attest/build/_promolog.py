@@ -15,9 +15,19 @@ entry), before the pins are written, and removed again if writing the pins fails
 each under the release policy and checks the chain (:func:`check_log_chain`, pure): numbers
 from 1 without a gap, each entry's sequence its place, each naming its predecessor's digest;
 then that the pins file is the one the last entry wrote (:func:`check_log_pins`, pure). Each
-failure has its own reason code.
+failure has its own reason code. That alone cannot see a **rollback**: the newest entries removed
+and the older pins restored is again a valid chain ending at its pins.
+
+So every consumer of pins (``attest promote``, ``--verify-log``, ``attest install skill``, ``attest
+bootstrap``) remembers in its own state directory the highest entry it accepted
+(:func:`remember_log`, after its whole verification passed) and refuses a log that ends below it
+or holds another entry at that sequence (:func:`check_promotion_log`, deciding with the pure
+:func:`decide_log_checkpoint`: ``PROMOTION_LOG_ROLLBACK``, ``PROMOTION_LOG_FORK``), as a TUF client
+refuses metadata older than what it trusted. A first use can be given a checkpoint
+(``SEQ:sha256:HEX``, :func:`parse_log_checkpoint`) instead of trusting the log it finds.
 
     >>> verify_promotion_log("/etc/attest/pins.toml", load_policy("release.toml", extensions=RELEASE_POLICY_EXTENSIONS))
+    >>> verify_log_checked("/etc/attest/pins.toml", "release.toml", "/var/lib/attest", checkpoint="3:sha256:...")
 """
 
 from __future__ import annotations
@@ -277,6 +287,12 @@ class LogVerification:
     pins_path: str
     log: str
     entries: tuple[LogEntry, ...]
+    remembered: str | None = None   # the checkpoint file of the state directory that remembers the head (None: not remembered)
+
+    @property
+    def checkpoint(self) -> LogCheckpoint:
+        """The head as ``SEQ:sha256:HEX``: what another consumer's first use can be given (``--log-checkpoint``)."""
+        return LogCheckpoint(self.entries[-1].sequence, self.entries[-1].digest)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object of ``attest promote --verify-log``.
@@ -286,7 +302,7 @@ class LogVerification:
         """
         last = self.entries[-1]
         return {"ok": True, "pins": self.pins_path, "log": self.log, "entries": len(self.entries), "pins_sha256": last.pins_sha256,
-                "head": last.to_json()}
+                "head": last.to_json(), "checkpoint": str(self.checkpoint), "remembered": self.remembered}
 
 
 def verify_promotion_log(pins_path: str, policy: Policy) -> LogVerification:
@@ -396,3 +412,343 @@ def remove_entry(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+# -- the consumer's checkpoint: rollback and fork protection ------------------------------------------
+#
+# As a TUF client keeps the versions of the metadata it trusted and refuses a lower one (python-tuf's
+# TrustedMetadataSet), every consumer of pins remembers, in its own state directory, the highest log
+# entry it accepted: ``STATE/promotion-log/<sha256 of the absolute pins path>.json`` (0600, written
+# atomically, only after the consumer's whole verification passed). A log that ends below it is a
+# rollback; another entry at a sequence it knows is a fork.
+
+CHECKPOINTS = "promotion-log"
+CHECKPOINT_FORMAT = "https://attest.dev/promotion-log-checkpoint/v1"
+MAX_CHECKPOINT_BYTES = 64 << 10
+_CHECKPOINT = re.compile(r"([1-9][0-9]{0,5}):(sha256:[0-9a-f]{64})\Z")
+_CHECKPOINT_FIELDS = {"format", "pins", "sequence", "digest"}
+_LOCK = ".lock"
+REMEMBERED = "this state directory"   # how a finding names the remembered checkpoint
+GIVEN = "--log-checkpoint"           # ... and the one the operator gave
+
+
+@dataclass(frozen=True, slots=True)
+class LogCheckpoint:
+    """An accepted log entry: its sequence and the ``sha256:`` digest of its file bytes (``SEQ:sha256:HEX``)."""
+
+    sequence: int
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.sequence}:{self.digest}"
+
+
+def parse_log_checkpoint(text: str) -> LogCheckpoint:
+    """``SEQ:sha256:HEX`` (what ``attest promote --verify-log`` prints as ``checkpoint``), strictly.
+
+    Raises:
+        InputError: ``USAGE`` for anything else (a sequence that is not 1-999999 without leading
+            zeros, a digest that is not ``sha256:<64 lowercase hex>``).
+    """
+    m = _CHECKPOINT.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise InputError(CommonCode.USAGE, f"--log-checkpoint {str(text)[:100]!r} is not SEQ:sha256:<64 lowercase hex> (as "
+                         "`attest promote --verify-log` prints it)")
+    return LogCheckpoint(int(m.group(1)), m.group(2))
+
+
+def decide_log_checkpoint(chain: Mapping[int, str], highest: int, known: Sequence[tuple[str, LogCheckpoint]], *,
+                          where: str | None = None) -> list[Finding]:
+    """Whether a log continues every checkpoint ``known`` to this consumer (pure).
+
+    ``chain`` maps the number of each verified entry to its digest, ``highest`` is the highest
+    entry number the log holds (verified or not; 0 for no log), ``known`` the (whose, checkpoint)
+    pairs: the one this state directory remembers and the one the operator gave.
+
+    Raises:
+        Nothing: ``PROMOTION_LOG_ROLLBACK`` (the log ends below a known sequence: newer entries
+        were removed, or an older log restored) and ``PROMOTION_LOG_FORK`` (the entry at a known
+        sequence has another digest: replaced, or another chain) are returned. An entry at a
+        known sequence that did not verify is reported by the log's own check, not here.
+    """
+    found: list[Finding] = []
+    for whose, cp in known:
+        if cp.sequence > highest:
+            ends = f"ends at entry {highest}" if highest else "holds no entry"
+            found.append(Finding(PromotionCode.PROMOTION_LOG_ROLLBACK, where, f"the log {ends}; {whose} accepted entry {cp.sequence} "
+                                 f"({cp.digest}): newer entries were removed or an older log restored (never accepted)"))
+            continue
+        have = chain.get(cp.sequence)
+        if have is not None and have != cp.digest:
+            found.append(Finding(PromotionCode.PROMOTION_LOG_FORK, os.path.join(where, entry_name(cp.sequence)) if where else None,
+                                 f"entry {cp.sequence} is {have}; {whose} accepted {cp.digest} at that sequence (the entry was "
+                                 "replaced, or this is another chain)"))
+    return found
+
+
+def checkpoint_path(state_dir: str | os.PathLike[str], pins_path: str | os.PathLike[str]) -> str:
+    """Where ``state_dir`` remembers the checkpoint of the pins at ``pins_path`` (keyed by its absolute, unresolved path).
+
+    Raises:
+        Nothing.
+    """
+    key = os.path.abspath(os.fspath(pins_path))
+    return os.path.join(os.path.abspath(os.fspath(state_dir)), CHECKPOINTS, hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+
+def _invalid(detail: str, path: str) -> VerificationError:
+    return VerificationError(PromotionCode.PROMOTION_LOG_CHECKPOINT_INVALID, f"{detail}; it is never overwritten: remove it "
+                             "deliberately (and give --log-checkpoint) to accept this log again", path)
+
+
+def _open_checkpoints(state_dir: str, *, create: bool) -> int | None:
+    from .._safefs import O_DIR
+
+    where = os.path.join(os.path.abspath(state_dir), CHECKPOINTS)
+    if create:
+        try:
+            os.makedirs(os.path.abspath(state_dir), mode=0o700, exist_ok=True)
+            os.mkdir(where, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot create the checkpoint directory: {e.strerror}", where) from e
+    try:
+        return os.open(where, O_DIR)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _invalid("the checkpoint directory is not a directory (a link or a file)", where) from e
+        raise InputError(CommonCode.UNREADABLE, f"cannot open the checkpoint directory: {e.strerror}", where) from e
+
+
+def _read_checkpoint_at(dfd: int, path: str, pins_path: str) -> LogCheckpoint | None:
+    from .._json import loads_strict
+    from .._safefs import UnsafeEntry, open_regular_at
+    from ..errors import AttestError
+
+    name = os.path.basename(path)
+    try:
+        fd, st = open_regular_at(dfd, name)
+    except FileNotFoundError:
+        return None
+    except UnsafeEntry as e:
+        raise _invalid(f"the remembered checkpoint is not a plain regular file ({e})", path) from e
+    except OSError as e:
+        raise InputError(CommonCode.UNREADABLE, f"cannot read the remembered checkpoint: {e.strerror}", path) from e
+    try:
+        if st.st_mode & 0o7777 != 0o600 or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            raise _invalid(f"the remembered checkpoint has mode {st.st_mode & 0o7777:04o}, owner {st.st_uid}, {st.st_nlink} links "
+                           "(it must be 0600, this user's, one name)", path)
+        if st.st_size > MAX_CHECKPOINT_BYTES:
+            raise _invalid(f"the remembered checkpoint is {st.st_size} bytes", path)
+        data = os.read(fd, MAX_CHECKPOINT_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        doc: Any = loads_strict(data, what="promotion-log checkpoint", max_bytes=MAX_CHECKPOINT_BYTES, max_depth=2)
+    except AttestError as e:
+        raise _invalid(f"the remembered checkpoint is not JSON ({e.findings[0].detail if e.findings else e})", path) from e
+    if not isinstance(doc, dict) or set(doc) != _CHECKPOINT_FIELDS or doc["format"] != CHECKPOINT_FORMAT:
+        raise _invalid(f"the remembered checkpoint is not a {CHECKPOINT_FORMAT} object of exactly {sorted(_CHECKPOINT_FIELDS)}", path)
+    if doc["pins"] != os.path.abspath(pins_path):
+        raise _invalid(f"the remembered checkpoint is of the pins {str(doc['pins'])[:200]!r}, not of these", path)
+    sequence, digest = doc["sequence"], doc["digest"]
+    if type(sequence) is not int or not 1 <= sequence <= MAX_LOG_ENTRIES or not (isinstance(digest, str) and _DIGEST.match(digest)):
+        raise _invalid("the remembered checkpoint's sequence or digest is malformed", path)
+    return LogCheckpoint(sequence, digest)
+
+
+def read_checkpoint(state_dir: str | os.PathLike[str], pins_path: str | os.PathLike[str]) -> LogCheckpoint | None:
+    """The checkpoint ``state_dir`` remembers for ``pins_path`` (None: none yet), read strictly.
+
+    Raises:
+        VerificationError: ``PROMOTION_LOG_CHECKPOINT_INVALID`` (a link, a file of another mode,
+            owner or link count, not the documented JSON object, another pins path).
+        InputError: ``UNREADABLE``.
+    """
+    path = checkpoint_path(state_dir, pins_path)
+    dfd = _open_checkpoints(os.fspath(state_dir), create=False)
+    if dfd is None:
+        return None
+    try:
+        return _read_checkpoint_at(dfd, path, os.fspath(pins_path))
+    finally:
+        os.close(dfd)
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedLog:
+    """A promotion log a consumer verified (or found absent, with nothing known): what it may remember once it is done.
+
+    ``chain`` holds (number, digest) of every entry; ``head`` is the checkpoint to remember (None:
+    no log, nothing to remember).
+    """
+
+    pins_path: str
+    log: str
+    chain: tuple[tuple[int, str], ...]
+    head: LogCheckpoint | None
+    entries: tuple[LogEntry, ...] = field(default=(), repr=False)
+
+    def extended(self, sequence: int, digest: str) -> AcceptedLog:
+        """The same log with one more entry (the one a promotion just appended) as its head (pure)."""
+        return AcceptedLog(self.pins_path, self.log, (*self.chain, (sequence, digest)), LogCheckpoint(sequence, digest), self.entries)
+
+    def to_json(self) -> dict[str, Any] | None:
+        """``{"sequence", "digest", "checkpoint"}`` of the head, or None when there is no log.
+
+        Raises:
+            Nothing.
+        """
+        if self.head is None:
+            return None
+        return {"sequence": self.head.sequence, "digest": self.head.digest, "checkpoint": str(self.head)}
+
+
+def check_promotion_log(pins_path: str | os.PathLike[str], pins_data: bytes | None, policy: Policy | None,
+                        state_dir: str | os.PathLike[str], *, given: str | LogCheckpoint | None = None,
+                        require_log: bool = False) -> AcceptedLog:
+    """A consumer's check of the log beside the pins it read (``pins_data``, the bytes it uses): nothing is written.
+
+    The log must verify under ``policy`` (every entry, the chain), end at exactly ``pins_data``,
+    and continue both the checkpoint ``state_dir`` remembers for these pins and ``given``
+    (:func:`decide_log_checkpoint`). Without a log: refused when a checkpoint is known or
+    ``require_log``; otherwise there is nothing to check or remember (pins that never had a log).
+    Call :func:`remember_log` once the consumer's whole verification passed.
+
+    Raises:
+        VerificationError: every finding at once: the codes of :func:`verify_promotion_log`,
+            ``PROMOTION_LOG_ROLLBACK``, ``PROMOTION_LOG_FORK``; ``PROMOTION_LOG_CHECKPOINT_INVALID``.
+        InputError: ``USAGE`` (a malformed ``given``; a log but no ``policy`` to verify it under),
+            ``UNREADABLE`` / ``TOO_LARGE``.
+    """
+    name = os.fspath(pins_path)
+    where = log_path(name)
+    cp = parse_log_checkpoint(given) if isinstance(given, str) else given
+    remembered = read_checkpoint(state_dir, name)
+    known = [(f"{REMEMBERED} ({checkpoint_path(state_dir, name)})", remembered)] if remembered is not None else []
+    if cp is not None:
+        known.append((GIVEN, cp))
+    present = os.path.lexists(where)
+    if not present and not require_log:
+        _raise_findings(decide_log_checkpoint({}, 0, known, where=where))
+        return AcceptedLog(os.path.abspath(name), os.path.abspath(where), (), None)
+    if policy is None:
+        raise InputError(CommonCode.USAGE, "the pins have a promotion log: give the trust policy its entries verify under "
+                         "(--policy) to check it", where)
+    entries, found, unverified = read_log(name, policy)
+    found += check_log_chain(entries, unverified=unverified)
+    chain = {e.number: e.digest for e in entries}
+    found += decide_log_checkpoint(chain, max([*chain, *unverified], default=0), known, where=where)
+    if not found:
+        found += check_log_pins(entries, pins_data, name)
+    _raise_findings(found)
+    head = LogCheckpoint(entries[-1].sequence, entries[-1].digest)
+    return AcceptedLog(os.path.abspath(name), os.path.abspath(where), tuple(sorted(chain.items())), head, tuple(entries))
+
+
+def _raise_findings(found: Sequence[Finding]) -> None:
+    if found:
+        raise VerificationError(findings=found)
+
+
+def _write_checkpoint_at(dfd: int, name: str, data: bytes, path: str) -> None:
+    from .._safefs import O_NEW
+
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = os.open(tmp, O_NEW, 0o600, dir_fd=dfd)
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    except OSError as e:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot record the promotion-log checkpoint: {e.strerror}", path) from e
+
+
+def remember_log(accepted: AcceptedLog, state_dir: str | os.PathLike[str]) -> LogCheckpoint | None:
+    """Remember ``accepted.head`` in ``state_dir``: call only after the consumer's whole verification passed.
+
+    Under an exclusive lock of the checkpoint directory the remembered checkpoint is read again
+    and judged against ``accepted`` (another run of this state may have accepted more meanwhile:
+    then this run's log is a rollback or a fork of it, and it is refused); a higher head replaces
+    it atomically (temporary file 0600, fsync, rename, fsync of the directory). Returns what is
+    remembered now (None: no log, nothing remembered).
+
+    Raises:
+        VerificationError: ``PROMOTION_LOG_ROLLBACK``, ``PROMOTION_LOG_FORK``,
+            ``PROMOTION_LOG_CHECKPOINT_INVALID``.
+        InputError: ``BAD_OUTPUT_PATH`` (the checkpoint cannot be written), ``UNREADABLE``.
+    """
+    import fcntl
+
+    from .._json import canonical_bytes
+    from .._safefs import O_OWN_RDWR
+
+    if accepted.head is None:
+        return None
+    state = os.fspath(state_dir)
+    path = checkpoint_path(state, accepted.pins_path)
+    dfd = _open_checkpoints(state, create=True)
+    assert dfd is not None
+    try:
+        try:
+            lock = os.open(_LOCK, O_OWN_RDWR, 0o600, dir_fd=dfd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise _invalid("the checkpoint directory's lock is a link", os.path.join(os.path.dirname(path), _LOCK)) from e
+            raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot lock the checkpoint directory: {e.strerror}", path) from e
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            remembered = _read_checkpoint_at(dfd, path, accepted.pins_path)
+            if remembered is not None:
+                _raise_findings(decide_log_checkpoint(dict(accepted.chain), accepted.head.sequence,
+                                                      [(f"{REMEMBERED} ({path})", remembered)], where=accepted.log))
+                if remembered.sequence >= accepted.head.sequence:
+                    return remembered
+            doc = {"format": CHECKPOINT_FORMAT, "pins": accepted.pins_path, "sequence": accepted.head.sequence,
+                   "digest": accepted.head.digest}
+            _write_checkpoint_at(dfd, os.path.basename(path), canonical_bytes(doc) + b"\n", path)
+            return accepted.head
+        finally:
+            os.close(lock)  # releases the lock
+    finally:
+        os.close(dfd)
+
+
+def verify_log_checked(pins_path: str, policy_path: str, state_dir: str | os.PathLike[str], *,
+                       checkpoint: str | LogCheckpoint | None = None) -> LogVerification:
+    """`attest promote --verify-log`: the whole log under the release policy at ``policy_path``, continuing what ``state_dir`` knows.
+
+    :func:`verify_promotion_log`, then the checkpoint this state directory remembers for these
+    pins and ``checkpoint`` (a first use's, instead of trusting the log on first use) must be
+    continued; only then is the head remembered (:func:`remember_log`).
+
+    Raises:
+        VerificationError: the codes of :func:`verify_promotion_log`, ``PROMOTION_LOG_ROLLBACK``,
+            ``PROMOTION_LOG_FORK``, ``PROMOTION_LOG_CHECKPOINT_INVALID``.
+        InputError: the policy's codes, ``BAD_REBUILDERS``, ``USAGE`` (a malformed checkpoint),
+            ``UNREADABLE`` / ``TOO_LARGE``, ``BAD_OUTPUT_PATH`` (the checkpoint cannot be written).
+    """
+    from ..attestation import load_policy
+    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
+
+    policy = load_policy(policy_path, extensions=RELEASE_POLICY_EXTENSIONS)
+    rebuilders_of(policy)  # a malformed [rebuilders] table is reported here too
+    accepted = check_promotion_log(pins_path, read_pins_bytes(pins_path), policy, state_dir, given=checkpoint, require_log=True)
+    remember_log(accepted, state_dir)
+    return LogVerification(os.path.abspath(pins_path), accepted.log, accepted.entries, checkpoint_path(state_dir, pins_path))

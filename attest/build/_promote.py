@@ -4,7 +4,8 @@ Steps, each failing closed before the pins file and the promotion log are touche
 
 1. the revision is a full SHA (nothing else selects authority);
 2. the pins file (if present), the release policy (with its ``[rebuilders]`` table), the
-   promotion log (every entry verified, the chain unbroken) and the rebuild results (each
+   promotion log (every entry verified, the chain unbroken, and continuing the head the state
+   directory remembers for these pins: no rollback, no fork) and the rebuild results (each
    verified under the rebuilder identities) are read once;
 3. the runtime and the skill are built (or reused from the store) and attested;
 4. both pass the rebuild check (identical name and inventory from another context);
@@ -16,7 +17,9 @@ Steps, each failing closed before the pins file and the promotion log are touche
 8. ``before_write`` runs on the candidate pins (``attest promote``: the review layer's fixture
    consumer bootstrap and review start, :mod:`attest.review.release`);
 9. a log entry naming the previous one is created, then the pins file is rewritten
-   atomically, and only if it did not change meanwhile.
+   atomically, and only if it did not change meanwhile;
+10. the state directory remembers the log's head (:func:`attest.build._promolog.remember_log`):
+    step 2 refuses a log that ends below it or holds another entry at its sequence.
 
 A failed promotion leaves the pins file and the log byte-identical (or absent, if they were).
 
@@ -515,16 +518,25 @@ def promote(
             meanwhile), an attestation's verification codes (``THRESHOLD_NOT_MET``, ...), the
             rebuilders' codes (``REBUILD_DISAGREEMENT`` after writing the signed negative result,
             ``REBUILDERS_THRESHOLD_NOT_MET``, ``REBUILD_RESULT_*``, ``REBUILDERS_NOT_CONFIGURED``),
-            ``PINNED_IDENTITY_CHANGED``, the log's codes (``PROMOTION_LOG_*``), and whatever
-            ``before_write`` raises.
+            ``PINNED_IDENTITY_CHANGED``, the log's codes (``PROMOTION_LOG_*``, with
+            ``PROMOTION_LOG_ROLLBACK`` / ``PROMOTION_LOG_FORK`` against what ``state`` remembers), and
+            whatever ``before_write`` raises.
         EnvironmentFailure: a build guarantee that cannot be established here.
     """
     from ..attestation import load_policy, sign_statement
     from ._promolog import (
+        REMEMBERED,
+        AcceptedLog,
+        LogCheckpoint,
         append_entry,
         check_log_chain,
+        checkpoint_path,
+        decide_log_checkpoint,
         entry_statement,
+        log_path,
+        read_checkpoint,
         read_log,
+        remember_log,
         remove_entry,
         sha256_of,
     )
@@ -559,8 +571,17 @@ def promote(
                          "its requirement holds", policy_path)
     entries, log_problems, unverified = read_log(pins_path, policy)
     log_problems += check_log_chain(entries, unverified=unverified)
+    # ... and it continues what this state directory accepted last (a rollback or a fork is never appended to).
+    remembered = read_checkpoint(state, pins_path)
+    chain = {e.number: e.digest for e in entries}
+    if remembered is not None:
+        log_problems += decide_log_checkpoint(chain, max([*chain, *unverified], default=0),
+                                              [(f"{REMEMBERED} ({checkpoint_path(state, pins_path)})", remembered)],
+                                              where=log_path(pins_path))
     if log_problems:
         raise VerificationError(findings=log_problems)
+    accepted = AcceptedLog(os.path.abspath(pins_path), os.path.abspath(log_path(pins_path)), tuple(sorted(chain.items())),
+                           LogCheckpoint(entries[-1].sequence, entries[-1].digest) if entries else None, tuple(entries))
     claims, result_problems = verify_rebuild_results(rebuild_results, policy, requirement)
     # 3. Build (or reuse) and attest.
     runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend), signer, state, fmt=fmt)
@@ -616,13 +637,17 @@ def promote(
         statement = entry_statement(sequence=sequence, previous=entries[-1].digest if entries else None,
                                     pins_name=os.path.basename(pins_path), pins_data=plan.data, pins_before=before,
                                     record=_log_record(facts, plan, policy, fixture), time=clock())
-        entry_path = append_entry(pins_path, sequence, sign_statement(statement, signer, fmt=fmt))
+        signed = sign_statement(statement, signer, fmt=fmt)
+        entry_path = append_entry(pins_path, sequence, signed)
         if plan.write:
             try:
                 write_atomic(pins_path, plan.data, mode=0o644)
             except BaseException:
                 remove_entry(entry_path)  # the pins were not written: the entry never happened
                 raise
+        accepted = accepted.extended(sequence, sha256_of(signed))
+    # 10. This state directory remembers the head it wrote (or found): a later rollback or fork is refused.
+    remember_log(accepted, state)
     previous = old.get("toolchain", {}).get("revision")
     return PromotionResult(pins_path, runtime, skill, reports, plan.changes, runtime_recipe.toolchain_repository, toolchain_rev,
                            previous if isinstance(previous, str) else None, verdict, plan.repinned, fixture, entry_path, sequence,

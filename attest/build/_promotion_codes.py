@@ -25,3 +25,7 @@ class PromotionCode(ReasonCode):
     PROMOTION_LOG_BROKEN_LINK = "PROMOTION_LOG_BROKEN_LINK"  # an entry does not name the previous entry's digest
     PROMOTION_LOG_PINS_MISMATCH = "PROMOTION_LOG_PINS_MISMATCH"  # the pins file is not what the last entry wrote
     PROMOTION_LOG_CONFLICT = "PROMOTION_LOG_CONFLICT"        # the log changed during the promotion
+    # The consumer's remembered checkpoint (rollback and fork protection, as TUF clients keep).
+    PROMOTION_LOG_ROLLBACK = "PROMOTION_LOG_ROLLBACK"        # the log ends below a sequence this consumer accepted (or was given)
+    PROMOTION_LOG_FORK = "PROMOTION_LOG_FORK"                # another entry at a sequence this consumer accepted (or was given)
+    PROMOTION_LOG_CHECKPOINT_INVALID = "PROMOTION_LOG_CHECKPOINT_INVALID"  # the remembered checkpoint file is unsafe or malformed

@@ -35,6 +35,9 @@ def bootstrap(
     key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
                                   "Repeatable: every key signs the one envelope (for a threshold policy)."),
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed handoff (HANDOFF).", callback=checked_output),
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+                                           help="A first use's checkpoint SEQ:sha256:HEX of the promotion log beside PINS (as `attest "
+                                                "promote --verify-log` prints it), instead of trusting the log on first use."),
     backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
@@ -50,7 +53,7 @@ def bootstrap(
     try:
         with working("bootstrapping: steps 1-9", json_mode):
             result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
-                         host=host, key=key, out=out, backend=backend)
+                         host=host, key=key, out=out, backend=backend, log_checkpoint=log_checkpoint)
     except BootstrapError as err:  # rendered by the one handler: {"ok": false, "step": N, "errors": [...]} or text
         text = error_text(err).replace("attest: ", f"attest: bootstrap at step {err.step}: ", 1)
         raise ReportedFailure(err, document=err.to_json(), text=text) from err
@@ -62,6 +65,8 @@ def bootstrap(
     for name, image in doc["images"].items():
         print(f"  {name + ':':<11} {image['identity']} ({image['backend']}) {image['path']}")
     print(f"  handoff:    {result.handoff} ({result.handoff_digest})")
+    head = result.promotion_log.head if result.promotion_log is not None else None
+    print(f"  pins:       {f'promotion log entry {head.sequence} ({head.digest}), remembered' if head else 'no promotion log'}")
 
 
 __all__ = ["register"]

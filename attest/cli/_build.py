@@ -238,7 +238,12 @@ def promote(
                                     "skill-source. Repeatable; every change is printed and logged."),
     fixture: str = option("builders/fixture-consumer", "--fixture", metavar="DIR",
                           help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
-    verify_log: bool = flag("--verify-log", help="Only verify the promotion log beside --pins under --policy."),
+    verify_log: bool = flag("--verify-log", help="Only verify the promotion log beside --pins under --policy, continuing the "
+                                                 "checkpoint --state-dir remembers for these pins (then remember its head)."),
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+                                           help="With --verify-log: a first use's checkpoint SEQ:sha256:HEX (as --verify-log prints it "
+                                                "elsewhere); "
+                                                "the log must hold exactly this entry at SEQ, instead of being trusted on first use."),
     runtime_recipe: str = RuntimeRecipeOption,
     skill_recipe: str = SkillRecipeOption,
     skill_rev: Optional[str] = SkillRevOption,
@@ -255,16 +260,20 @@ def promote(
     from ..errors import CommonCode, InputError
 
     if verify_log:
-        from ..build import run_verify_log
+        from ..build._promolog import verify_log_checked
 
-        checked = run_verify_log(pins, policy)
+        checked = verify_log_checked(pins, policy, _state(state_dir), checkpoint=log_checkpoint)
         if json_mode:
             print_json(checked.to_json())
             return
         head = checked.entries[-1]
         print(f"VERIFIED the promotion log {checked.log}: {len(checked.entries)} entr{'y' if len(checked.entries) == 1 else 'ies'}, "
               f"chain unbroken, the pins are entry {head.sequence}'s ({head.pins_sha256}, toolchain {head.toolchain_revision}, {head.time})")
+        print(f"  checkpoint {checked.checkpoint} (remembered in {checked.remembered})")
         return
+    if log_checkpoint is not None:
+        raise InputError(CommonCode.USAGE, "--log-checkpoint goes with --verify-log: run `attest promote --verify-log --log-checkpoint "
+                         "SEQ:sha256:HEX` with this --state-dir once, and promotions from it continue that checkpoint")
     if toolchain_rev is None or key is None:
         raise InputError(CommonCode.USAGE, "promote needs --toolchain-rev and --key (or --verify-log)")
     from ..review.release import promote_release

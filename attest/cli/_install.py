@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -23,16 +24,22 @@ def install_skill(
                               "and every git repository), for example ~/.agents/skills/agent-policy."),
     key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the "
                                   "installation attestation. Repeatable: one DSSE envelope with one signature per key."),
+    policy: Optional[Path] = option(None, "--policy", metavar="FILE", help="The trust policy (TRUST of `attest bootstrap`) the "
+                                          "promotion log beside PINS verifies under; needed when PINS has a log."),
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+                                           help="A first use's checkpoint SEQ:sha256:HEX of the promotion log (as `attest promote "
+                                                "--verify-log` prints it), instead of trusting the log on first use."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
-    from ..attestation import load_signer, signing_keys
+    from ..attestation import load_policy, load_signer, signing_keys
     from ..build import install_skill as install
 
     existing_directory(state_dir)
     # Every key is opened and the set checked (no key twice) before anything is copied.
     signers = signing_keys([load_signer(k) for k in key], "dsse")
-    result = install(pins, state_dir, dest, signers)
+    trust = load_policy(policy) if policy is not None else None
+    result = install(pins, state_dir, dest, signers, policy=trust, log_checkpoint=log_checkpoint)
     if json_mode:
         print_json(result.to_json())
         return
@@ -43,6 +50,8 @@ def install_skill(
     print(f"  source:       {claim.source_repository} @ {claim.source_revision}")
     print(f"  installer:    {claim.installer_repository} @ {claim.installer_revision}")
     print(f"  attestation:  {result.attestation} ({result.attestation_digest})")
+    head = result.promotion_log.head if result.promotion_log is not None else None
+    print(f"  promotion log: {f'entry {head.sequence} ({head.digest}), remembered' if head is not None else 'none beside the pins'}")
 
 
 __all__ = ["register"]

@@ -36,7 +36,7 @@ from attest.attestation import (
     statement,
     verify_attestation_file,
 )
-from attest.build import Sandbox, fetch, install_skill, load_lock, load_recipe
+from attest.build import PROMOTION_PREDICATE, Sandbox, fetch, install_skill, load_lock, load_recipe
 from attest.build._promote import dump_pins, parse_pins, promote
 from attest.errors import AttestError, VerificationError
 from attest.policy import check_policy, generate_policy
@@ -47,10 +47,14 @@ from attest.review.bootstrap import (
     CheckRun,
     IdentityFile,
     RuntimeImage,
-    bootstrap,
     load_identity,
 )
+from attest.review.bootstrap._chain import _bootstrap
 from attest.review.procedure import REVIEW_RECORD_PREDICATE
+
+# The public bootstrap() takes no step-6 runner (tests/review/test_bootstrap_seams.py); these tests run step 6
+# through HostCheck with the private function. Kept under this name for the modules that call test_bootstrap.bootstrap.
+bootstrap = _bootstrap
 
 REPO_URL = "https://example.org/toolchain.git"
 T0 = dt.datetime(2026, 9, 2, 12, 0, 0, tzinfo=dt.UTC)
@@ -93,9 +97,10 @@ def _policy(path: Path, *pubs: Path | tuple[Path, tuple[str, ...]]) -> Path:
     return path
 
 
-# The deployment's trust: its own key signs installations and handoffs, the release key runtimes; neither stands in for the other.
+# The deployment's trust: its own key signs installations and handoffs, the release key runtimes and the promotion log's
+# entries; neither stands in for the other.
 DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE, REVIEW_RECORD_PREDICATE)
-RELEASE_ROLES = (RUNTIME_PREDICATE,)
+RELEASE_ROLES = (RUNTIME_PREDICATE, PROMOTION_PREDICATE)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +139,8 @@ def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
 def skill(dep: Deployment, tmp_path: Path) -> tuple[Path, Path]:
     """A fresh installation of the pinned skill: (installed root, installation attestation)."""
     (tmp_path / "skills").mkdir()
-    result = install_skill(dep.pins, dep.state, tmp_path / "skills" / "agent-policy", load_signer(str(dep.key)))
+    result = install_skill(dep.pins, dep.state, tmp_path / "skills" / "agent-policy", load_signer(str(dep.key)),
+                           policy=load_policy(dep.trust))
     return Path(result.installed_root), Path(result.attestation)
 
 
@@ -500,7 +506,12 @@ def test_step5_a_runtime_attestation_missing_or_untrusted(dep: Deployment, skill
     err = fails(5, lambda: run(dep, skill, c, tmp_path, runtime_attestation=tmp_path / "absent.json"))
     assert codes(err) == {"RUNTIME_ATTESTATION_MISSING"}
     only_deploy = _policy(tmp_path / "deploy-only.toml", dep.key.with_name("deploy.pub.pem"))
-    err = fails(5, lambda: run(dep, skill, c, tmp_path, trust=only_deploy))
+    # The pins' promotion log does not verify under it either (step 1); a copy of the pins without a log reaches step 5.
+    assert "PROMOTION_LOG_BAD_ENTRY" in codes(fails(1, lambda: run(dep, skill, c, tmp_path, trust=only_deploy)))
+    unlogged = tmp_path / "unlogged" / "pins.toml"
+    unlogged.parent.mkdir()
+    shutil.copy(dep.pins, unlogged)
+    err = fails(5, lambda: run(dep, skill, c, tmp_path, trust=only_deploy, pins=unlogged))
     assert "NO_TRUSTED_SIGNATURE" in codes(err)
 
 

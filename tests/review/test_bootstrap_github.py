@@ -29,7 +29,6 @@ from attest.review.bootstrap import (
     GitHubIdentity,
     HostIdentity,
     IdentityFile,
-    bootstrap,
     establish_identity,
     host_adapter,
 )
@@ -382,9 +381,9 @@ def test_a_pr_that_is_not_a_number_is_typers_usage_error(tmp_path: Path, capsys:
 
 
 def _chain(dep: Any, skill: tuple[Path, Path], c: Any, tmp: Path, host: Any) -> Any:
-    return bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1], repo=c.path,
-                     host=host, key=str(dep.key), out=tmp / "handoff.json", backend=BACKEND, runner=HostCheck(),
-                     clock=lambda: T0)
+    return test_bootstrap.bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
+                                    repo=c.path, host=host, key=str(dep.key), out=tmp / "handoff.json", backend=BACKEND,
+                                    runner=HostCheck(), clock=lambda: T0)
 
 
 def _consumer_repo(c: Any) -> Repo:

@@ -125,7 +125,8 @@ def dest(tmp_path: Path) -> Path:
 
 
 def _install(dep: Deployment, dest: Path, pins: Path | None = None, state: Path | None = None) -> Any:
-    return install_skill(pins or dep.pins, state or dep.state, dest, load_signer(str(dep.key)))
+    # The deployment's pins have a promotion log (release key): it verifies under a policy trusting that key.
+    return install_skill(pins or dep.pins, state or dep.state, dest, load_signer(str(dep.key)), policy=load_policy(dep.both))
 
 
 def _pins_with(dep: Deployment, tmp_path: Path, **changes: str) -> Path:
@@ -203,7 +204,7 @@ def test_an_existing_empty_directory_is_replaced(dep: Deployment, dest: Path) ->
 
 
 def test_a_bundle_installation_attestation_verifies(dep: Deployment, dest: Path) -> None:
-    result = install_skill(dep.pins, dep.state, dest, load_signer(str(dep.key)), fmt="bundle")
+    result = install_skill(dep.pins, dep.state, dest, load_signer(str(dep.key)), fmt="bundle", policy=load_policy(dep.both))
     assert json.loads(Path(result.attestation).read_bytes())["mediaType"].startswith("application/vnd.dev.sigstore.bundle")
     verify_installation(result.attestation, load_policy(dep.trust), dest, SkillPins.from_file(dep.pins))
 
@@ -650,7 +651,8 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 
 
 def test_cli_installs_and_reports(dep: Deployment, dest: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("install", "skill", "--pins", str(dep.pins), "--state-dir", str(dep.state), "--dest", str(dest), "--key", str(dep.key))
+    args = ("install", "skill", "--pins", str(dep.pins), "--state-dir", str(dep.state), "--dest", str(dest), "--key", str(dep.key),
+            "--policy", str(dep.both))
     rc, out, _ = run_cli(monkeypatch, capsys, *args, "--json")
     assert rc == 0, out
     doc = json.loads(out)
@@ -673,8 +675,9 @@ def test_cli_installs_and_reports(dep: Deployment, dest: Path, monkeypatch: pyte
 
 def test_cli_text_output(dep: Deployment, dest: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run_cli(monkeypatch, capsys, "install", "skill", "--pins", str(dep.pins), "--state-dir", str(dep.state),
-                         "--dest", str(dest), "--key", str(dep.key))
+                         "--dest", str(dest), "--key", str(dep.key), "--policy", str(dep.both))
     assert rc == 0 and out.startswith("INSTALLED ") and f"at {dest}" in out and "attestation:" in out
+    assert "promotion log: entry 1 (sha256:" in out
 
 
 def test_install_from_a_sha256_skill_source(dep: Deployment, dest: Path, tmp_path: Path) -> None:

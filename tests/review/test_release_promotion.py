@@ -53,12 +53,15 @@ from attest.build import (
     load_recipe,
     verify_promotion_log,
 )
+from attest.build._promolog import LogCheckpoint, read_checkpoint
 from attest.build._rebuilders import rebuild_release
 from attest.errors import AttestError
 from attest.inventory import Inventory
 from attest.policy import check_policy, generate_policy
 from attest.review.bootstrap import BaseSnapshot, CheckRun, RuntimeImage
-from attest.review.release import load_fixture, promote_release
+from attest.review.release import load_fixture
+from attest.review.release._fixture import _now
+from attest.review.release._promote import _promote_release
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "builders" / "fixture-consumer"
@@ -168,11 +171,15 @@ def rel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
 
 
 def promote(rel: Release, pins: Path, rev: str, results: list[Path], **kw: Any) -> Any:
-    return promote_release(rev, str(pins), str(kw.pop("key", rel.keys / "release.pem")), str(kw.pop("policy", rel.policy)),
-                           runtime_recipe=str(rel.root / "builders" / "runtime.toml"),
-                           skill_recipe=str(rel.root / "builders" / "skill.toml"), state=str(rel.state), cache=str(rel.cache),
-                           rebuild_results=[str(r) for r in results], fixture=str(kw.pop("fixture", FIXTURE)), runner=HostCheck(),
-                           generator=HostGenerator(), **kw)
+    """promote_release() with the fixture's generator and step-6 runner faked: through its private seam (the public one has none)."""
+    args: dict[str, Any] = {"cache": str(rel.cache), "allow_unisolated_network": False, "python": None, "installer_rev": None,
+                            "skill_rev": None, "fmt": "dsse", "unsafe_without_rebuilders": False, "repin": (), "backend": None,
+                            "clock": _now, **kw}
+    return _promote_release(rev, str(pins), str(args.pop("key", rel.keys / "release.pem")), str(args.pop("policy", rel.policy)),
+                            runtime_recipe=str(rel.root / "builders" / "runtime.toml"),
+                            skill_recipe=str(rel.root / "builders" / "skill.toml"), state=str(rel.state),
+                            rebuild_results=[str(r) for r in results], fixture=str(args.pop("fixture", FIXTURE)), runner=HostCheck(),
+                            generator=HostGenerator(), **args)
 
 
 def snapshot(pins: Path) -> tuple[bytes | None, dict[str, bytes]]:
@@ -208,6 +215,8 @@ def test_two_of_two_rebuilders_the_fixture_and_the_first_log_entry(rel: Release,
     checked = verify_promotion_log(str(pins), _policy(rel))
     (entry,) = checked.entries
     assert entry.pins_sha256 == "sha256:" + hashlib.sha256(pins.read_bytes()).hexdigest()
+    # The promoter's state remembers the head it wrote: a later rollback or fork of this log is refused (test_promotion_log_checkpoint).
+    assert read_checkpoint(rel.state, pins) == LogCheckpoint(1, entry.digest)
     pred = entry.predicate
     assert pred["previous"] is None and pred["toolchain"]["revision"] == rel.sha1
     assert [a["identity"] for a in pred["rebuilders"]["agreed"]] == [rel.ids["a"], rel.ids["b"]]
@@ -241,9 +250,10 @@ def test_release_2_appends_entry_2_linked_to_entry_1(rel: Release, deployment: P
     assert checked.entries[1].pins_before == checked.entries[0].pins_sha256
     assert f"(was {rel.sha1})" in result.summary_lines()[1]
     # --verify-log through the CLI, both renderings.
-    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment), "--policy", str(rel.policy), "--json"])
+    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment), "--policy", str(rel.policy), "--state-dir", str(rel.state),
+                      "--json"])
     assert code == 0 and json.loads(out)["entries"] == 2 and json.loads(out)["head"]["toolchain"] == rel.sha2
-    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment), "--policy", str(rel.policy)])
+    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment), "--policy", str(rel.policy), "--state-dir", str(rel.state)])
     assert code == 0 and out.startswith("VERIFIED the promotion log") and "2 entries, chain unbroken" in out
 
 
@@ -439,7 +449,8 @@ def test_the_cli_refusal_and_usage(rel: Release, deployment: Path) -> None:
     assert snapshot(deployment) == before
     code, out = _cli(["promote", "--pins", str(deployment), "--policy", str(rel.policy), "--json"])
     assert code == 2 and json.loads(out)["errors"][0]["code"] == "USAGE"
-    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment.parent / "none.toml"), "--policy", str(rel.policy), "--json"])
+    code, out = _cli(["promote", "--verify-log", "--pins", str(deployment.parent / "none.toml"), "--policy", str(rel.policy),
+                      "--state-dir", str(rel.state), "--json"])
     assert code == 1 and json.loads(out)["errors"][0]["code"] == "PROMOTION_LOG_MISSING"
 
 

@@ -20,7 +20,7 @@ from support.github_replay import ReplayServer, ok
 from support.gitrepo import git
 
 from attest.attestation import load_policy, load_signer
-from attest.review.bootstrap import GitHubIdentity, bootstrap
+from attest.review.bootstrap import GitHubIdentity
 from attest.review.evidence import HttpLimits
 from attest.review.procedure import recheck_review, review_start, run_review, serialize_review
 
@@ -45,7 +45,7 @@ def test_a_github_review_from_bootstrap_to_serialize(dep: Any, skill: Any, tmp_p
     c = Consumer(c.path, c.base, head)
     serve(api, c, head)
     host = GitHubIdentity(tg.REQUESTED, tg.NUMBER, api.url, tg.TOKEN, HttpLimits())
-    handoff = Path(bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
+    handoff = Path(test_bootstrap.bootstrap(pins=dep.pins, trust=dep.trust, state_dir=dep.state, skill_dir=skill[0], installation=skill[1],
                              repo=c.path, host=host, key=str(dep.key), out=tmp_path / "handoff.json", backend=BACKEND,
                              runner=test_bootstrap.HostCheck(), clock=lambda: test_bootstrap.T0).handoff)
     start = review_start(handoff=handoff, policy=load_policy(dep.trust), state_dir=dep.state, repo=c.path, host=host,

@@ -117,6 +117,7 @@ class BootstrapResult:
     handoff_digest: str
     established: Established
     timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
+    promotion_log: Any = None  # attest.build._promolog.AcceptedLog: the pins' log as checked and remembered (head None: no log)
 
     def to_json(self, *, timings: bool = False) -> dict[str, Any]:
         """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
@@ -188,38 +189,79 @@ def bootstrap(
     key: str | Sequence[str],
     out: str | os.PathLike[str],
     backend: str | None = None,
-    runner: PolicyCheckRunner | None = None,
     clock: Callable[[], _dt.datetime] = _now,
-    runtime_attestation: str | os.PathLike[str] | None = None,
+    log_checkpoint: str | None = None,
 ) -> BootstrapResult:
     """Run steps 1-9 of BOOTSTRAP.md in order; raise :class:`BootstrapError` (with ``step``) at the first failure.
 
-    ``runner`` runs step 6's managed check; the default is :class:`ImageCheckRunner`, which runs the
-    runtime image's own ``bin/attest`` with ``attest exec``. The result's ``timings`` hold each
-    step's wall time.
+    Step 6's managed check always runs the runtime image's own ``bin/attest`` with ``attest exec``
+    (:class:`ImageCheckRunner`), and step 5 always reads the pinned runtime attestation from the
+    state directory: no caller replaces what runs the check or which runtime is trusted (ADR-0008:
+    no alternate loader is part of the contract). The promotion log beside PINS (when there is
+    one) must verify under TRUST, end at exactly the pins read, and continue the checkpoint the
+    state directory remembers for these pins, or ``log_checkpoint`` (``SEQ:sha256:HEX``, a first
+    use's); its head is remembered once steps 1-8 passed. The result's ``timings`` hold each step's
+    wall time.
 
     Raises:
         BootstrapError: (an ``AttestError`` with the exit code of its cause) carrying ``step``
             and the cause's findings: step 1 ``BAD_PINS`` / ``BAD_RUNTIME_PINS``, the policy's
-            codes, ``BOOTSTRAP_INPUT_IN_TREE``, ``BAD_KEY``, ``SKILL_IMAGE_MISMATCH``; step 2
+            codes, ``BOOTSTRAP_INPUT_IN_TREE``, ``BAD_KEY``, the promotion log's codes
+            (``PROMOTION_LOG_ROLLBACK``, ``PROMOTION_LOG_FORK``, ``PROMOTION_LOG_PINS_MISMATCH``,
+            ``PROMOTION_LOG_BAD_ENTRY``, ...), ``SKILL_IMAGE_MISMATCH``; step 2
             ``BAD_IDENTITY``, ``HOST_READ_FAILED``, ``HOST_MISMATCH``, ``API_TREE_MISMATCH``;
             step 3 ``BASE_*``; step 4 ``PR_REVIEW_NOT_ENABLED`` and the policy codes; step 5
             ``LOCK_TOOLCHAIN_NOT_PINNED``, ``RUNTIME_ATTESTATION_*``, ``RUNTIME_*_MISMATCH``;
             step 6 ``CHECK_FAILED``, ``CHECK_BAD_OUTPUT``, ``CHECK_MISMATCH``; step 7
             ``PROCEDURE_NOT_REPRODUCED``; step 8 ``BUNDLE_MISMATCH``; any step the freeze and
-            git layers' codes, and ``BOOTSTRAP_IO`` for an ``OSError``.
+            git layers' codes, and ``BOOTSTRAP_IO`` for an ``OSError``; step 9 also
+            ``PROMOTION_LOG_ROLLBACK`` / ``PROMOTION_LOG_FORK`` when another run of this state
+            accepted a later entry meanwhile.
     """
+    state = os.path.abspath(os.fspath(state_dir))
+    return _bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=skill_dir, installation=installation, repo=repo, host=host,
+                      key=key, out=out, backend=backend, clock=clock, log_checkpoint=log_checkpoint, runner=ImageCheckRunner(state))
+
+
+def _bootstrap(
+    *,
+    pins: str | os.PathLike[str],
+    trust: str | os.PathLike[str],
+    state_dir: str | os.PathLike[str],
+    skill_dir: str | os.PathLike[str],
+    installation: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    host: HostAdapter,
+    key: str | Sequence[str],
+    out: str | os.PathLike[str],
+    runner: PolicyCheckRunner,
+    backend: str | None = None,
+    clock: Callable[[], _dt.datetime] = _now,
+    log_checkpoint: str | None = None,
+    runtime_attestation: str | os.PathLike[str] | None = None,
+) -> BootstrapResult:
+    """:func:`bootstrap` with step 6's ``runner`` (and step 5's attestation file) given.
+
+    Private: the seams of tests (a step-6 report of the test's making; a runtime attestation that
+    is not the state directory's), never a library caller's authority.
+    """
+    from ..._fs import read_bounded
     from ...attestation import load_policy, load_signer, signer_key_file, signing_keys
+    from ...build._promolog import check_promotion_log, log_path, remember_log
     from ...git import GitRepo, repository_locations
+    from ._deploy import MAX_PINS_BYTES
 
     state = os.path.abspath(os.fspath(state_dir))
-    check_runner = runner if runner is not None else ImageCheckRunner(state)
     steps = _StepClock()
     try:
         # Step 1: the deployment's inputs lie outside the repository, every image and the installed Skill ...
-        deployment = DeploymentPins.from_file(pins)
+        pins_name = os.fspath(pins)
+        pins_data = read_bounded(pins_name, what="pins file", max_bytes=MAX_PINS_BYTES)  # read once: parsed, and the log's head
+        deployment = DeploymentPins.from_bytes(pins_data, pins_name)
         policy = load_policy(trust)
         inputs = {"PINS": deployment.path, "ATT": os.fspath(installation)}
+        if os.path.lexists(log_path(pins_name)):
+            inputs["PINS.promotions"] = log_path(pins_name)
         identity_path = getattr(host, "path", None)  # the offline adapter's file names the base commit: authority too
         if isinstance(identity_path, str):
             inputs["IDENTITY"] = identity_path
@@ -235,6 +277,8 @@ def bootstrap(
         # Early: a bad key fails before any work, after its placement was judged; several keys sign one envelope.
         loaded = [load_signer(one) for one in keys]
         signer = loaded[0] if len(loaded) == 1 else signing_keys(loaded, "dsse")
+        # ... the promotion log: these pins are its head, and no rollback or fork of what this state accepted ...
+        log = check_promotion_log(pins_name, pins_data, policy, state, given=log_checkpoint)
         # ... then the bootstrap image.
         skill = establish_skill(installation, policy, skill_dir, deployment, state, backend=backend)
         with GitRepo.open(repo) as git:
@@ -247,12 +291,14 @@ def bootstrap(
         steps.next(5)
         runtime = establish_runtime(authority, deployment, policy, state, attestation=runtime_attestation)
         steps.next(6)
-        reproduced = run_managed_check(runtime, base, authority, check_runner)
+        reproduced = run_managed_check(runtime, base, authority, runner)
         steps.next(7)
         files = check_procedure_paths(base, reproduced)
         steps.next(8)
         bundle = freeze_procedure(files, reproduced, authority, state, backend=backend)
         steps.next(9)
+        # Steps 1-8 verified everything: this state remembers the log's head before any handoff exists.
+        remember_log(log, state)
         done = Established(skill, identity, base, authority, runtime, reproduced, bundle)
         path, digest = write_handoff(done, signer, out, clock())
         timings = steps.end()
@@ -262,7 +308,7 @@ def bootstrap(
         raise BootstrapError(steps.step, e) from e
     except OSError as e:  # never a traceback or an empty --json: a failure of this step
         raise BootstrapError(steps.step, EnvironmentFailure(BootstrapCode.BOOTSTRAP_IO, f"{type(e).__name__}: {e}")) from e
-    return BootstrapResult(path, digest, done, timings)
+    return BootstrapResult(path, digest, done, timings, log)
 
 
 __all__ = ["HANDOFF_PREDICATE", "IMAGE_NAMES", "STEP_NAMES", "BootstrapResult", "Established", "bootstrap", "handoff_statement", "write_handoff"]

@@ -263,15 +263,14 @@ def _remove(path: str) -> None:
 class FixtureRun:
     """``before_write`` of a promotion: bootstrap and review start on the fixture consumer with the candidate.
 
-    ``generator`` runs ``attest policy generate`` for the base commit and ``runner`` step 6's
-    managed check (defaults: the candidate runtime image's own ``bin/attest``, :class:`ImageGenerator`
-    and :class:`attest.review.bootstrap.ImageCheckRunner`); ``backend`` seals the base and procedure images.
+    The base commit's ``attest policy generate`` and step 6's managed check always run the
+    candidate runtime image's own ``bin/attest`` (:class:`ImageGenerator`,
+    :class:`attest.review.bootstrap.ImageCheckRunner`): no caller replaces them. ``backend`` seals
+    the base and procedure images.
     """
 
     fixture: FixtureConsumer
     backend: str | None = None  # None: $ATTEST_BACKEND, else immutable (attest.freeze.resolve_backend)
-    runner: PolicyCheckRunner | None = None
-    generator: PolicyGenerator | None = None
     clock: Callable[[], _dt.datetime] = _now
 
     def __call__(self, candidate: PromotionCandidate) -> Mapping[str, Any]:
@@ -281,9 +280,14 @@ class FixtureRun:
             VerificationError: ``PROMOTION_FIXTURE_FAILED`` with the failing part's findings
                 (the bootstrap's step, review start's codes, the installation's, git's).
         """
+        return self._run(candidate, None, None)
+
+    def _run(self, candidate: PromotionCandidate, runner: PolicyCheckRunner | None,
+             generator: PolicyGenerator | None) -> Mapping[str, Any]:
         from ...attestation import generate_key, load_policy, load_signer
         from ...build import install_skill
-        from ..bootstrap import STEP_NAMES, BootstrapError, IdentityFile, ImageCheckRunner, bootstrap
+        from ..bootstrap import STEP_NAMES, BootstrapError, IdentityFile, ImageCheckRunner
+        from ..bootstrap._chain import _bootstrap
         from ..procedure import review_start
 
         state = os.path.abspath(candidate.state)
@@ -309,17 +313,17 @@ class FixtureRun:
                 installation = installed.attestation
                 part = "make the consumer repository"
                 consumer = root / "consumer"
-                generator = self.generator if self.generator is not None else ImageGenerator(state)
+                generate = generator if generator is not None else ImageGenerator(state)
                 base, head = make_consumer(self.fixture, consumer, facts.toolchain_repository, facts.toolchain_rev,
-                                           lambda where: generator(facts.runtime, where))
+                                           lambda where: generate(facts.runtime, where))
                 identity = deploy / "identity.json"
                 identity.write_text(json.dumps({"repository": REPOSITORY, "pull_request": PULL_REQUEST, "base": {"sha": base},
                                                 "head": {"sha": head}}))
                 part = "bootstrap"
-                result = bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=installed.installed_root,
-                                   installation=installation, repo=consumer, host=IdentityFile(str(identity)), key=str(key),
-                                   out=deploy / "handoff.json", backend=self.backend,
-                                   runner=self.runner if self.runner is not None else ImageCheckRunner(state), clock=self.clock)
+                result = _bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=installed.installed_root,
+                                    installation=installation, repo=consumer, host=IdentityFile(str(identity)), key=str(key),
+                                    out=deploy / "handoff.json", backend=self.backend, clock=self.clock, log_checkpoint=None,
+                                    runner=runner if runner is not None else ImageCheckRunner(state))
                 part = "review start"
                 start = review_start(handoff=result.handoff, policy=load_policy(trust), state_dir=state, repo=consumer,
                                      host=IdentityFile(str(identity)), semantic=SEMANTIC, adapter=ADAPTER)
@@ -360,3 +364,15 @@ class FixtureRun:
             "summary": f"bootstrap (steps 1-9) and review start passed on {os.path.basename(self.fixture.path)} "
                        f"(base {base[:12]}, pull request head {head[:12]}, review {start.review[:12]})",
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _FixtureRunWith:
+    """A :class:`FixtureRun` whose generator and step-6 runner are given: private, for tests whose toy runtime has no ``bin/attest``."""
+
+    run: FixtureRun
+    runner: PolicyCheckRunner | None = None
+    generator: PolicyGenerator | None = None
+
+    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, Any]:
+        return self.run._run(candidate, self.runner, self.generator)

@@ -1,4 +1,4 @@
-"""Attack review of a head's review history and of CI evidence (findings 3, 4 and 5).
+"""Attack review of a head's review history and of CI evidence (findings 3 to 7).
 
 Each test performs the attack end to end (real bootstraps, a confined reviewer, real keys, real
 git histories, the deployment's state directory) and asserts what the product must do; each fails
@@ -11,7 +11,11 @@ against the code it was written for (the comment above it says how):
 4. the merge gate always reads the deployment's state (``--state-dir`` is required): every record
    and every run of the head counts (``MERGE_BLOCKING_FINDINGS``, ``MERGE_ANALYSIS_UNFINISHED``);
 5. a CI result records the base it ran against, and counts only for the record's base
-   (``MERGE_CI_STALE_BASE``).
+   (``MERGE_CI_STALE_BASE``);
+6. a failed analysis of a head keeps that head blocked, in ``review serialize`` (``REVIEW_HEAD_BLOCKED``)
+   and in the merge gate (``MERGE_HEAD_FAILED_ANALYSIS``); a limited one does not;
+7. a refused option (environment, output path, command, images) is refused before the run is
+   claimed: the review stays unclaimed and re-runnable.
 
 Tables for the pure pieces: :func:`decide_head_history`, :func:`parse_run_record` and the gate's
 reading of the history in :func:`decide_merge`.
@@ -302,6 +306,119 @@ def test_attack_ci_of_the_old_base_authorizes_after_the_base_moved(dep: Any, ski
     assert gate.authorized and [c["base"] for c in gate.to_json()["ci"]] == [s.c.base, None, moved.base]
 
 
+# -- finding 6: a failed analysis keeps its head blocked ----------------------------------------------------------
+
+# ATTACK: the pull request steers the reviewer into failing on its head (it crashes, exits 1, prints
+# no result), and the pipeline starts a new review of the same head until one comes back clean. A
+# failed analysis is one whose findings are unknown, yet before only blocking findings (and
+# unfinished runs) kept a head blocked: review C serialized clean, and review A's clean record,
+# made before the failure, authorized. Expected: a failed run of the exact head blocks it in
+# serialize (REVIEW_HEAD_BLOCKED) and in the gate (MERGE_HEAD_FAILED_ANALYSIS), whichever came
+# first; a limited review is no failure (it never authorizes itself and blocks nothing); only a new
+# head recovers.
+def test_attack_a_failed_analysis_of_the_head_is_forgotten_by_the_next_review(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s = ts.renaming_pr(dep, skill, tmp_path)
+    policy, ci_key = tm.gate_trust(dep, tmp_path)
+    ok = tm.ci(tmp_path, ci_key, s.c.head, s.c.base)
+    # L: an honest, limited review of the head: it never authorizes, and it blocks nothing.
+    lim = test_review_start.start(dep, s).review
+    (tmp_path / "l").mkdir()
+    res_l = ts.exec_for(dep, s, lim, tmp_path / "l", {"complete": False, "limitations": ["the diff was too large"], "findings": []})
+    assert ts.serialize(dep, lim, res_l, tmp_path / "l", record=tmp_path / "l" / "record.json").status == "limited"
+    assert [f.code for f in tm.check(dep, policy, s, tmp_path / "l" / "record.json", [ok]).findings] == ["MERGE_REVIEW_NOT_COMPLETE"]
+    # A: a complete, clean review of the head after L: serialized, and it authorizes.
+    sa, a = another_review(dep, skill, s, tmp_path / "a", 1)
+    res_a = ts.exec_for(dep, sa, a, tmp_path / "a", CLEAN)
+    record_a = tmp_path / "a" / "record.json"
+    ts.serialize(dep, a, res_a, tmp_path / "a", record=record_a)
+    assert tm.check(dep, policy, s, record_a, [ok]).authorized
+    # B: the reviewer of a new review of the same head exits 1.
+    sb, b = another_review(dep, skill, s, tmp_path / "b", 2)
+    failed = cli(*exec_argv(dep, sb, b, tmp_path / "b" / "result.json"), PY, "-I", "-c", "import sys; sys.exit(1)")
+    assert failed.returncode == 1 and [e["code"] for e in json.loads(failed.stdout)["errors"]] == ["REVIEWER_FAILED"], failed.stderr
+    assert run_of(dep, b)["outcome"] == "failed"
+    # A's clean record, made before the failure, no longer authorizes.
+    gate = tm.check(dep, policy, s, record_a, [ok])
+    assert [f.code for f in gate.findings] == ["MERGE_HEAD_FAILED_ANALYSIS"] and b in gate.findings[0].detail
+    # C: a later review of the same head whose reviewer is clean: not serialized.
+    sc, c = another_review(dep, skill, s, tmp_path / "c", 3)
+    res_c = ts.exec_for(dep, sc, c, tmp_path / "c", CLEAN)
+    err = fails(lambda: ts.serialize(dep, c, res_c, tmp_path / "c", record=tmp_path / "c" / "record.json"))
+    assert codes(err) == ["REVIEW_HEAD_BLOCKED"] and b in err.findings[0].detail and "failed" in err.findings[0].detail
+    assert lim not in err.findings[0].detail and a not in err.findings[0].detail
+    assert not (tmp_path / "c" / "payload.json").exists() and not (dep.state / "records" / f"{c}.json").exists()
+    # B itself serializes (the head's diagnostic: failed, exit 1); the gate names it once (record and run).
+    diag = cli("review", "serialize", "--state-dir", str(dep.state), "--review", b, "--result", str(tmp_path / "b" / "absent.json"),
+               "-o", str(tmp_path / "b" / "payload.json"), "--key", str(dep.key), "--json")
+    assert diag.returncode == 1 and json.loads(diag.stdout)["status"] == "failed", diag.stderr
+    gated = cli("merge-gate", "check", "--record", str(record_a), "--policy", str(policy), "--identity", str(s.ident), "--ci", str(ok),
+                "--require-check", "test", "--state-dir", str(dep.state), "--json")
+    errors = json.loads(gated.stdout)["errors"]
+    assert gated.returncode == 1 and [e["code"] for e in errors] == ["MERGE_HEAD_FAILED_ANALYSIS"], gated.stdout
+    assert errors[0]["detail"].count(b) == 1
+    # Only a new head recovers.
+    (s.c.path / "fix.txt").write_text("fixed\n")
+    moved = Consumer(s.c.path, s.c.base, ts.commit(s.c.path, f"fix ({tmp_path})"))
+    test_bootstrap.identity_file(s.ident, moved)
+    (tmp_path / "d").mkdir()
+    sd = Started(moved, Path(test_bootstrap.run(dep, skill, moved, tmp_path / "d", ident=s.ident).handoff), s.ident)
+    d = test_review_start.start(dep, sd).review
+    ts.serialize(dep, d, ts.exec_for(dep, sd, d, tmp_path / "d", CLEAN), tmp_path / "d", record=tmp_path / "d" / "record.json")
+    gate = tm.check(dep, policy, sd, tmp_path / "d" / "record.json", [tm.ci(tmp_path, ci_key, moved.head, moved.base)])
+    assert gate.authorized, gate.findings
+
+
+# -- finding 7: a refused option does not burn the review ---------------------------------------------------------
+
+# ATTACK (on the operator, and through the head's history on the pull request): the run was claimed
+# before its options were checked, so a refused option (an --env the exec refuses, an -o into a
+# missing directory, an image gone from the store) became the review's one failed run: the review
+# could never run again and, a failed analysis blocking its head, a usage error blocked the head.
+# Expected: everything that can be checked without running the reviewer is checked before the
+# claim; the review stays unclaimed, and the corrected run is its one analysis.
+def test_attack_a_refused_option_burns_the_review(dep: Any, skill: Any, tmp_path: Path) -> None:
+    s = ts.renaming_pr(dep, skill, tmp_path)
+    review = test_review_start.start(dep, s).review
+    claim = dep.state / "results" / f"{review}.json"
+    out = tmp_path / "result.json"
+    # Through the CLI: a refused variable; a result path in a missing directory.
+    argv = exec_argv(dep, s, review, out)[:-1]
+    refused = cli(*argv, "--env", "LD_PRELOAD=/tmp/evil.so", "--", *ts.printing(CLEAN))
+    assert refused.returncode == 2 and [e["code"] for e in json.loads(refused.stdout)["errors"]] == ["ENV_REFUSED"], refused.stderr
+    assert not claim.exists()
+    nowhere = cli(*exec_argv(dep, s, review, tmp_path / "missing" / "result.json"), *ts.printing(CLEAN))
+    assert nowhere.returncode == 2 and [e["code"] for e in json.loads(nowhere.stdout)["errors"]] == ["BAD_OUTPUT_PATH"], nowhere.stderr
+    assert not claim.exists()
+
+    def run(**change: Any) -> Any:
+        kw: dict[str, Any] = {"argv": ts.printing(CLEAN), "out": out, "readonly": ts.HOST_PYTHON, **change}
+        return run_review(state_dir=dep.state, review=review, handoff=s.handoff, policy=load_policy(dep.trust), **kw)
+
+    for change, code in [({"set_env": {"PYTHONPATH": "/tmp"}}, "ENV_REFUSED"), ({"pass_env": ["GIT_DIR"]}, "ENV_REFUSED"),
+                         ({"set_env": {"ATTEST_RUN_DIR": "/tmp"}}, "BAD_EXEC_ENV"), ({"set_env": {"NOTE": "a\0b"}}, "BAD_EXEC_ENV"),
+                         ({"argv": []}, "BAD_EXEC_ENV"), ({"argv": ["$ATTEST_IMAGE_NOPE/bin/reviewer"]}, "BAD_IMAGE_REF"),
+                         ({"out": tmp_path}, "BAD_OUTPUT_PATH")]:
+        err = fails(lambda change=change: run(**change), AttestError)
+        assert codes(err) == [code], (change, codes(err))
+        assert not claim.exists(), change
+    # The base image is gone from the store (moved aside): nothing resolves, nothing is claimed.
+    hexid = json.loads((dep.state / "reviews" / f"{review}.json").read_bytes())["images"]["base"]["identity"].removeprefix("sha256:")
+    entry, aside = dep.state / "store" / hexid, dep.state / "store" / f"aside-{hexid[:12]}"
+    entry.rename(aside)
+    try:
+        err = fails(lambda: run(), AttestError)
+    finally:
+        aside.rename(entry)
+    assert codes(err) == ["NOT_IN_STORE"] and not claim.exists()
+    # Corrected, the review runs: its one analysis, which authorizes; a second run is refused as ever.
+    ran = run()
+    assert ran.result.complete and run_of(dep, review)["outcome"] == "result"
+    assert codes(fails(lambda: run(out=tmp_path / "again.json"))) == ["REVIEW_ALREADY_RUN"]
+    ts.serialize(dep, review, out, tmp_path, record=tmp_path / "record.json")
+    policy, ci_key = tm.gate_trust(dep, tmp_path)
+    assert tm.check(dep, policy, s, tmp_path / "record.json", [tm.ci(tmp_path, ci_key, s.c.head, s.c.base)]).authorized
+
+
 # -- the pure pieces -------------------------------------------------------------------------------------------------
 
 H, H2 = "c" * 40, "d" * 40
@@ -313,14 +430,26 @@ HISTORY: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]] = [
     ("another blocking run of the head", {}, [{"review": "b" * 32, "blocking": 1}], ["REVIEW_HEAD_BLOCKED"]),
     ("this run blocks too", {"blocking": 2}, [{"review": "b" * 32, "blocking": 1}], []),
     ("a failed run of the head", {}, [{"review": "b" * 32, "outcome": "failed", "result": None,
-                                       "failure": {"code": "REVIEWER_FAILED", "detail": "x"}}], []),
+                                       "failure": {"code": "REVIEWER_FAILED", "detail": "x"}}], ["REVIEW_HEAD_BLOCKED"]),
+    ("a failed and a blocking run of the head: one finding", {},
+     [{"review": "b" * 32, "blocking": 1}, {"review": "e" * 32, "outcome": "failed", "result": None,
+                                             "failure": {"code": "REVIEW_RESULT_INVALID", "detail": "x"}}], ["REVIEW_HEAD_BLOCKED"]),
+    ("a failed run of another head", {}, [{"review": "b" * 32, "outcome": "failed", "result": None, "head": H2,
+                                           "failure": {"code": "REVIEWER_FAILED", "detail": "x"}}], []),
+    ("a failed run of another pull request", {}, [{"review": "b" * 32, "outcome": "failed", "result": None, "pull_request_id": 1,
+                                                   "failure": {"code": "REVIEWER_FAILED", "detail": "x"}}], []),
     ("a running run of the head", {}, [{"review": "b" * 32, "outcome": "running", "result": None, "confinement": None}], []),
     ("a blocking run of another head", {}, [{"review": "b" * 32, "blocking": 1, "head": H2}], []),
     ("a blocking run of another pull request", {}, [{"review": "b" * 32, "blocking": 1, "pull_request_id": 1}], []),
     ("a blocking run of another repository", {}, [{"review": "b" * 32, "blocking": 1, "repository_id": 1}], []),
     ("its own record in the history", {}, [{}], []),
+    # A non-clean run itself (failed, or blocking) is the head's diagnostic: never refused, its record never authorizes.
     ("this run failed, another blocked", {"outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}},
-     [{"review": "b" * 32, "blocking": 3}], ["REVIEW_HEAD_BLOCKED"]),
+     [{"review": "b" * 32, "blocking": 3}], []),
+    ("this run failed, another failed", {"outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}},
+     [{"review": "b" * 32, "outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}}], []),
+    ("this run blocks, another failed", {"blocking": 1},
+     [{"review": "b" * 32, "outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}}], []),
 ]
 
 
@@ -336,7 +465,17 @@ GATE_HISTORY: list[tuple[str, list[dict[str, Any]], list[str]]] = [
     ("the record's own run", [{"review": "0" * 32, "blocking": 0}], ["MERGE_AUTHORIZED"]),
     ("a clean run of the head", [{}], ["MERGE_AUTHORIZED"]),
     ("a failed run of the head", [{"outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}}],
+     ["MERGE_HEAD_FAILED_ANALYSIS"]),
+    ("the record's own failed run", [{"review": "0" * 32, "outcome": "failed", "result": None,
+                                      "failure": {"code": "X", "detail": "x"}}], ["MERGE_AUTHORIZED"]),
+    ("a failed run of another head", [{"outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"}, "head": H2}],
      ["MERGE_AUTHORIZED"]),
+    ("a failed run of another repository", [{"outcome": "failed", "result": None, "failure": {"code": "X", "detail": "x"},
+                                             "repository_id": 1}], ["MERGE_AUTHORIZED"]),
+    ("blocking, failed and running", [{"blocking": 1}, {"review": "e" * 32, "outcome": "running", "result": None},
+                                      {"review": "f" * 32, "outcome": "failed", "result": None,
+                                       "failure": {"code": "X", "detail": "x"}}],
+     ["MERGE_BLOCKING_FINDINGS", "MERGE_HEAD_FAILED_ANALYSIS", "MERGE_ANALYSIS_UNFINISHED"]),
     ("a blocking run of the head", [{"blocking": 1}], ["MERGE_BLOCKING_FINDINGS"]),
     ("a running run of the head", [{"outcome": "running", "result": None}], ["MERGE_ANALYSIS_UNFINISHED"]),
     ("blocking and running", [{"blocking": 1}, {"review": "e" * 32, "outcome": "running", "result": None}],
@@ -359,6 +498,22 @@ def test_a_blocking_record_and_run_of_one_review_are_one_finding() -> None:
     other = replace(rec, review="b" * 32, blocking=1, digest="sha256:" + "9" * 64)
     got = decide_merge(rec, now, [ok], ("test",), same_head=[other], runs=[replace(RUN, review="b" * 32, blocking=1)])
     assert [f.code for f in got.findings] == ["MERGE_BLOCKING_FINDINGS"] and got.findings[0].detail.count("b" * 32) == 1
+
+
+def test_a_failed_record_and_run_of_one_review_are_one_finding() -> None:
+    rec, now, ok = replace(tm.REC, head=H), replace(tm.NOW, head_sha=H), replace(tm.OK, head=H)
+    failed = replace(rec, review="b" * 32, status="failed", digest="sha256:" + "9" * 64)
+    run = replace(RUN, review="b" * 32, outcome="failed", result=None, failure={"code": "REVIEWER_FAILED", "detail": "x"})
+    got = decide_merge(rec, now, [ok], ("test",), same_head=[failed], runs=[run])
+    assert [f.code for f in got.findings] == ["MERGE_HEAD_FAILED_ANALYSIS"] and got.findings[0].detail.count("b" * 32) == 1
+    # A failed record alone (its run record gone) blocks the head too; one of another head does not.
+    assert [f.code for f in decide_merge(rec, now, [ok], ("test",), same_head=[failed], runs=[]).findings] == \
+        ["MERGE_HEAD_FAILED_ANALYSIS"]
+    assert decide_merge(rec, now, [ok], ("test",), same_head=[replace(failed, head=H2)], runs=[]).authorized
+    # The record's own failure is its status (MERGE_REVIEW_NOT_COMPLETE), not another analysis.
+    own = replace(rec, status="failed")
+    assert [f.code for f in decide_merge(own, now, [ok], ("test",), same_head=[own], runs=[replace(run, review=own.review)]).findings] \
+        == ["MERGE_REVIEW_NOT_COMPLETE"]
 
 
 def _run_doc(**change: Any) -> bytes:

@@ -212,6 +212,15 @@ def test_a_blocking_review_of_the_same_head_stays_blocking() -> None:
     assert decide_merge(REC, NOW, [OK], ("test",), same_head=[other_head], runs=()).authorized
 
 
+def test_a_failed_review_of_the_same_head_stays_blocking_and_a_limited_one_does_not() -> None:
+    failed = replace(REC, review="1" * 32, status="failed", digest="sha256:" + "2" * 64)
+    got = decide_merge(REC, NOW, [OK], ("test",), same_head=[failed, REC], runs=())
+    assert [f.code for f in got.findings] == ["MERGE_HEAD_FAILED_ANALYSIS"] and "1" * 32 in got.findings[0].detail
+    assert decide_merge(REC, NOW, [OK], ("test",), same_head=[replace(failed, head=D)], runs=()).authorized
+    for status in ("limited", "partial"):
+        assert decide_merge(REC, NOW, [OK], ("test",), same_head=[replace(failed, status=status)], runs=()).authorized, status
+
+
 def test_decide_merge_needs_a_required_check() -> None:
     with pytest.raises(InputError) as ei:
         decide_merge(REC, NOW, [OK], (), same_head=(), runs=())

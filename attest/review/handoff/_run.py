@@ -487,6 +487,7 @@ def run_review_step(
     readonly: Sequence[str] = (),
     network: bool = False,
     unsafe_unconfined: bool = False,
+    _verified: Mapping[str, Any] | None = None,
 ) -> ReviewRun:
     """Verify the handoff, run ``argv`` from its four frozen images, write the parsed result to ``out``.
 
@@ -520,7 +521,10 @@ def run_review_step(
 
     fd = os.memfd_create("attest-review-result", os.MFD_CLOEXEC)
     try:
-        refs = {name.upper(): handoff.images[name].identity for name in IMAGE_NAMES}
+        # ``_verified``: the images review exec --review took from this store (seal, every byte,
+        # seal) moments before, for this run; run_from_images then checks only their seals again.
+        refs: dict[str, Any] = dict(_verified) if _verified is not None else \
+            {name.upper(): handoff.images[name].identity for name in IMAGE_NAMES}
         rc = run_from_images(state, refs, argv, cwd_image="BASE", pass_env=pass_env, set_env=set_env, stdout=fd,
                              before=require, confine=confine)  # (3)
         if rc != 0:

@@ -14,6 +14,7 @@ class MergeGateCode(ReasonCode):
     MERGE_REVIEW_NOT_COMPLETE = "MERGE_REVIEW_NOT_COMPLETE"  # the review was limited, partial or failed: it never authorizes
     MERGE_BLOCKING_FINDINGS = "MERGE_BLOCKING_FINDINGS"      # the review (or another review of this head) has blocking findings
     MERGE_REVIEW_UNCONFINED = "MERGE_REVIEW_UNCONFINED"      # the reviewer ran with --unsafe-unconfined
+    MERGE_HEAD_FAILED_ANALYSIS = "MERGE_HEAD_FAILED_ANALYSIS"  # another analysis of the exact head failed (no valid result): only a new head recovers
     MERGE_ANALYSIS_UNFINISHED = "MERGE_ANALYSIS_UNFINISHED"  # a run of the exact head has no outcome yet (running, or interrupted)
     MERGE_CI_MISSING = "MERGE_CI_MISSING"                    # no signed result of a required check for the exact head
     MERGE_CI_STALE_BASE = "MERGE_CI_STALE_BASE"              # a required check's results for the exact head ran against another base, or name none

@@ -7,8 +7,8 @@
    the result given must be the exact bytes that run kept (``REVIEW_RESULT_NOT_OF_REVIEW``): a
    result of another review, of the review before a refresh, or edited afterwards is never
    serialized; and the head's history (every run record of the state, :func:`decide_head_history`):
-   while another analysis of the exact head had blocking findings, a review without any is not
-   serialized (``REVIEW_HEAD_BLOCKED``);
+   while another analysis of the exact head had blocking findings or failed, a review without
+   blocking findings is not serialized (``REVIEW_HEAD_BLOCKED``);
 3. **recheck**, immediately before writing (:func:`recheck_review`): only ``proceed`` serializes,
    and ``proceed`` means every identity the analysis used was reproduced: repository, pull
    request, base commit and tree, head, the unique merge base, the four frozen images (verified
@@ -470,22 +470,28 @@ def read_run_records(state_dir: str | os.PathLike[str]) -> tuple[RunRecord, ...]
 def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Finding]:
     """Whether ``run`` may be serialized given every run of the deployment (pure).
 
-    A run without a blocking finding is refused while another finished run of the exact same
-    repository, pull request and head had blocking findings (``REVIEW_HEAD_BLOCKED``): a later
-    clean analysis never clears an earlier blocking one; only a new head can.
+    A run that could authorize (a result without a blocking finding) is refused while another
+    run of the exact same repository, pull request and head had blocking findings or failed
+    (``REVIEW_HEAD_BLOCKED``): a later clean analysis never clears an earlier non-clean one (a
+    failed analysis is one whose findings are unknown); only a new head can. A run that blocks
+    or failed itself is never refused here: its record never authorizes, and it is the head's
+    diagnostic. A ``limited`` or ``partial`` result is not a failure: it blocks nothing.
 
     Raises:
         Nothing: the refusal is returned.
     """
-    if run.blocking:
+    if run.blocking or run.outcome != "result":
         return []
-    blocking = sorted({r.review for r in history if r.review != run.review and r.outcome == "result" and r.blocking
-                       and (r.repository_id, r.pull_request_id, r.head) == (run.repository_id, run.pull_request_id, run.head)})
-    if not blocking:
+    same = [r for r in history if r.review != run.review
+            and (r.repository_id, r.pull_request_id, r.head) == (run.repository_id, run.pull_request_id, run.head)]
+    blocking = sorted({r.review for r in same if r.outcome == "result" and r.blocking})
+    failed = sorted({r.review for r in same if r.outcome == "failed"})
+    if not (blocking or failed):
         return []
-    return [Finding(SerializeCode.REVIEW_HEAD_BLOCKED, None, f"another analysis of the head {run.head} had blocking findings "
-                    f"(review {', '.join(blocking)}): a later review without blocking findings does not clear them, so it is not "
-                    "serialized; only a new head can")]
+    why = [*([f"had blocking findings (review {', '.join(blocking)})"] if blocking else []),
+           *([f"failed (review {', '.join(failed)}: what it would have found is unknown)"] if failed else [])]
+    return [Finding(SerializeCode.REVIEW_HEAD_BLOCKED, None, f"another analysis of the head {run.head} {' and another '.join(why)}: "
+                    "a later review without blocking findings does not clear it, so it is not serialized; only a new head can")]
 
 
 # -- the record ----------------------------------------------------------------------------------------------------
@@ -655,8 +661,8 @@ def serialize_review(
             raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the run record of review {review} counts {run.blocking} "
                                     "blocking finding(s); its result has another number", os.fspath(result))
     status = review_status(parsed)
-    # 2b. The head's history: while another analysis of this exact head had blocking findings, a
-    #     review without any is not serialized (a later clean review never clears a blocking one).
+    # 2b. The head's history: while another analysis of this exact head had blocking findings or
+    #     failed, a review without any is not serialized (a later clean review never clears them).
     refused = decide_head_history(run, read_run_records(root))
     if refused:
         raise VerificationError(findings=refused)
@@ -706,6 +712,64 @@ def serialize_review(
                       len(findings) - len(placed["comments"]), sum(f.blocking for f in findings), got)
 
 
+def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out: str | os.PathLike[str],
+                      pass_env: Sequence[str] = (), set_env: Mapping[str, str] | None = None, unsafe_unconfined: bool = False,
+                      environ: Mapping[str, str] = os.environ, **_: Any) -> dict[str, Any]:
+    """Everything about a run of the verified ``handoff`` that can be checked without running the reviewer; raise what is wrong.
+
+    :func:`run_review` calls it before it claims the run, so a refused option leaves the review
+    unclaimed and re-runnable: a command (``BAD_EXEC_ENV``); every variable passed or set, by
+    :mod:`attest.freeze`'s own check (``ENV_REFUSED``, ``BAD_EXEC_ENV``); every
+    ``$ATTEST_IMAGE_<NAME>`` reference of the command naming one of the four images
+    (``BAD_IMAGE_REF``); the result's path, a file in an existing directory this process may
+    write (``BAD_OUTPUT_PATH``); the confinement (``REVIEWER_NOT_CONFINED``; its tools,
+    ``NETWORK_NOT_ISOLATED``); and the four images, taken from the store (verified: seal, every
+    byte, seal) and exactly the handoff's (``NOT_IN_STORE``, ``IMAGE_*``, ``HANDOFF_IMAGE_MISMATCH``).
+    The run checks all of it again: what changes in between fails the claimed run. Returns the
+    verified images, for the run to take (their seals are checked again, their bytes not re-read).
+
+    Raises:
+        InputError: ``BAD_EXEC_ENV``, ``ENV_REFUSED``, ``BAD_IMAGE_REF``, ``BAD_OUTPUT_PATH``.
+        VerificationError: ``NOT_IN_STORE``, the image codes, ``HANDOFF_IMAGE_MISMATCH``, ``STATE_SYMLINK``.
+        EnvironmentFailure: ``REVIEWER_NOT_CONFINED``, ``NETWORK_NOT_ISOLATED``, the state directory's codes.
+    """
+    import shutil
+
+    from ..._fs import check_output_path
+    from ...build._codes import BuildCode
+    from ...build._sandbox import _TOOLS_PATH, _tools
+    from ...errors import CommonCode
+    from ...freeze import FreezeCode, Store
+    from ...freeze._exec import caller_environment, expand_image_refs
+    from ...freeze._state import open_state, state_lock
+    from ..handoff import IMAGE_NAMES, decide_images, verify_can_confine
+
+    if not argv:
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
+    caller_environment(pass_env, set_env or {}, environ)
+    expand_image_refs(argv, {name.upper(): handoff.images[name].path for name in IMAGE_NAMES})
+    target = os.path.abspath(os.fspath(out))
+    check_output_path(target, what="review result")
+    if not os.access(os.path.dirname(target), os.W_OK | os.X_OK):
+        raise InputError(CommonCode.BAD_OUTPUT_PATH, "cannot write the review result there: its directory is not writable", target)
+    verify_can_confine(os.geteuid(), unsafe_unconfined=unsafe_unconfined)
+    if not unsafe_unconfined:
+        if _tools() is None or shutil.which("bash", path=_TOOLS_PATH) is None:
+            raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv and bash are needed "
+                                     "to confine the reviewer")
+    state_fd = open_state(state_dir, create=False)
+    try:
+        with state_lock(state_fd, exclusive=False):
+            store = Store(state_dir)
+            images = {name.upper(): store.get(handoff.images[name].identity) for name in IMAGE_NAMES}
+    finally:
+        os.close(state_fd)
+    problems = decide_images(handoff, images)
+    if problems:
+        raise VerificationError(findings=problems)
+    return images
+
+
 def run_review(
     *,
     state_dir: str | os.PathLike[str],
@@ -718,18 +782,22 @@ def run_review(
 ) -> Any:
     """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
 
-    The review must be open (no recheck closed it) and of exactly this handoff. Its one run is
-    claimed (:func:`claim_run`, exclusively) before the reviewer starts: a second run of the review
-    is refused (``REVIEW_ALREADY_RUN``), whether the first succeeded, failed, is still running or
-    was interrupted. The reviewer gets ``REVIEW_ID``, ``REVIEW_HEAD`` and ``REVIEW_MERGE_BASE``.
+    The review must be open (no recheck closed it) and of exactly this handoff, and everything
+    that can be checked without running the reviewer must hold (:func:`check_run_options`): a
+    refused option, a missing image or a result path that cannot be written fails here, and the
+    review stays unclaimed (run it again, corrected). Only then is its one run claimed
+    (:func:`claim_run`, exclusively), before the reviewer starts: a second run of the review is
+    refused (``REVIEW_ALREADY_RUN``), whether the first succeeded, failed, is still running or was
+    interrupted. The reviewer gets ``REVIEW_ID``, ``REVIEW_HEAD`` and ``REVIEW_MERGE_BASE``.
     Whatever happens once the run was claimed, the run record says it: the result's digest and
-    its number of blocking findings, or the failure (then re-raised); an exception that is no
-    reason code (an interruption) leaves it ``running``, an outcome unknown, never run again.
+    its number of blocking findings, or the failure (then re-raised; a failed run keeps its head
+    blocked, :func:`decide_head_history`); an exception that is no reason code (an interruption)
+    leaves it ``running``, an outcome unknown, never run again.
 
     Raises:
         VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (the review's handoff is another),
             ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_ALREADY_RUN`` (one review, one analysis) and
-            everything :func:`~attest.review.handoff.run_review_step` raises.
+            everything :func:`check_run_options` and :func:`~attest.review.handoff.run_review_step` raise.
     """
     from ..handoff import run_review_step, verify_handoff
     from ._recheck import load_review_state
@@ -743,9 +811,10 @@ def run_review(
                                 f"{state.doc['handoff']['digest']}, not {h.attestation_digest}", os.fspath(handoff))
     set_env = {**(options.pop("set_env", None) or {}), "REVIEW_ID": review, "REVIEW_HEAD": state.head,
                "REVIEW_MERGE_BASE": state.merge_base}
+    images = check_run_options(root, h, argv, out=out, set_env=set_env, **options)  # nothing claimed yet: a usage error burns nothing
     claim_run(root, state, h.attestation_digest)  # before the reviewer starts: the marker of the one run
     try:
-        ran = run_review_step(handoff, policy, root, argv, out=out, set_env=set_env, **options)
+        ran = run_review_step(handoff, policy, root, argv, out=out, set_env=set_env, _verified=images, **options)
     except AttestError as e:  # the run failed, whatever the step: it was this review's one run
         write_run_record(root, run_record(state, h.attestation_digest, "failed", failure=e.findings[0]))
         raise
@@ -766,6 +835,7 @@ __all__ = [
     "Serialized",
     "anchor",
     "check_adapter",
+    "check_run_options",
     "claim_run",
     "decide_head_history",
     "parse_run_record",

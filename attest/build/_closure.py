@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EnvironmentFailure, VerificationError
+from ..freeze._hostlibs import host_path_problem
 from ..inventory import Entry, EntryType, Inventory
 from ._codes import BuildCode
 from ._elf import ElfError, is_elf, loader_list, origin_relative, read_elf, rewrite_search_path, search_path_problem
@@ -238,14 +239,18 @@ def _file_sha(path: str) -> str:
 def host_closure(root: str, *, loader: str | None) -> tuple[list[dict[str, str]], list[str]]:
     """The host libraries the image's ELF files load, and the sonames the loader found nowhere.
 
-    Every ELF file of ``root`` (the taken, host-only tree) must have only search paths inside
-    the image (:func:`~attest.build._elf.search_path_problem`); the system's loader (the
+    Every ELF file of ``root`` (the taken, host-only tree) must be readable by
+    :func:`~attest.build._elf.read_elf`, have only search paths inside the image
+    (:func:`~attest.build._elf.search_path_problem`) and name no program loader but the
+    interpreter's own; every library it loads from the host must be writable by its owner
+    only, root or this builder, through directories of theirs (:func:`host_path_problem`). The system's loader (the
     interpreter's ``PT_INTERP``) then lists what each one loads (``LOADER --list``, which runs no
     code of the file). Each library it resolved outside ``root``, and the loader, is returned
     with its SHA-256, sorted by path.
 
     Raises:
-        VerificationError: ``UNSAFE_STEP_OUTPUT`` for a file whose search path leaves the image.
+        VerificationError: ``UNSAFE_STEP_OUTPUT`` for an ELF file it cannot read, a search path
+            leaving the image, another program loader, a host library another user could write.
         EnvironmentFailure: ``INTERPRETER_UNUSABLE`` when the loader cannot list a file.
     """
     real_root = os.path.realpath(root)
@@ -268,12 +273,17 @@ def host_closure(root: str, *, loader: str | None) -> tuple[list[dict[str, str]]
             rel = os.path.relpath(path, root)
             try:
                 info = read_elf(data)
-            except ElfError:
-                continue  # not loadable by this loader (another class or byte order): nothing loads it here
+            except ElfError as e:  # an ELF file nothing here can vouch for is refused, never skipped
+                raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{rel} is an ELF file attest cannot read ({e}): its "
+                                        "search path and libraries cannot be checked", rel) from e
             for entry in info.search:
                 problem = search_path_problem(rel, entry.value)
                 if problem is not None:
                     raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{entry.tag} of {rel}: {problem}", rel)
+            # The kernel starts a program through the loader it names: only the interpreter's own one.
+            if info.interpreter is not None and info.interpreter != loader:
+                raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{rel} names the program loader {info.interpreter!r}, not "
+                                        f"the interpreter's {loader!r}: the kernel would start it through that file", rel)
             if info.needed or info.interpreter:
                 elves.append(path)
     if loader is None:
@@ -292,6 +302,11 @@ def host_closure(root: str, *, loader: str | None) -> tuple[list[dict[str, str]]
             if real == real_root or real.startswith(real_root + os.sep):
                 continue
             if where not in outside:
+                # Re-hashed before every use; only its owner (root, or this builder) could swap it after that.
+                problem = host_path_problem(where)
+                if problem is not None:
+                    raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{os.path.relpath(path, root)} loads {where}, which "
+                                            f"{problem}: another user could swap it between its check and its load", where)
                 outside[where] = _file_sha(where)
     return [{"path": p, "sha256": outside[p]} for p in sorted(outside)], sorted(missing)
 

@@ -75,7 +75,9 @@ def read_elf(data: bytes) -> ElfInfo:
     interpreter = None
     for i in range(phnum):
         p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-        if p_offset + p_filesz > len(data):
+        # Only the segments read here must lie in the file (the loader ignores the offset of
+        # others, PT_GNU_STACK's say): a file the loader maps is never one this reader gives up on.
+        if p_type in (_PT_LOAD, _PT_DYNAMIC, _PT_INTERP) and p_offset + p_filesz > len(data):
             raise ElfError("a segment is out of bounds")
         if p_type == _PT_LOAD:
             loads.append((p_vaddr, p_filesz, p_offset))

@@ -86,25 +86,76 @@ def decide_host_libraries(declared: Sequence[HostLibrary], observed: Mapping[str
         if have == lib.sha256:
             continue
         why = (f"its SHA-256 is {have}, the runtime image {image} was built with {lib.sha256}" if have and _HEX.match(have)
-               else f"it cannot be read ({have or 'not checked'}); the runtime image {image} was built with it")
+               else f"it {have or 'was not checked'}; the runtime image {image} was built with it")
         found.append(Finding(FreezeCode.HOST_LIBRARY_CHANGED, lib.path, why + ": its interpreter would load another library"))
     return found
 
 
+_MAX_LINKS = 40
+
+
+def host_path_problem(path: str, *, owners: frozenset[int] | None = None) -> str | None:
+    """Why another user could replace the host file ``path``, or None (links followed one component at a time).
+
+    Every directory on the way, every link and the file itself must belong to root or to this
+    process's user (``owners``), and no directory or file may be writable by group or others
+    (a sticky ``/tmp`` included: anyone may create a name there). Then only root or the
+    deployment's own user can swap the file between its check and its load.
+
+    Raises:
+        Nothing: the reason is returned (a component that cannot be read is one).
+    """
+    allowed = owners if owners is not None else frozenset({0, os.geteuid()})
+    todo = [p for p in path.split("/") if p]
+    resolved = "/"
+    links = 0
+    try:
+        st = os.lstat("/")
+        if st.st_uid not in allowed or st.st_mode & 0o022:
+            return "lies under a root directory another user can write"
+        while todo:
+            name = todo.pop(0)
+            if name in (".", ""):
+                continue
+            if name == "..":
+                resolved = os.path.dirname(resolved)
+                continue
+            here = os.path.join(resolved, name)
+            st = os.lstat(here)
+            if st.st_uid not in allowed:
+                return f"is reached through {here}, owned by uid {st.st_uid}"
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > _MAX_LINKS:
+                    return "is reached through too many links"
+                target = os.readlink(here)
+                if target.startswith("/"):
+                    resolved = "/"
+                todo[:0] = [p for p in target.split("/") if p]
+                continue
+            if st.st_mode & 0o022:
+                return f"is reached through {here}, writable by group or others"
+            resolved = here
+    except OSError as e:
+        return f"cannot be checked ({e.strerror})"
+    return None
+
+
 def _digest(path: str) -> str:
+    """The file's SHA-256 (hex), or why it has none (a phrase: "cannot be opened (...)")."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
-        return e.strerror or "cannot open"
+        return f"cannot be opened ({e.strerror})"
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "not a regular file"
+            return "is not a regular file"
         h = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
         return h.hexdigest()
     except OSError as e:
-        return e.strerror or "cannot read"
+        return f"cannot be read ({e.strerror})"
     finally:
         os.close(fd)
 
@@ -165,7 +216,7 @@ def verify_host_libraries(image: Any) -> list[Finding]:
     declared = declared_host_libraries(image)
     if isinstance(declared, Finding):
         return [declared]
-    observed = {lib.path: _digest(lib.path) for lib in declared}
+    observed = {lib.path: host_path_problem(lib.path) or _digest(lib.path) for lib in declared}
     return decide_host_libraries(declared, observed, image=image.path)
 
 
@@ -175,6 +226,7 @@ __all__ = [
     "HostLibrary",
     "decide_host_libraries",
     "declared_host_libraries",
+    "host_path_problem",
     "parse_host_libraries",
     "verify_host_libraries",
 ]

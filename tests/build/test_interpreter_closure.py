@@ -86,10 +86,41 @@ def test_parse_host_libraries(doc: object, problem: str | None) -> None:
 
 def test_decide_host_libraries() -> None:
     declared = (HostLibrary("/lib/a.so", HEX), HostLibrary("/lib/b.so", HEX), HostLibrary("/lib/c.so", HEX))
-    found = decide_host_libraries(declared, {"/lib/a.so": HEX, "/lib/b.so": "b" * 64, "/lib/c.so": "No such file"}, image="IMG")
+    found = decide_host_libraries(declared, {"/lib/a.so": HEX, "/lib/b.so": "b" * 64, "/lib/c.so": "cannot be opened (No such file)"},
+                                  image="IMG")
     assert [(f.code, f.path) for f in found] == [(FreezeCode.HOST_LIBRARY_CHANGED, "/lib/b.so"),
                                                  (FreezeCode.HOST_LIBRARY_CHANGED, "/lib/c.so")]
+    assert "it cannot be opened" in found[1].detail
     assert decide_host_libraries(declared[:1], {"/lib/a.so": HEX}, image="IMG") == []
+
+
+@pytest.mark.parametrize(("make", "problem"), [
+    (lambda d: (d / "lib.so").write_bytes(b"x"), None),
+    (lambda d: ((d / "lib.so").write_bytes(b"x"), (d / "lib.so").chmod(0o666)), "writable by group or others"),
+    (lambda d: ((d / "sub").mkdir(), (d / "sub").chmod(0o777), (d / "sub" / "x").write_bytes(b"x"),
+                (d / "lib.so").symlink_to("sub/x")), "writable by group or others"),
+    (lambda d: ((d / "t").write_bytes(b"x"), (d / "lib.so").symlink_to(d / "t")), None),
+    (lambda d: (d / "lib.so").symlink_to("lib.so"), "too many links"),
+    (lambda d: None, "cannot be checked"),
+])
+def test_host_path_problem(tmp_path: Path, make: object, problem: str | None) -> None:
+    import tempfile
+
+    from attest.freeze._hostlibs import host_path_problem
+
+    # The judgement starts at /: a directory whose every ancestor is root's (or ours) and writable by no one else.
+    base = next((c for c in (Path("/run"), ROOT.parent, ROOT) if host_path_problem(str(c)) is None and os.access(c, os.W_OK)), None)
+    if base is None:
+        pytest.skip("no writable directory here whose ancestors no other user can write (/tmp is anyone's)")
+    d = Path(tempfile.mkdtemp(prefix="attest-hostpath-", dir=base))
+    try:
+        d.chmod(0o755)
+        make(d)  # type: ignore[operator]
+        got = host_path_problem(str(d / "lib.so"))
+    finally:
+        shutil.rmtree(d)
+    assert host_path_problem(str(tmp_path / "x")) is not None  # under the sticky, world-writable /tmp: anyone may create a name
+    assert (got is None) is (problem is None) and (problem is None or problem in str(got)), got
 
 
 def test_the_search_path_of_a_real_binary_is_rewritten_in_place() -> None:
@@ -103,6 +134,20 @@ def test_the_search_path_of_a_real_binary_is_rewritten_in_place() -> None:
     assert len(out) == len(data) and again.search[0].value == "$ORIGIN/../lib" and again.needed == info.needed
     with pytest.raises(ElfError):
         rewrite_search_path(out, SearchPath("RUNPATH", info.search[0].offset, "x"), "$ORIGIN/../lib")
+
+
+@pytest.mark.parametrize("content", [b"\x7fELF" + b"\0" * 100, b"\x7fELF\x01\x01" + b"\0" * 100,
+                                     b"\x7fELF\x02\x01" + b"\xff" * 100])
+def test_an_elf_file_the_reader_cannot_read_is_refused_not_skipped(tmp_path: Path, content: bytes) -> None:
+    from attest.build import BuildCode
+    from attest.build._closure import host_closure
+    from attest.errors import VerificationError
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "odd.so").write_bytes(content)
+    with pytest.raises(VerificationError) as ei:
+        host_closure(str(tmp_path), loader="/lib64/ld-linux-x86-64.so.2")
+    assert ei.value.code == BuildCode.UNSAFE_STEP_OUTPUT and "cannot read" in str(ei.value)
 
 
 def test_read_elf_refuses_what_it_cannot_read() -> None:

@@ -212,6 +212,30 @@ def test_a_blocking_review_of_the_same_head_stays_blocking() -> None:
     assert decide_merge(REC, NOW, [OK], ("test",), same_head=[other_head], runs=()).authorized
 
 
+SAME_HEAD: list[tuple[str, dict[str, Any], list[str]]] = [
+    # The head is the commit of the repository, whatever pull request carries it: a record of another pull request of
+    # the same head commit keeps it blocked; one of another repository (same commit id) never counts.
+    ("a blocking record of another pull request, same head", {"pull_request_id": 99002, "number": 8, "blocking": 1},
+     ["MERGE_BLOCKING_FINDINGS"]),
+    ("a failed record of another pull request, same head", {"pull_request_id": 99002, "number": 8, "status": "failed"},
+     ["MERGE_HEAD_FAILED_ANALYSIS"]),
+    ("a blocking record of another pull request, another head", {"pull_request_id": 99002, "number": 8, "blocking": 1,
+                                                                 "head": D}, ["MERGE_AUTHORIZED"]),
+    ("a blocking record of another repository, same head", {"repository_id": 1, "full_name": "evil/widgets", "blocking": 1},
+     ["MERGE_AUTHORIZED"]),
+    ("a failed record of another repository, same head", {"repository_id": 1, "full_name": "evil/widgets", "status": "failed"},
+     ["MERGE_AUTHORIZED"]),
+    ("a clean record of another pull request, same head", {"pull_request_id": 99002, "number": 8}, ["MERGE_AUTHORIZED"]),
+]
+
+
+@pytest.mark.parametrize(("name", "other", "want"), SAME_HEAD, ids=[c[0] for c in SAME_HEAD])
+def test_the_head_history_is_the_commit_of_the_repository(name: str, other: dict[str, Any], want: list[str]) -> None:
+    earlier = replace(REC, review="1" * 32, digest="sha256:" + "2" * 64, **other)
+    got = decide_merge(REC, NOW, [OK], ("test",), same_head=[earlier, REC], runs=())
+    assert [f.code for f in got.findings] == want
+
+
 def test_a_failed_review_of_the_same_head_stays_blocking_and_a_limited_one_does_not() -> None:
     failed = replace(REC, review="1" * 32, status="failed", digest="sha256:" + "2" * 64)
     got = decide_merge(REC, NOW, [OK], ("test",), same_head=[failed, REC], runs=())

@@ -12,7 +12,7 @@ class MergeGateCode(ReasonCode):
     MERGE_REVIEW_STALE_HEAD = "MERGE_REVIEW_STALE_HEAD"      # the record is of another head than the host's current one
     MERGE_REVIEW_STALE_BASE = "MERGE_REVIEW_STALE_BASE"      # the record is of another base commit than the host's current one
     MERGE_REVIEW_NOT_COMPLETE = "MERGE_REVIEW_NOT_COMPLETE"  # the review was limited, partial or failed: it never authorizes
-    MERGE_BLOCKING_FINDINGS = "MERGE_BLOCKING_FINDINGS"      # the review (or another review of this head) has blocking findings
+    MERGE_BLOCKING_FINDINGS = "MERGE_BLOCKING_FINDINGS"      # the review (or another analysis of this head commit in this repository, any pull request) has blocking findings
     MERGE_REVIEW_UNCONFINED = "MERGE_REVIEW_UNCONFINED"      # the reviewer ran with --unsafe-unconfined
     MERGE_HEAD_FAILED_ANALYSIS = "MERGE_HEAD_FAILED_ANALYSIS"  # another analysis of the exact head failed (no valid result): only a new head recovers
     MERGE_ANALYSIS_UNFINISHED = "MERGE_ANALYSIS_UNFINISHED"  # a run of the exact head has no outcome yet (running, or interrupted)

@@ -14,8 +14,9 @@ authorizes only when every piece holds, and explains every piece that does not:
    (``MERGE_BLOCKING_FINDINGS``);
 4. **the head's history**: the deployment's state directory is always read, whatever record is
    given: every review record under ``STATE/records`` (each must verify) and every run under
-   ``STATE/results`` (each must parse). Any of them of this pull request's exact current head
-   with blocking findings keeps the head blocked (``MERGE_BLOCKING_FINDINGS``), and so does a failed
+   ``STATE/results`` (each must parse). Any of them of the exact current head commit in this
+   repository, whatever pull request carried it (the head is the commit), with blocking findings
+   keeps the head blocked (``MERGE_BLOCKING_FINDINGS``), and so does a failed
    one (``MERGE_HEAD_FAILED_ANALYSIS``: the run record says ``failed``, or the record's status is
    ``failed``) and a run of that head whose outcome is not known yet (``MERGE_ANALYSIS_UNFINISHED``).
    A ``limited`` or ``partial`` one is not a failure: it never authorizes itself
@@ -234,9 +235,10 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
     ``trusted_producer`` is None when the deployment does not ask for it, else the verdict
     (``"true"``, ``"false"`` or ``"unknown"``) and the head it was evaluated for. ``same_head``
     (every review record of the deployment's state, any head) and ``runs`` (every run record
-    there) are required: one of this pull request's current head with blocking findings keeps
-    the head blocked, and so does a failed one and a run of that head still ``running`` (its
-    outcome unknown).
+    there) are required: one of the current head commit in this repository, whatever pull
+    request carried it, with blocking findings keeps the head blocked, and so does a failed one
+    and a run of that head still ``running`` (its outcome unknown). Another repository's never
+    count.
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK`` when ``required_checks`` is empty.
@@ -264,23 +266,23 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
                              "its review never authorizes a merge"))
     if record.blocking:
         found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"))
-    here = (now.repository_id, now.pull_request_id, now.head_sha)
+    here = (now.repository_id, now.head_sha)  # the head is the commit of this repository, whatever pull request carries it
     earlier = {r.review for r in same_head if r.blocking and r.digest != record.digest
-               and (r.repository_id, r.pull_request_id, r.head) == here}
+               and (r.repository_id, r.head) == here}
     earlier |= {r.review for r in runs if r.outcome == "result" and r.blocking and r.review != record.review
-                and (r.repository_id, r.pull_request_id, r.head) == here}
+                and (r.repository_id, r.head) == here}
     if earlier:
         found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"another analysis of this head had blocking findings "
                              f"(review {', '.join(sorted(earlier))}): a later clean review does not clear them; only a new head can"))
     failed = {r.review for r in same_head if r.status == "failed" and r.review != record.review
-              and (r.repository_id, r.pull_request_id, r.head) == here}
+              and (r.repository_id, r.head) == here}
     failed |= {r.review for r in runs if r.outcome == "failed" and r.review != record.review
-               and (r.repository_id, r.pull_request_id, r.head) == here}
+               and (r.repository_id, r.head) == here}
     if failed:
         found.append(Finding(MergeGateCode.MERGE_HEAD_FAILED_ANALYSIS, None, f"another analysis of this head failed (review "
                              f"{', '.join(sorted(failed))}: the reviewer failed, or what it printed was no result): what it "
                              "would have found is unknown, so a later clean review does not clear it; only a new head can"))
-    unfinished = sorted({r.review for r in runs if r.outcome == "running" and (r.repository_id, r.pull_request_id, r.head) == here})
+    unfinished = sorted({r.review for r in runs if r.outcome == "running" and (r.repository_id, r.head) == here})
     if unfinished:
         found.append(Finding(MergeGateCode.MERGE_ANALYSIS_UNFINISHED, None, f"an analysis of this head has no outcome yet "
                              f"(review {', '.join(unfinished)}: running, or interrupted): what it finds could block the head"))

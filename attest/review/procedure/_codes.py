@@ -65,7 +65,7 @@ class SerializeCode(ReasonCode):
     REVIEW_PAYLOAD_TOO_LARGE = "REVIEW_PAYLOAD_TOO_LARGE"        # the body or a comment passes the adapter's limit; nothing is dropped
     REVIEW_ALREADY_SERIALIZED = "REVIEW_ALREADY_SERIALIZED"      # the review has its record: no second run, no second record
     REVIEW_ALREADY_RUN = "REVIEW_ALREADY_RUN"                    # the review's one run was claimed already (finished, failed, running or interrupted)
-    REVIEW_HEAD_BLOCKED = "REVIEW_HEAD_BLOCKED"                  # another analysis of the exact head had blocking findings or failed: a clean one is not serialized
+    REVIEW_HEAD_BLOCKED = "REVIEW_HEAD_BLOCKED"                  # another analysis of the exact head commit (this repository, any pull request) had blocking findings or failed: a clean one is not serialized
 
 
 __all__ = ["BindingCode", "RecheckCode", "ReviewStartCode", "SerializeCode"]

@@ -7,8 +7,9 @@
    the result given must be the exact bytes that run kept (``REVIEW_RESULT_NOT_OF_REVIEW``): a
    result of another review, of the review before a refresh, or edited afterwards is never
    serialized; and the head's history (every run record of the state, :func:`decide_head_history`):
-   while another analysis of the exact head had blocking findings or failed, a review without
-   blocking findings is not serialized (``REVIEW_HEAD_BLOCKED``);
+   while another analysis of the exact head commit in this repository (whatever pull request
+   carried it) had blocking findings or failed, a review without blocking findings is not
+   serialized (``REVIEW_HEAD_BLOCKED``);
 3. **recheck**, immediately before writing (:func:`recheck_review`): only ``proceed`` serializes,
    and ``proceed`` means every identity the analysis used was reproduced: repository, pull
    request, base commit and tree, head, the unique merge base, the four frozen images (verified
@@ -471,11 +472,13 @@ def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Fi
     """Whether ``run`` may be serialized given every run of the deployment (pure).
 
     A run that could authorize (a result without a blocking finding) is refused while another
-    run of the exact same repository, pull request and head had blocking findings or failed
-    (``REVIEW_HEAD_BLOCKED``): a later clean analysis never clears an earlier non-clean one (a
-    failed analysis is one whose findings are unknown); only a new head can. A run that blocks
-    or failed itself is never refused here: its record never authorizes, and it is the head's
-    diagnostic. A ``limited`` or ``partial`` result is not a failure: it blocks nothing.
+    run of the same head commit in the same repository had blocking findings or failed
+    (``REVIEW_HEAD_BLOCKED``), whatever pull request carried it: the head is the commit, so
+    another pull request of the same commit does not start a new history. A later clean analysis
+    never clears an earlier non-clean one (a failed analysis is one whose findings are unknown);
+    only a new head can. Another repository's runs never count. A run that blocks or failed
+    itself is never refused here: its record never authorizes, and it is the head's diagnostic.
+    A ``limited`` or ``partial`` result is not a failure: it blocks nothing.
 
     Raises:
         Nothing: the refusal is returned.
@@ -483,7 +486,7 @@ def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Fi
     if run.blocking or run.outcome != "result":
         return []
     same = [r for r in history if r.review != run.review
-            and (r.repository_id, r.pull_request_id, r.head) == (run.repository_id, run.pull_request_id, run.head)]
+            and (r.repository_id, r.head) == (run.repository_id, run.head)]
     blocking = sorted({r.review for r in same if r.outcome == "result" and r.blocking})
     failed = sorted({r.review for r in same if r.outcome == "failed"})
     if not (blocking or failed):

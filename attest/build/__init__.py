@@ -44,6 +44,7 @@ from ._promolog import (
     check_log_chain,
     check_log_pins,
     log_path,
+    verify_log_checked,
     verify_promotion_log,
 )
 from ._promote import (
@@ -153,6 +154,7 @@ __all__ = [
     "run_verify_log",
     "select_wheels",
     "verify_installation",
+    "verify_log_checked",
     "verify_promotion_log",
     "verify_same_interpreter",
 ]

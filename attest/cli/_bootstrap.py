@@ -35,7 +35,7 @@ def bootstrap(
     key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the handoff. "
                                   "Repeatable: every key signs the one envelope (for a threshold policy)."),
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the signed handoff (HANDOFF).", callback=checked_output),
-    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="CHECKPOINT",
                                            help="A first use's checkpoint SEQ:sha256:HEX of the promotion log beside PINS (as `attest "
                                                 "promote --verify-log` prints it), instead of trusting the log on first use."),
     backend: Optional[str] = BackendOption,

@@ -240,7 +240,7 @@ def promote(
                           help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
     verify_log: bool = flag("--verify-log", help="Only verify the promotion log beside --pins under --policy, continuing the "
                                                  "checkpoint --state-dir remembers for these pins (then remember its head)."),
-    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="CHECKPOINT",
                                            help="With --verify-log: a first use's checkpoint SEQ:sha256:HEX (as --verify-log prints it "
                                                 "elsewhere); "
                                                 "the log must hold exactly this entry at SEQ, instead of being trusted on first use."),
@@ -260,7 +260,7 @@ def promote(
     from ..errors import CommonCode, InputError
 
     if verify_log:
-        from ..build._promolog import verify_log_checked
+        from ..build import verify_log_checked
 
         checked = verify_log_checked(pins, policy, _state(state_dir), checkpoint=log_checkpoint)
         if json_mode:

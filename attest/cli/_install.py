@@ -26,7 +26,7 @@ def install_skill(
                                   "installation attestation. Repeatable: one DSSE envelope with one signature per key."),
     policy: Optional[Path] = option(None, "--policy", metavar="FILE", help="The trust policy (TRUST of `attest bootstrap`) the "
                                           "promotion log beside PINS verifies under; needed when PINS has a log."),
-    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="SEQ:DIGEST",
+    log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="CHECKPOINT",
                                            help="A first use's checkpoint SEQ:sha256:HEX of the promotion log (as `attest promote "
                                                 "--verify-log` prints it), instead of trusting the log on first use."),
     json_mode: bool = JsonOption,

@@ -88,13 +88,19 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_captured(argv: Sequence[str], *, log_dir_fd: int, log_name: str, max_bytes: int, tail_bytes: int, timeout: float,
-                 cwd: str, env: Mapping[str, str], umask: int) -> Captured:
+                 cwd: str, env: Mapping[str, str], umask: int, deny_keyrings: bool = False) -> Captured:
     """Run ``argv`` in a new session, stdin ``/dev/null``, its output bounded as the module says.
+
+    It starts in a new, empty session keyring, never the builder's; ``deny_keyrings`` (a confined
+    step) also refuses it and all it starts the keyring system calls (:func:`attest._session.child_setup`).
 
     Raises:
         OSError: the log files cannot be created (one exists already: never reused) or written,
-            or the command cannot be started.
+            or the command cannot be started (nor given its own keyring: it never runs then).
     """
+    from .._session import child_setup, popen_error
+
+    setup = child_setup(deny_keyrings=deny_keyrings)
     names = (f"{log_name}.stdout", f"{log_name}.stderr")
     out_log = os.open(names[0], O_NEW, 0o600, dir_fd=log_dir_fd)
     try:
@@ -103,8 +109,12 @@ def run_captured(argv: Sequence[str], *, log_dir_fd: int, log_name: str, max_byt
         os.close(out_log)
         raise
     try:
-        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), umask=umask, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, close_fds=True, start_new_session=True)  # no controlling terminal
+        try:
+            proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), umask=umask, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, close_fds=True, start_new_session=True,  # no controlling terminal
+                                    preexec_fn=setup)
+        except subprocess.SubprocessError as e:
+            raise popen_error(e) from e
         assert proc.stdout is not None and proc.stderr is not None
         out, err = _Stream(out_log, tail_bytes), _Stream(err_log, tail_bytes)
         streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}

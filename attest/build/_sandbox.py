@@ -206,6 +206,9 @@ _UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc"
 # (as ambient capabilities across its exec) to mount and chroot; the step gets none of them.
 _USERNS_FLAGS = ("--user", "--map-current-user", "--keep-caps")
 
+#: What every step (confined or not) holds of the builder's session (attest.build._capture.run_captured).
+_SESSION = "new session, no controlling terminal; stdin /dev/null; stdout and stderr captured through pipes"
+
 #: The confinements a sandbox can have: ``rootful`` (root builds, steps as a uid of their own),
 #: ``rootless`` (a user namespace mapping only the caller; steps as the caller), ``none``.
 CONFINEMENTS = ("rootful", "rootless", "none")
@@ -219,7 +222,7 @@ STEP_UID_RANGE = (0x7F000000, 0x7FFE0000)  # below systemd's foreign range 0x7FF
 # Interpreters outside these (a pyenv or venv prefix) are added per step by the builder.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Increment when what a confined step can reach changes: it is part of every input address.
-SANDBOX_PROFILE = "attest-sandbox/v4"
+SANDBOX_PROFILE = "attest-sandbox/v5"  # v5: a new, empty session keyring; confined, the keyring calls refused
 # A rootless step reaches what a rootful one does, but runs as the caller (see Sandbox.guarantees):
 # its own profile, so a rootless output never shares an input address with a rootful one.
 ROOTLESS_PROFILE = f"{SANDBOX_PROFILE}+rootless"
@@ -648,6 +651,8 @@ class Sandbox:
         Raises:
             Nothing: it describes what :meth:`establish` found.
         """
+        from .._session import keyring_statement
+
         common = {
             "capabilities": "none (bounding set empty), no_new_privs",
             "root": "tmpfs; read-only nosuid nodev binds of the system paths, the interpreters' prefixes and "
@@ -655,6 +660,8 @@ class Sandbox:
             "dev": "tmpfs with null, zero, full, random, urandom",
             "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"],
             "proc": "new, for the new PID namespace",
+            "session": _SESSION,
+            "keyring": keyring_statement(deny=True),
         }
         if self.filesystem_confined and self.rootless:
             uid, gid = os.getuid(), os.getgid()
@@ -707,6 +714,8 @@ class Sandbox:
             "dev": "the host's",
             "tmpfs": [],
             "proc": "the host's",
+            "session": _SESSION,
+            "keyring": keyring_statement(deny=False),
         }
 
     def run(self, argv: Sequence[str], *, cwd: str, home: str, staging: str, writable: Sequence[str], uid: int,
@@ -758,7 +767,7 @@ class Sandbox:
             sfd = os.open(staging, O_DIR)  # the host's own path, above anything a step can write
             try:
                 proc = run_captured(cmd, log_dir_fd=sfd, log_name=log_name, max_bytes=max_output, tail_bytes=STEP_OUTPUT_TAIL,
-                                    timeout=timeout, cwd=cwd, umask=self.umask,
+                                    timeout=timeout, cwd=cwd, umask=self.umask, deny_keyrings=self.filesystem_confined,
                                     env=clean_env(home, source_date_epoch=self.source_date_epoch,
                                                   extra={**dict(self.extra_env), **(extra_env or {})}))
             finally:

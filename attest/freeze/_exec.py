@@ -32,6 +32,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from .._session import relay, start
 from ..errors import Finding, InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
@@ -338,7 +339,11 @@ def run_from_images(
     before anything runs) so a caller can require more of them; whatever it raises stops the run.
     ``confine``: wraps the command (``(argv, images, run_dir, cwd) -> (argv, descriptors to
     pass)``), for a caller that runs it in a confinement of its own (the review step does);
-    the descriptors are closed after the command. The backends' own wrapping is then not used.
+    the descriptors are closed after the command. The backends' own wrapping is then not used,
+    and the command holds nothing of the caller's session (:mod:`attest._session`): a new
+    session (no controlling terminal), stdin ``/dev/null``, its stderr (and stdout when
+    ``stdout`` is None) through pipes relayed to attest's own, a new, empty session keyring and
+    the keyring system calls refused. Interrupting attest (Ctrl-C) kills it.
 
     Raises:
         InputError: ``BAD_EXEC_ENV`` (no command, a bad ``stdout``, a variable both passed and
@@ -424,7 +429,13 @@ def run_from_images(
                             command = wrapped
                             break
                 try:
-                    done = subprocess.run(command, env=full, cwd=cwd, close_fds=True, pass_fds=tuple(passed), check=False, stdout=stdout)
+                    if confine is not None:
+                        # Confined: nothing of the caller's session (its terminal, its keyrings).
+                        proc = start(command, env=full, cwd=cwd, stdout=stdout, pass_fds=passed, deny_keyrings=True)
+                        returncode = relay(proc)
+                    else:
+                        returncode = subprocess.run(command, env=full, cwd=cwd, close_fds=True, pass_fds=tuple(passed),
+                                                    check=False, stdout=stdout).returncode
                 except OSError as e:
                     code = {errno.ENOENT: FreezeCode.COMMAND_NOT_FOUND, errno.ENOTDIR: FreezeCode.COMMAND_NOT_FOUND,
                             errno.EACCES: FreezeCode.COMMAND_NOT_EXECUTABLE, errno.ENOEXEC: FreezeCode.COMMAND_NOT_EXECUTABLE,
@@ -450,5 +461,4 @@ def run_from_images(
                 os.close(runs_fd)
     finally:
         os.close(state_fd)
-    rc = done.returncode
-    return 128 - rc if rc < 0 else rc
+    return 128 - returncode if returncode < 0 else returncode

@@ -16,9 +16,11 @@
    ``readonly``, the private run
    directories and the four images, each bound from the descriptor of the directory that was
    verified (so a path swapped afterwards is never what the reviewer reads). Every process it
-   starts dies with it. After the handoff the procedure bundle is the only source of Skill
-   bytes: the installed Skill, the worktree, the head, the deployment's keys and state, the
-   caller's home are not in its root. The record (:class:`Confinement`) lists exactly what was
+   starts dies with it. It holds nothing of the caller's session: a new session (no controlling
+   terminal), stdin ``/dev/null``, its stderr relayed through a pipe, a new, empty session
+   keyring and the keyring system calls refused (:mod:`attest._session`). After the handoff
+   the procedure bundle is the only source of Skill bytes: the installed Skill, the worktree,
+   the head, the deployment's keys and state, the caller's home are not in its root. The record (:class:`Confinement`) lists exactly what was
    bound, and which bound path reaches a sensitive host path (a ``readonly`` the caller chose).
 4. Its standard output must be the provider-neutral result (:func:`parse_result`); it is written
    atomically to the result file only when it parses, and every image is re-checked after the
@@ -101,6 +103,9 @@ class Confinement:
     and why). ``exposes``: each bound path (other than the system paths) that is, holds or lies
     under a sensitive host path (``/etc``, ``/home``, ``/root``, ``/var``, ``/run``, ``/tmp``,
     the caller's home, the state directory): a caller's explicit choice, recorded, never silent.
+    ``session`` (:data:`SESSION`): no controlling terminal, no descriptor of the caller's
+    terminal or log file; ``keyring``: a new, empty session keyring with the keyring system
+    calls refused (or none to have, where keyctl fails here).
 
     Raises:
         Nothing.
@@ -117,6 +122,7 @@ class Confinement:
     images: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     exposes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    keyring: str = ""  # what it had of keyrings (attest._session.keyring_statement); "" before that was recorded
 
     def to_json(self) -> dict[str, Any]:
         if not self.confined:
@@ -137,6 +143,8 @@ class Confinement:
             "etc": etc,
             "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"], "dev": ["null", "zero", "full", "random", "urandom"],
             "proc": "new, of its own PID namespace",
+            "session": SESSION,
+            "keyring": self.keyring,
             "exposes": [{"path": p, "reaches": list(r)} for p, r in self.exposes],
         }
         if self.mode == "rootless":
@@ -144,6 +152,8 @@ class Confinement:
         return doc
 
 
+#: What the confined reviewer holds of its caller's session (attest.freeze.run_from_images with ``confine``).
+SESSION = "new session, no controlling terminal; stdin /dev/null; stderr relayed through a pipe (controls neutralized on a terminal)"
 #: The reviewer's /etc: nothing of the host's but these files (each a regular file of root's alone,
 #: reached only through root's directories), copied, and the accounts, hosts and name service it needs.
 ETC = "/etc"
@@ -401,6 +411,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
         ``OSError`` only from handing the run directories to the reviewer's uid.
     """
     from ..._safefs import O_DIR
+    from ..._session import keyring_statement
     from ...build import confine_argv, give_to_uid, pick_step_uid
     from ...build._sandbox import SYSTEM_PATHS, confined_roots
 
@@ -444,7 +455,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
                 exposes = decide_exposure([r for r in roots if r not in system], _sensitive(state))
                 record.append(Confinement(True, "host" if network else "none", uid, roots, "rootless" if rootless else "rootful",
                                           gid, tuple(e for e, _ in files), tuple(omitted), tuple(t for _, t in binds),
-                                          tuple(writable), exposes))
+                                          tuple(writable), exposes, keyring_statement(deny=True)))
             return command, fds
         except BaseException:
             for fd in fds:

@@ -150,9 +150,17 @@ def test_attack_a_clean_record_authorizes_while_another_analysis_of_the_head_run
     policy, ci_key = tm.gate_trust(dep, tmp_path)
     ok = tm.ci(tmp_path, ci_key, s.c.head, s.c.base)
     (tmp_path / "a").mkdir()
-    waits = f"import sys; sys.stdin.read(); sys.stdout.write({json.dumps(json.dumps(ts.RESULT))})"
+    # The reviewer's stdin is /dev/null: it waits for a file the test puts in its run directory's home.
+    waits = ("import os, sys, time\nwhile not os.path.exists(os.path.join(os.environ['HOME'], 'go')): time.sleep(0.05)\n"
+             f"sys.stdout.write({json.dumps(json.dumps(ts.RESULT))})")
+    runs_before = set((dep.state / "runs").iterdir()) if (dep.state / "runs").exists() else set()
     proc = subprocess.Popen([PY, "-m", "attest", *exec_argv(dep, s, a, tmp_path / "a" / "result.json"), PY, "-I", "-c", waits],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+    def release() -> None:  # the first run's reviewer may finish now
+        for run_dir in set((dep.state / "runs").iterdir()) - runs_before:
+            if (run_dir / "home").is_dir():
+                (run_dir / "home" / "go").write_text("")
     try:
         claim = dep.state / "results" / f"{a}.json"
         deadline = time.monotonic() + 120
@@ -177,7 +185,8 @@ def test_attack_a_clean_record_authorizes_while_another_analysis_of_the_head_run
         assert [f.code for f in gate.findings] == ["MERGE_ANALYSIS_UNFINISHED"] and a in gate.findings[0].detail
     finally:
         try:
-            out, errtext = proc.communicate(input="", timeout=600)
+            release()
+            out, errtext = proc.communicate(timeout=600)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()

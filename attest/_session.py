@@ -129,8 +129,13 @@ def keyring_statement(*, deny: bool) -> str:
     """
     err = keyring_errno()
     if err:
-        return (f"none: keyctl fails here ({errno.errorcode.get(err, str(err))}: keyrings compiled out or refused "
-                "to attest itself), so none is inherited or reachable")
+        name = errno.errorcode.get(err, str(err))
+        if deny:
+            return (f"keyctl fails for attest here ({name}: keyrings compiled out, or refused by a filter of the caller's), "
+                    "so no new session keyring could be joined; add_key, request_key and keyctl are refused on every "
+                    "system-call ABI (seccomp, ENOSYS), so no keyring of the caller's is reachable")
+        return (f"keyctl fails for attest here ({name}): no new session keyring could be joined; the command runs as "
+                "the caller")
     if deny:
         return ("a new, empty session keyring; add_key, request_key and keyctl refused (seccomp, ENOSYS), so no keyring "
                 "of the caller's is reachable, not even by serial number")
@@ -147,9 +152,9 @@ def child_setup(*, deny_keyrings: bool) -> Callable[[], None]:
     Raises:
         OSError: ``ENOSYS`` where keyrings exist but this machine's system-call numbers are not known.
     """
-    if keyring_errno():
-        return _nothing
     abis = _abis()
+    if abis is None and keyring_errno():
+        return _nothing  # keyrings refused here, and no filter can be built for this machine's numbers
     if abis is None:
         raise OSError(errno.ENOSYS, f"cannot keep the caller's keyrings from the command on {os.uname().machine}: "
                                     "its system-call numbers are not known to attest")
@@ -168,8 +173,13 @@ def child_setup(*, deny_keyrings: bool) -> Callable[[], None]:
     prog_at = ctypes.addressof(prog)
 
     def setup() -> None:
+        # The filter below is installed whatever the join gives: a caller's filter may refuse only
+        # the native keyctl (ENOSYS, EPERM) and leave another ABI's open, so a failed join proves
+        # nothing about what the command could reach.
         if call(keyctl_nr, join, null) < 0:
-            raise OSError(get_errno(), "cannot join a new session keyring")
+            err = get_errno()
+            if err not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+                raise OSError(err, "cannot join a new session keyring")
         if deny_keyrings:
             if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                 raise OSError(get_errno(), "cannot set no_new_privs")

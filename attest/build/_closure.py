@@ -280,6 +280,10 @@ def host_closure(root: str, *, loader: str | None) -> tuple[list[dict[str, str]]
                 problem = search_path_problem(rel, entry.value)
                 if problem is not None:
                     raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{entry.tag} of {rel}: {problem}", rel)
+            if info.loads:
+                tag, value = info.loads[0]
+                raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{rel} has DT_{tag} {value!r}: the loader would load that "
+                                        "file too, and nothing lists or re-hashes it", rel)
             # The kernel starts a program through the loader it names: only the interpreter's own one.
             if info.interpreter is not None and info.interpreter != loader:
                 raise VerificationError(BuildCode.UNSAFE_STEP_OUTPUT, f"{rel} names the program loader {info.interpreter!r}, not "

@@ -28,6 +28,9 @@ ELF_MAGIC = b"\x7fELF"
 _PT_LOAD, _PT_DYNAMIC, _PT_INTERP = 1, 2, 3
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
 SEARCH_TAGS = {_DT_RPATH: "RPATH", _DT_RUNPATH: "RUNPATH"}
+#: Tags naming a file glibc loads besides the DT_NEEDED ones (an audit module, a filtee): an image's
+#: file may carry none, since ``ld.so --list`` never shows them and nothing could record them.
+PATH_TAGS = {0x6FFFFEFC: "AUDIT", 0x6FFFFEFB: "DEPAUDIT", 0x7FFFFFFD: "AUXILIARY", 0x7FFFFFFF: "FILTER"}
 
 
 class ElfError(ValueError):
@@ -48,6 +51,8 @@ class ElfInfo:
     interpreter: str | None
     needed: tuple[str, ...]
     search: tuple[SearchPath, ...]
+    #: ``(tag name, value)`` of every :data:`PATH_TAGS` entry.
+    loads: tuple[tuple[str, str], ...] = ()
 
 
 def is_elf(head: bytes) -> bool:
@@ -73,6 +78,7 @@ def read_elf(data: bytes) -> ElfInfo:
     loads: list[tuple[int, int, int]] = []
     dynamic: tuple[int, int] | None = None
     interpreter = None
+    seen_interp = seen_dynamic = 0
     for i in range(phnum):
         p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
         # Only the segments read here must lie in the file (the loader ignores the offset of
@@ -82,14 +88,28 @@ def read_elf(data: bytes) -> ElfInfo:
         if p_type == _PT_LOAD:
             loads.append((p_vaddr, p_filesz, p_offset))
         elif p_type == _PT_DYNAMIC:
-            dynamic = (p_offset, p_filesz)
+            seen_dynamic += 1
+            dynamic = (p_vaddr, p_filesz)
         elif p_type == _PT_INTERP:
+            seen_interp += 1
             interpreter = data[p_offset:p_offset + p_filesz].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    # The kernel takes the first PT_INTERP and the loader one PT_DYNAMIC: a second of either means
+    # two readers could see two files, so none is trusted.
+    if seen_interp > 1 or seen_dynamic > 1:
+        raise ElfError("more than one program loader or dynamic segment")
     if dynamic is None:
         return ElfInfo(interpreter, (), ())
+
+    def mapped(vaddr: int) -> tuple[int, int] | None:  # (file offset, end of that segment's file bytes)
+        return next(((vaddr - v + off, off + sz) for v, sz, off in loads if v <= vaddr < v + sz), None)
+
+    # Read as the loader does: at the segment's address (not its file offset), up to DT_NULL
+    # (past the segment's file size, memory is zero: the end).
+    where = mapped(dynamic[0])
+    if where is None:
+        raise ElfError("the dynamic segment lies in no loaded segment")
     entries: list[tuple[int, int]] = []
-    start, size = dynamic
-    for off in range(start, start + size - 15, 16):
+    for off in range(where[0], where[1] - 15, 16):
         tag, val = struct.unpack_from("<qQ", data, off)
         if tag == _DT_NULL:
             break
@@ -97,9 +117,10 @@ def read_elf(data: bytes) -> ElfInfo:
     strtab = next((v for t, v in entries if t == _DT_STRTAB), None)
     if strtab is None:
         raise ElfError("the dynamic section has no string table")
-    base = next((strtab - vaddr + off for vaddr, sz, off in loads if vaddr <= strtab < vaddr + sz), None)
-    if base is None:
+    at = mapped(strtab)
+    if at is None:
         raise ElfError("the string table lies in no loaded segment")
+    base = at[0]
 
     def string(at: int) -> tuple[int, str]:
         pos = base + at
@@ -110,7 +131,8 @@ def read_elf(data: bytes) -> ElfInfo:
 
     needed = tuple(string(v)[1] for t, v in entries if t == _DT_NEEDED)
     search = tuple(SearchPath(SEARCH_TAGS[t], *string(v)) for t, v in entries if t in SEARCH_TAGS)
-    return ElfInfo(interpreter, needed, search)
+    extra = tuple((PATH_TAGS[t], string(v)[1]) for t, v in entries if t in PATH_TAGS)
+    return ElfInfo(interpreter, needed, search, extra)
 
 
 def rewrite_search_path(data: bytearray, entry: SearchPath, new: str) -> None:

@@ -8,6 +8,7 @@ A reviewer writes it; nothing downstream reads a field this parser did not check
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,21 @@ def _finding(i: int, doc: Any) -> ResultFinding:
     return ResultFinding(doc["id"], doc["severity"], doc["blocking"], doc["message"], path, line, side)
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control_character(value: object, where: str = "the result") -> str | None:
+    """Where a string of ``value`` holds a C0/C1 control character other than tab and newline, or None (pure)."""
+    if isinstance(value, str):
+        return where if _CONTROL.search(value) else None
+    if isinstance(value, dict):
+        return next((w for k, v in value.items() for w in (_control_character(k, where), _control_character(v, f"{where}.{k}"))
+                     if w is not None), None)
+    if isinstance(value, list):
+        return next((w for i, v in enumerate(value) if (w := _control_character(v, f"{where}[{i}]")) is not None), None)
+    return None
+
+
 def parse_result(data: bytes) -> ReviewResult:
     """Parse a reviewer's output strictly (one JSON object, no duplicate keys, no extra fields).
 
@@ -105,6 +121,10 @@ def parse_result(data: bytes) -> ReviewResult:
         raise _bad(f"the reviewer's output is not one strict JSON object: {e.findings[0].detail}") from e
     if not isinstance(doc, dict) or set(doc) != {"complete", "limitations", "findings"}:
         raise _bad("the result must be an object of exactly complete, limitations, findings")
+    where = _control_character(doc)
+    if where is not None:
+        raise _bad(f"{where} holds a control character (only tab and newline are text): the reviewer's words reach a "
+                   "terminal and the review body as they are")
     if type(doc["complete"]) is not bool:
         raise _bad("complete must be true or false")
     limits, findings = doc["limitations"], doc["findings"]

@@ -528,7 +528,8 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
         host = _identity(review / "identity-review.json", base, head)
         started = review_start(handoff=result.handoff, policy=policy, state_dir=state, repo=consumer, host=IdentityFile(str(host)),
                                semantic="docs/review/policy-context.md", adapter="docs/review/github-review.json")
-        say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s)")
+        say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s), "
+            f"{len(started.authority)} of them authority changes (computed from the surface and the frozen base)")
         say("16. attest review exec --review: the stand-in reviewer (the runtime image's own bin/attest) runs from the four")
         say("   frozen images; it reads SKILL.md and its references from the procedure bundle only")
         reviewed = run_review(state_dir=state, review=started.review, handoff=result.handoff, policy=policy, argv=STAND_IN_COMMAND,
@@ -542,6 +543,14 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
                                 signer=load_signer(str(deploy_key)), record=review / "record.json")
         say(f"17. recheck: proceed; attest review serialize: {done.status} for head {done.head[:12]}, event {done.event}")
         say(f"   payload {done.payload_path}, signed review record {done.record_path} (a limited review never authorizes a merge)")
+        say(f"   the head changed the base's authority: the record lists {len(done.authority)} authority change(s), each a "
+            "blocking finding of attest's whatever the reviewer said (a person merges this, never the gate):")
+        for change in done.authority:
+            say(f"     {change.kind:<8} {change.status:<12} {change.path}")
+        expected = {(".agent-policy.yml", "config"), ("policy/review/findings.md", "module")}
+        if {(c.path, c.kind) for c in done.authority} != expected or done.event != "REQUEST_CHANGES" or done.blocking < len(expected):
+            raise EnvironmentFailure(CommonCode.INTERNAL, f"the record's authority changes are {[c.to_json() for c in done.authority]} "
+                                     f"(event {done.event}, {done.blocking} blocking), not {sorted(expected)}, each blocking; this is a bug")
         say("18. the pull request gains a commit: recheck")
         _git(consumer, "checkout", "-q", "pr")
         (consumer / "later.txt").write_text("a later commit\n")

@@ -7,6 +7,7 @@ rest of the demo offline).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -52,11 +53,20 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert result is not None and json.loads(Path(result.group(1)).read_bytes())["complete"] is False, chain
     assert re.search(r"^   limitation: stand-in reviewer: no analysis was performed; it read the 'pr-review' Skill from the "
                      r"procedure bundle only \(SKILL\.md sha256:[0-9a-f]{64}", chain, re.M), chain
-    assert re.search(r"^17\. recheck: proceed; attest review serialize: limited for head [0-9a-f]{12}, event COMMENT$", chain, re.M), chain
+    # The head rewrites .agent-policy.yml and a module: attest's own blocking findings, whatever the stand-in said.
+    assert re.search(r"^   review [0-9a-f]{32}: merge base [0-9a-f]{12}, 2 changed path\(s\), 2 of them authority changes ", chain, re.M), chain
+    assert re.search(r"^17\. recheck: proceed; attest review serialize: limited for head [0-9a-f]{12}, event REQUEST_CHANGES$", chain, re.M), chain
+    assert "   the head changed the base's authority: the record lists 2 authority change(s)" in chain
+    assert re.search(r"^     config +modified +\.agent-policy\.yml$", chain, re.M), chain
+    assert re.search(r"^     module +modified +policy/review/findings\.md$", chain, re.M), chain
     assert re.search(r"^   refresh \(REVIEW_HEAD_MOVED\): the head is [0-9a-f]{12}; review [0-9a-f]{32} replaces it,$", chain, re.M), chain
     assert "   restart (REVIEW_BASE_MOVED): every result of the old root is discarded" in chain
     record = json.loads((state / "review" / "record.json").read_bytes())
     assert record["payloadType"] == "application/vnd.in-toto+json"
+    predicate = json.loads(base64.b64decode(record["payload"]))["predicate"]
+    assert predicate["authority_changes"] == [{"path": ".agent-policy.yml", "status": "modified", "kind": "config"},
+                                              {"path": "policy/review/findings.md", "status": "modified", "kind": "module"}]
+    assert predicate["findings"]["blocking"] == 2 and predicate["event"] == "REQUEST_CHANGES"
     assert "refused at step 6, as it must be (a stale authority at the base): CHECK_FAILED" in chain
     assert "INPUT_DIGEST_MISMATCH: policy/core/evidence.md" in chain
     assert out.rstrip().endswith("demo complete: every check ended as it must.")
@@ -84,7 +94,9 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert re.search(r"^PROCEED review [0-9a-f]{32}: REVIEW_UNCHANGED$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^SERIALIZED review [0-9a-f]{32}: LIMITED for head [0-9a-f]{40} \(recheck: proceed\)$", proc.stdout, re.M), proc.stdout
     payload = json.loads((tmp_path / "verify" / "payload.json").read_bytes())
-    assert payload["event"] == "COMMENT" and payload["comments"] == [] and "Limitations:" in payload["body"]
+    assert payload["event"] == "REQUEST_CHANGES" and payload["comments"] == [] and "Limitations:" in payload["body"]
+    assert "Authority changes: found by attest itself" in payload["body"] and "attest-authority-2" in payload["body"]
+    assert re.search(r"^    config +modified +\.agent-policy\.yml$", proc.stdout, re.M), proc.stdout
 
     # The second run (issue 14) reuses the promotion its first run made, verified: no rebuild, no rebuilder, no new log entry.
     assert main(["demo", "--state-dir", str(state)]) == 0

@@ -61,7 +61,17 @@ def start_review(
     print(f"  merge base: {doc['merge_base']} ({doc['changed_paths']} changed path(s))")
     for role, kept in doc["projections"].items():
         print(f"  {role + ':':<11} {kept['path']} ({kept['sha256']}, retained)")
+    print("\n".join(_authority_lines(doc["authority_changes"], "  authority:  ")))
     print(f"  state:      {doc['state']}")
+
+
+def _authority_lines(changes: list[dict[str, str]], label: str) -> list[str]:
+    """The human-readable lines of a review's authority changes: a count, then one line each (kind, status, path)."""
+    if not changes:
+        return [f"{label}the head changes none of the base's authority material"]
+    return [f"{label}the head changes the base's authority material ({len(changes)} change(s), each a blocking "
+            "finding of attest's: a person merges this, never the gate)"] + \
+           [f"    {c['kind']:<8} {c['status']:<12} {c['path']}" for c in changes]
 
 
 def recheck_review(
@@ -173,7 +183,7 @@ def serialize_review(
     lines = [f"SERIALIZED review {done.review}: {done.status.upper()} for head {done.head} (recheck: proceed)",
              f"  event:    {done.event}; {done.inline} inline comment(s), {done.in_body} finding(s) in the body, {done.blocking} blocking",
              f"  payload:  {done.payload_path} ({done.payload_digest})",
-             f"  record:   {done.record_path} ({done.record_digest})"]
+             f"  record:   {done.record_path} ({done.record_digest})", *_authority_lines(doc["authority_changes"], "  authority: ")]
     if done.status == "failed":  # written, so the host can say so, and still a failure: exit 1
         from ..errors import EnvironmentFailure
         from ..review.handoff import HandoffCode

@@ -151,6 +151,7 @@ def _review_state() -> dict[str, Any]:
         "images": {n: "sha256:" + _HEX64 for n in IMAGE_NAMES}, "config": {"sha256": _HEX64}, "lock": {"sha256": _HEX64},
         "context": "review", "projections": {"semantic": "sha256:" + _HEX64, "adapter": "sha256:" + _HEX64},
         "surface": {"base": merge_base, "head": head, "paths": ["attest/x.py"]},
+        "authority_changes": [],
     }
 
 

@@ -214,7 +214,7 @@ def record_predicate(head: str, **change: Any) -> dict[str, Any]:
         "images": {n: "sha256:" + "6" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
         "projections": {"semantic": {"path": SEM, "sha256": "sha256:" + "7" * 64},
                         "adapter": {"path": test_review_start.ADA, "sha256": "sha256:" + "8" * 64}},
-        "result": {"sha256": "sha256:" + "9" * 64}, "failure": None, "limitations": [],
+        "result": {"sha256": "sha256:" + "9" * 64}, "failure": None, "limitations": [], "authority_changes": [],
         "findings": {"total": 0, "blocking": 0, "inline": 0, "in_body": 0}, "event": "COMMENT",
         "confinement": {"confined": True}, "time": "2026-01-01T00:00:00Z"}
     doc.update(change)

@@ -251,12 +251,14 @@ def test_decide_merge_needs_a_required_check() -> None:
     assert codes(ei.value) == ["MERGE_NO_REQUIRED_CHECK"]
 
 
+CFG = {"path": ".agent-policy.yml", "status": "modified", "kind": "config"}
+LCK = {"path": ".agent-policy.lock", "status": "modified", "kind": "lock"}
 GOOD_RECORD: dict[str, Any] = {
     "review": "0" * 32, "state_digest": "sha256:" + "0" * 64, "generation": 0, "status": "complete",
     "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3}, "base": {"commit": A, "tree": B}, "head": C,
     "merge_base": A, "handoff_digest": "sha256:" + "1" * 64,
     "images": {n: "sha256:" + "2" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
-    "projections": {}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [],
+    "projections": {}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [], "authority_changes": [],
     "findings": {"total": 1, "blocking": 0, "inline": 1, "in_body": 0}, "event": "COMMENT",
     "confinement": {"confined": True}, "time": "2026-12-01T00:00:00Z"}
 
@@ -277,6 +279,31 @@ GOOD_RECORD: dict[str, Any] = {
     lambda d: d.update(status="limited"),                                                  # limited, no limitation
     lambda d: d.update(status="failed"),                                                   # failed with a result
     lambda d: d["images"].pop("runtime"),
+    # authority_changes: the key, its shape, and its findings counted as blocking, in the body
+    lambda d: d.pop("authority_changes"),                                                  # missing
+    lambda d: d.update(authority_changes=None),
+    lambda d: d.update(authority_changes={}),
+    lambda d: d.update(authority_changes=[[".agent-policy.yml", "modified", "config"]]),
+    lambda d: d.update(authority_changes=[{**CFG, "kind": "policy"}]),                     # bad kind
+    lambda d: d.update(authority_changes=[{**CFG, "status": "renamed"}]),                  # bad status
+    lambda d: d.update(authority_changes=[{**CFG, "status": "M"}]),
+    lambda d: d.update(authority_changes=[{**CFG, "path": ""}]),
+    lambda d: d.update(authority_changes=[{**CFG, "path": 1}]),
+    lambda d: d.update(authority_changes=[{k: v for k, v in CFG.items() if k != "kind"}]),
+    lambda d: d.update(authority_changes=[{**CFG, "source": "attest"}]),
+    lambda d: d.update(authority_changes=[CFG, CFG], findings={"total": 3, "blocking": 2, "inline": 1, "in_body": 2},
+                       event="REQUEST_CHANGES"),                                           # a path twice
+    lambda d: d.update(authority_changes=[CFG]),                                           # blocking 0, in_body 0 < 1
+    lambda d: d.update(authority_changes=[CFG], findings={"total": 1, "blocking": 0, "inline": 0, "in_body": 1}),  # blocking < n
+    lambda d: d.update(authority_changes=[CFG], findings={"total": 1, "blocking": 1, "inline": 1, "in_body": 0},
+                       event="REQUEST_CHANGES"),                                           # in_body < n
+    lambda d: d.update(authority_changes=[CFG, LCK], findings={"total": 2, "blocking": 1, "inline": 0, "in_body": 2},
+                       event="REQUEST_CHANGES"),                                           # blocking 1 < 2
+    lambda d: d.update(status="failed", result=None, failure={"code": "REVIEWER_FAILED", "detail": "x"}, authority_changes=[CFG],
+                       findings={"total": 0, "blocking": 0, "inline": 0, "in_body": 0}),  # failed, its authority finding missing
+    lambda d: d.update(status="failed", result=None, failure={"code": "REVIEWER_FAILED", "detail": "x"}, authority_changes=[CFG],
+                       findings={"total": 2, "blocking": 2, "inline": 0, "in_body": 2},
+                       event="REQUEST_CHANGES"),                                           # failed, with a reviewer finding
 ])
 def test_parse_review_record_refuses(change: Any) -> None:
     assert parse_review_record(json.loads(json.dumps(GOOD_RECORD)), "d").status == "complete"
@@ -285,6 +312,25 @@ def test_parse_review_record_refuses(change: Any) -> None:
     with pytest.raises(VerificationError) as ei:
         parse_review_record(doc, "d")
     assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"]
+
+
+@pytest.mark.parametrize("status, result, failure, findings", [
+    ("complete", {"sha256": "sha256:" + "3" * 64}, None, {"total": 3, "blocking": 2, "inline": 1, "in_body": 2}),
+    ("failed", None, {"code": "REVIEWER_FAILED", "detail": "exit 3"}, {"total": 2, "blocking": 2, "inline": 0, "in_body": 2}),
+])
+def test_a_record_with_authority_changes_parses_and_never_authorizes(status: str, result: Any, failure: Any,
+                                                                     findings: dict[str, int]) -> None:
+    doc = json.loads(json.dumps(GOOD_RECORD))
+    doc.update(status=status, result=result, failure=failure, authority_changes=[CFG, LCK], findings=findings, event="REQUEST_CHANGES")
+    rec = parse_review_record(doc, "d")
+    assert rec.authority == ((".agent-policy.yml", "modified", "config"), (".agent-policy.lock", "modified", "lock"))
+    assert parse_review_record(json.loads(json.dumps(GOOD_RECORD)), "d").authority == ()
+    rec = replace(rec, repository_id=REC.repository_id, full_name=REC.full_name, pull_request_id=REC.pull_request_id,
+                  number=REC.number, base_commit=REC.base_commit, head=REC.head, status="complete")
+    decision = decide_merge(rec, NOW, [OK], ("test",), same_head=(), runs=())
+    assert not decision.authorized and [f.code for f in decision.findings] == ["MERGE_BLOCKING_FINDINGS"]
+    message = decision.findings[0].detail
+    assert "config modified .agent-policy.yml" in message and "lock modified .agent-policy.lock" in message, message
 
 
 @pytest.mark.parametrize("change", [

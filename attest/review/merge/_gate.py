@@ -11,7 +11,8 @@ authorizes only when every piece holds, and explains every piece that does not:
    (``MERGE_REVIEW_OTHER_PULL_REQUEST``, ``MERGE_REVIEW_STALE_BASE``, ``MERGE_REVIEW_STALE_HEAD``);
 3. **complete**: the record's status is ``complete`` (``limited``, ``partial`` and ``failed``
    never authorize: ``MERGE_REVIEW_NOT_COMPLETE``) and it has no blocking finding
-   (``MERGE_BLOCKING_FINDINGS``);
+   (``MERGE_BLOCKING_FINDINGS``; attest's own finding for each of the head's authority changes
+   is one, so a head that changes the base's authority is never authorized by the gate);
 4. **the head's history**: the deployment's state directory is always read, whatever record is
    given: every review record under ``STATE/records`` (each must verify) and every run under
    ``STATE/results`` (each must parse). Any of them of the exact current head commit in this
@@ -76,6 +77,8 @@ class ReviewRecord:
     blocking: int
     digest: str
     confined: bool = True
+    #: The record's ``authority_changes`` as ``(path, status, kind)``: each is one of its blocking findings.
+    authority: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +111,8 @@ def _positive(value: Any) -> bool:
 
 
 _RECORD_KEYS = frozenset({"review", "state_digest", "generation", "status", "repository", "pull_request", "base", "head",
-                          "merge_base", "handoff_digest", "images", "projections", "result", "failure", "limitations", "findings",
-                          "event", "confinement", "time"})
+                          "merge_base", "handoff_digest", "images", "projections", "result", "failure", "limitations",
+                          "authority_changes", "findings", "event", "confinement", "time"})
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
 
@@ -119,12 +122,17 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     Exactly the documented fields; a ``complete`` record has a result, no failure and no
     limitation; a ``failed`` one a failure and no result; the finding counts add up; the event
     is the one the adapter gives for them (``REQUEST_CHANGES`` exactly when something blocks).
+    ``authority_changes`` is exactly ``[{path, status, kind}]`` (no path twice, ``status`` one of
+    :data:`~attest.review.procedure.AUTHORITY_STATUSES`, ``kind`` one of
+    :data:`~attest.review.procedure.AUTHORITY_KINDS`), and each is one of the record's blocking
+    findings in the body: with n of them, ``blocking`` and ``in_body`` are at least n, and a
+    ``failed`` record's ``total`` is exactly n (attest's findings, none of a reviewer).
 
     Raises:
         VerificationError: ``MERGE_RECORD_MALFORMED``.
     """
     from ..handoff import IMAGE_NAMES
-    from ..procedure import STATUSES
+    from ..procedure import AUTHORITY_KINDS, AUTHORITY_STATUSES, STATUSES
 
     if not isinstance(predicate, dict) or set(predicate) != _RECORD_KEYS:
         raise _bad(f"the review record must have exactly the fields {sorted(_RECORD_KEYS)}", where)
@@ -137,6 +145,14 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
         confinement = predicate["confinement"]
     except (KeyError, TypeError) as e:
         raise _bad(f"the review record lacks {e}", where) from e
+    changes = predicate["authority_changes"]
+    if not (isinstance(changes, list)
+            and all(isinstance(c, dict) and set(c) == {"path", "status", "kind"} and isinstance(c["path"], str) and bool(c["path"])
+                    and c["status"] in AUTHORITY_STATUSES and c["kind"] in AUTHORITY_KINDS for c in changes)
+            and len({c["path"] for c in changes}) == len(changes)):
+        raise _bad("the review record's authority_changes must be a list of exactly {path, status, kind}, no path twice, status "
+                   f"one of {list(AUTHORITY_STATUSES)}, kind one of {list(AUTHORITY_KINDS)}", where)
+    record = replace(record, authority=tuple((c["path"], c["status"], c["kind"]) for c in changes))
     status, result, failure, limitations = record.status, predicate["result"], predicate["failure"], predicate["limitations"]
     shape = (record.status in STATUSES and all(_positive(v) for v in (record.repository_id, record.pull_request_id, record.number))
              and isinstance(record.full_name, str) and bool(record.full_name)
@@ -150,14 +166,15 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     if not shape:
         raise _bad("the review record's predicate is not the documented shape", where)
     total, blocking, inline, in_body = counts
-    consistent = (blocking <= total and inline + in_body == total
+    n = len(changes)  # attest's authority findings: each blocking, each in the body
+    consistent = (blocking <= total and inline + in_body == total and blocking >= n and in_body >= n
                   and predicate["event"] == ("REQUEST_CHANGES" if blocking else "COMMENT")
                   and (result is None) == (failure is not None) == (status == "failed")
                   and (status != "complete" or not limitations) and (status != "limited" or bool(limitations))
-                  and (status != "partial" or not limitations) and (status != "failed" or total == 0))
+                  and (status != "partial" or not limitations) and (status != "failed" or total == n))
     if not consistent:
-        raise _bad("the review record contradicts itself (its status, result, failure, limitations, counts and event "
-                   "do not agree)", where)
+        raise _bad("the review record contradicts itself (its status, result, failure, limitations, authority changes, "
+                   "counts and event do not agree)", where)
     return record
 
 
@@ -265,7 +282,10 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
         found.append(Finding(MergeGateCode.MERGE_REVIEW_UNCONFINED, None, "the reviewer ran unconfined (--unsafe-unconfined): "
                              "its review never authorizes a merge"))
     if record.blocking:
-        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"))
+        ours = "; ".join(f"{kind} {status} {path}" for path, status, kind in record.authority)
+        found.append(Finding(MergeGateCode.MERGE_BLOCKING_FINDINGS, None, f"the review has {record.blocking} blocking finding(s)"
+                             + (f", {len(record.authority)} of them attest's for the head's authority changes ({ours}): "
+                                "a person reviews and merges such a change, never the gate" if record.authority else "")))
     here = (now.repository_id, now.head_sha)  # the head is the commit of this repository, whatever pull request carries it
     earlier = {r.review for r in same_head if r.blocking and r.digest != record.digest
                and (r.repository_id, r.head) == here}

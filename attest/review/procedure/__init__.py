@@ -10,7 +10,9 @@ recheck``) re-resolves what a state records (and re-establishes its frozen root:
 (:func:`decide_recheck`, pure). :func:`run_review` (``review exec --review``) runs the reviewer
 for one review and records its outcome; :func:`serialize_review` (``attest review serialize``)
 rechecks immediately before writing, renders the GitHub payload from the retained adapter
-(:func:`render_github_review`, pure) and signs the review record.
+(:func:`render_github_review`, pure), adds attest's own finding for every head change to the
+base's authority material (:func:`authority_changes`, :func:`authority_findings`) and signs the
+review record.
 
     >>> from attest.attestation import load_policy
     >>> from attest.review.bootstrap import IdentityFile
@@ -50,6 +52,8 @@ from ._recheck import (
 )
 from ._root import ReviewRoot, decide_root, reestablish_root
 from ._serialize import (
+    AUTHORITY_BLOCKING,
+    AUTHORITY_SEVERITY,
     RECORDS_DIR,
     RESULTS_DIR,
     REVIEW_RECORD_PREDICATE,
@@ -59,6 +63,7 @@ from ._serialize import (
     RunRecord,
     Serialized,
     anchor,
+    authority_findings,
     check_adapter,
     check_run_options,
     claim_run,
@@ -75,14 +80,22 @@ from ._serialize import (
     write_run_record,
 )
 from ._start import (
+    AUTHORITY_FINDING_PREFIX,
+    AUTHORITY_KINDS,
+    AUTHORITY_STATUSES,
     REVIEWS_DIR,
     STATE_FORMAT,
+    AuthorityChange,
     HandoffEvidence,
     ReviewStart,
+    authority_changes,
+    authority_kind,
     decide_identity,
     describe_host,
     handoff_evidence,
+    parse_authority_changes,
     path_kinds,
+    read_base_authority,
     review_id,
     review_start,
     verify_handoff_evidence,
@@ -91,6 +104,11 @@ from ._start import (
 )
 
 __all__ = [
+    "AUTHORITY_BLOCKING",
+    "AUTHORITY_FINDING_PREFIX",
+    "AUTHORITY_KINDS",
+    "AUTHORITY_SEVERITY",
+    "AUTHORITY_STATUSES",
     "OUTCOMES",
     "RECHECKS_DIR",
     "RECORDS_DIR",
@@ -103,6 +121,7 @@ __all__ = [
     "STATE_FORMAT",
     "STATUSES",
     "SUPPORTED_ADAPTERS",
+    "AuthorityChange",
     "Binding",
     "BindingCode",
     "Bindings",
@@ -120,6 +139,9 @@ __all__ = [
     "SerializeCode",
     "Serialized",
     "anchor",
+    "authority_changes",
+    "authority_findings",
+    "authority_kind",
     "bind_outputs",
     "check_adapter",
     "check_review_id",
@@ -134,10 +156,12 @@ __all__ = [
     "handoff_evidence",
     "host_from_state",
     "load_review_state",
+    "parse_authority_changes",
     "parse_reproduced_outputs",
     "parse_review_state",
     "parse_run_record",
     "path_kinds",
+    "read_base_authority",
     "read_run_record",
     "read_run_records",
     "recheck_review",

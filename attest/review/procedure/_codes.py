@@ -66,6 +66,7 @@ class SerializeCode(ReasonCode):
     REVIEW_ALREADY_SERIALIZED = "REVIEW_ALREADY_SERIALIZED"      # the review has its record: no second run, no second record
     REVIEW_ALREADY_RUN = "REVIEW_ALREADY_RUN"                    # the review's one run was claimed already (finished, failed, running or interrupted)
     REVIEW_HEAD_BLOCKED = "REVIEW_HEAD_BLOCKED"                  # another analysis of the exact head commit (this repository, any pull request) had blocking findings or failed: a clean one is not serialized
+    REVIEW_AUTHORITY_CHANGES_MISMATCH = "REVIEW_AUTHORITY_CHANGES_MISMATCH"  # the state's authority_changes are not what its surface and the frozen base's config and lock give
 
 
 __all__ = ["BindingCode", "RecheckCode", "ReviewStartCode", "SerializeCode"]

@@ -14,7 +14,8 @@ outcome, in this precedence (the first that applies wins; every applicable findi
    ``IMAGE_CHANGED``, ``RETAINED_MISMATCH``, ...): the whole bootstrap must run again, and every
    result of the old root is discarded, even when the reproduced procedure bytes would be identical;
 3. ``refresh``: only the head (``REVIEW_HEAD_MOVED``) or the merge base
-   (``REVIEW_MERGE_BASE_MOVED``) moved: the changed surface is recomputed into a new review state
+   (``REVIEW_MERGE_BASE_MOVED``) moved: the changed surface, and from it and the re-established
+   frozen base's configuration and lock the authority changes, are recomputed into a new review state
    (``refresh.generation`` one higher, ``refresh.previous`` the old id) and the old review is
    superseded, so every analysis of it is stale;
 4. ``proceed`` (``REVIEW_UNCHANGED``): nothing moved.
@@ -40,7 +41,18 @@ from ...errors import AttestError, EnvironmentFailure, Finding, InputError, Veri
 from ..bootstrap import HostAdapter
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
-from ._start import REVIEWS_DIR, STATE_FORMAT, identity_changes, review_id, write_review_state, write_state_file
+from ._start import (
+    REVIEWS_DIR,
+    STATE_FORMAT,
+    AuthorityChange,
+    authority_changes,
+    identity_changes,
+    parse_authority_changes,
+    read_base_authority,
+    review_id,
+    write_review_state,
+    write_state_file,
+)
 
 RECHECKS_DIR = "rechecks"
 MAX_STATE_BYTES = 64 << 20
@@ -50,7 +62,7 @@ OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # asc
 _ID = re.compile(r"[0-9a-f]{32}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
-                         "merge_base", "images", "config", "lock", "context", "projections", "surface"})
+                         "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes"})
 _HOST_KEYS = {"identity": {"adapter", "path"}, "github": {"adapter", "repository", "pr", "api_url"}}
 _RECORD_KEYS = frozenset({"review", "state", "outcome", "reason", "superseded_by"})
 _CLOSED = {"refresh": RecheckCode.REVIEW_SUPERSEDED, "restart": RecheckCode.REVIEW_DISCARDED, "fail": RecheckCode.REVIEW_FAILED}
@@ -82,6 +94,7 @@ class ReviewState:
     repo: str
     host: dict[str, Any]
     generation: int  # 0 for a started review; one more on every refresh
+    authority: tuple[AuthorityChange, ...] = ()  # the head's changes to the base's authority material
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +279,7 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     if not isinstance(surface, dict) or not isinstance(surface.get("paths"), list) or \
             (surface.get("base"), surface.get("head")) != (doc["merge_base"], doc["head"]):
         raise bad("surface must be the changed surface from its merge_base to its head")
+    authority = parse_authority_changes(doc["authority_changes"], surface, where)
     generation = 0
     if "refresh" in doc:
         refresh = obj("refresh", {"previous", "generation"})
@@ -275,7 +289,7 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     return ReviewState(claimed, "sha256:" + hashlib.sha256(data).hexdigest(), doc,
                        integer(repository["id"], "repository.id"), text(repository["full_name"], "repository.full_name"),
                        integer(pull_request["id"], "pull_request.id"), integer(pull_request["number"], "pull_request.number"),
-                       base["commit"], base["tree"], fmt, doc["head"], doc["merge_base"], repo, host, generation)
+                       base["commit"], base["tree"], fmt, doc["head"], doc["merge_base"], repo, host, generation, authority)
 
 
 def _read_at(state_dir: str, sub: str, name: str, max_bytes: int) -> bytes | None:
@@ -436,7 +450,9 @@ def recheck_review(
         VerificationError: ``REVIEW_STATE_MALFORMED``, ``REVIEW_STATE_TAMPERED``,
             ``REVIEW_SUPERSEDED``, ``REVIEW_DISCARDED``, ``REVIEW_FAILED``, ``HOST_MISMATCH``,
             ``API_TREE_MISMATCH``, the git layer's codes (``OBJECT_MISSING``,
-            ``WRONG_OBJECT_TYPE``, ``HISTORY_TOO_LONG``, ``SHALLOW_REPOSITORY``, ...).
+            ``WRONG_OBJECT_TYPE``, ``HISTORY_TOO_LONG``, ``SHALLOW_REPOSITORY``, ...);
+            ``REVIEW_AUTHORITY_MISMATCH`` (a refresh whose frozen base's config or lock is not
+            the state's: never for a base image that verified).
         EnvironmentFailure: ``REVIEW_STATE_FAILED``, ``GIT_FAILED`` and the state directory's codes.
     """
     from ...git import GitRepo, best_common_ancestors, changed_surface, verify_full_sha
@@ -447,6 +463,7 @@ def recheck_review(
     state_path = os.path.join(root_dir, REVIEWS_DIR, f"{review}.json")
     adapter = host if host is not None else host_from_state(state.host, token_env=token_env, environ=environ)
     surface = None
+    changes: tuple[AuthorityChange, ...] = ()
     with GitRepo.open(state.repo) as git:
         fmt = git.object_format
         resolved = adapter.resolve()
@@ -468,12 +485,17 @@ def recheck_review(
         outcome = decide_recheck(state, now, problems)
         if outcome.outcome == "refresh":
             surface = changed_surface(git, bases[0], resolved.head_sha)
+            assert root is not None  # a root that cannot be established is a restart
+            authority = read_base_authority(root.images["base"], state.base_commit, state.base_tree, state.object_format,
+                                            state.doc["config"]["sha256"], state.doc["lock"]["sha256"])
+            changes = authority_changes([(p.path, p.status) for p in surface.paths], authority.config, authority.lock)
     if outcome.outcome == "proceed":
         return Recheck(state, state_path, now, outcome, review, state_path, None, None, root)
     if outcome.outcome == "refresh":
         assert surface is not None
         doc = {k: v for k, v in state.doc.items() if k != "review"}
         doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
+                   authority_changes=[c.to_json() for c in changes],
                    refresh={"previous": review, "generation": state.generation + 1})
         new_id, new_path = write_review_state(root_dir, doc)
         record = _write_record(root_dir, state, outcome, new_id)

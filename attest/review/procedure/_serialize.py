@@ -14,7 +14,10 @@
    and ``proceed`` means every identity the analysis used was reproduced: repository, pull
    request, base commit and tree, head, the unique merge base, the four frozen images (verified
    again from the store) and the retained semantic and adapter projection bytes (retained again
-   from the frozen base, against the state's digests);
+   from the frozen base, against the state's digests); then the **authority changes** are
+   computed again (:func:`~attest.review.procedure.authority_changes`) from the state's changed
+   surface and the re-established frozen base's configuration and lock, and must be the state's
+   exactly (``REVIEW_AUTHORITY_CHANGES_MISMATCH``);
 4. **adapter**: the retained adapter bytes must be exactly the ``github-review-json-adapter-v1``
    projection bound to the retained semantic projection (:func:`check_adapter`), the transport
    this serializer implements (``REVIEW_ADAPTER_UNSUPPORTED``);
@@ -22,6 +25,9 @@
    and line are a changed line of the changed surface on its side (LEFT: merge base, RIGHT: head;
    no side means RIGHT), otherwise losslessly in the body (the finding as one fenced JSON object);
    no confidence threshold, nothing suppressed, nothing truncated (``REVIEW_PAYLOAD_TOO_LARGE``);
+   and, whatever the result says (clean, failed, or naming the same paths or ids), one attest
+   finding per authority change (:func:`authority_findings`: ``attest-authority-N``, ``high``,
+   blocking), in a body section of its own that no reviewer text can remove, alter or stand in for;
 6. **record**: a signed in-toto statement (:data:`REVIEW_RECORD_PREDICATE`) whose subject is the
    payload, stating the review's status for the exact head (:func:`review_status`: ``complete``,
    ``limited``, ``partial`` or ``failed``), written to ``STATE/records/<id>.json`` (and ``record``).
@@ -45,6 +51,7 @@ from typing import Any, Literal
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..handoff import ResultFinding, ReviewResult
 from ._codes import SerializeCode
+from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange
 
 REVIEW_RECORD_PREDICATE = "https://attest.dev/review-record/v1"
 RESULTS_DIR = "results"
@@ -210,6 +217,36 @@ class ReviewFacts:
     merge_base: str
     status: Status
     failure: str | None = None  # "CODE: detail" of a failed run
+    authority_changes: tuple[AuthorityChange, ...] = ()  # the state's: each becomes an attest finding
+
+
+#: An authority change's finding: not a defect, but never authorized without a person (docs/review.md "Authority changes").
+AUTHORITY_SEVERITY = "high"
+AUTHORITY_BLOCKING = True
+_VERB = {"added": "adds", "deleted": "deletes", "modified": "modifies", "type-changed": "changes the type of"}
+_WHAT = {"config": "the trusted base's review configuration", "lock": "the trusted base's policy lock",
+         "module": "a policy module the trusted base's configuration or lock names",
+         "output": "a generated output the trusted base's configuration or lock names",
+         "skill": "the Skill namespace .agents/", "workflow": "a GitHub Actions workflow (.github/workflows/)",
+         "github": "GitHub's runtime namespace .github/"}
+
+
+def authority_findings(changes: Sequence[AuthorityChange]) -> list[dict[str, Any]]:
+    """attest's own finding for each authority change, in order (pure): ``attest-authority-1``, ``-2``, ...
+
+    Each is ``{id, severity, blocking, message, path, kind, status, source: "attest"}``:
+    severity ``high``, blocking (the merge gate never authorizes it; a person merges such a
+    change), ``source`` a key no reviewer finding can have.
+
+    Raises:
+        Nothing.
+    """
+    return [{"id": f"{AUTHORITY_FINDING_PREFIX}{i}", "severity": AUTHORITY_SEVERITY, "blocking": AUTHORITY_BLOCKING,
+             "message": f"the head {_VERB.get(c.status, c.status)} {c.path}, {_WHAT.get(c.kind, c.kind)}. This review used the "
+                        "trusted base's authority, never the head's; once merged this change is authority for later reviews and "
+                        "automation, so a person must review it: the merge gate never authorizes it",
+             "path": c.path, "kind": c.kind, "status": c.status, "source": "attest"}
+            for i, c in enumerate(changes, 1)]
 
 
 def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surface: Mapping[str, Any],
@@ -236,15 +273,24 @@ def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surfac
             raise VerificationError(SerializeCode.REVIEW_PAYLOAD_TOO_LARGE, f"the inline comment of finding {f.id!r} is "
                                     f"{len(body.encode())} bytes; the adapter's limit is {limit}: nothing is truncated")
         inline.append({"path": where[0], "line": where[2], "side": where[1], "body": body})
-    blocking = sum(f.blocking for f in findings)
+    ours = authority_findings(facts.authority_changes)
+    blocking = sum(f.blocking for f in findings) + sum(a["blocking"] for a in ours)
+    total = len(findings) + len(ours)
+    theirs = f" ({len(ours)} of them attest's authority changes)" if ours else ""
     parts = [f"**attest review: {facts.status}** of head `{facts.head}` (base `{facts.base_commit}`, merge base "
              f"`{facts.merge_base}`; review `{facts.review}`).",
              "",
-             f"{len(findings)} finding(s), {blocking} blocking: {len(inline)} inline, {len(below)} below."]
+             f"{total} finding(s){theirs}, {blocking} blocking: {len(inline)} inline, {len(below) + len(ours)} below."]
     if facts.failure is not None:
         parts += ["", f"The review **failed**: {_escape(facts.failure)}. Nothing was analysed; this review authorizes nothing."]
     if result is not None and result.limitations:
         parts += ["", "Limitations:"] + [f"- {_escape(x)}" for x in result.limitations]
+    if ours:
+        parts += ["", "Authority changes: found by attest itself in the changed surface, whatever the reviewer's result says. "
+                  "This review used the trusted base's authority; each change needs a person before it is merged:"]
+        for a in ours:
+            parts += ["", f"- **[{a['severity']}{', blocking' if a['blocking'] else ''}] {a['id']}** {_escape(a['message'])}",
+                      "", _fenced(a)]
     if below:
         parts += ["", "Findings that do not anchor to a changed line:"]
         for f in below:
@@ -505,6 +551,9 @@ def review_record_statement(state: Any, *, status: Status, payload: bytes, resul
                             time: _dt.datetime) -> dict[str, Any]:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
 
+    ``authority_changes`` is the state's list; ``findings`` counts every finding of the payload,
+    the reviewer's and attest's authority findings (all in the body, all blocking).
+
     Raises:
         InputError: ``INTERNAL`` for a naive ``time``.
     """
@@ -515,6 +564,7 @@ def review_record_statement(state: Any, *, status: Status, payload: bytes, resul
         raise InputError(CommonCode.INTERNAL, "the clock must return an aware datetime")
     d = state.doc
     findings = result.findings if result is not None else ()
+    ours = len(d["authority_changes"])  # each is a blocking finding of the payload's body (authority_findings)
     predicate = {
         "review": state.review,
         "state_digest": state.digest,
@@ -531,8 +581,9 @@ def review_record_statement(state: Any, *, status: Status, payload: bytes, resul
         "result": None if result_digest is None else {"sha256": result_digest},
         "failure": None if failure is None else dict(failure),
         "limitations": list(result.limitations) if result is not None else [],
-        "findings": {"total": len(findings), "blocking": sum(f.blocking for f in findings),
-                     "inline": len(placed["comments"]), "in_body": len(findings) - len(placed["comments"])},
+        "authority_changes": [dict(c) for c in d["authority_changes"]],
+        "findings": {"total": len(findings) + ours, "blocking": sum(f.blocking for f in findings) + (ours if AUTHORITY_BLOCKING else 0),
+                     "inline": len(placed["comments"]), "in_body": len(findings) + ours - len(placed["comments"])},
         "event": placed["event"],
         "confinement": None if run.confinement is None else dict(run.confinement),
         "time": time.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -560,12 +611,14 @@ class Serialized:
     in_body: int
     blocking: int
     recheck: Any  # the Recheck that said proceed
+    authority: tuple[AuthorityChange, ...] = ()  # each also counted in in_body and blocking
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "review": self.review, "status": self.status, "head": self.head, "outcome": "proceed",
                 "payload": self.payload_path, "payload_digest": self.payload_digest, "record": self.record_path,
                 "record_digest": self.record_digest, "event": self.event,
-                "findings": {"inline": self.inline, "in_body": self.in_body, "blocking": self.blocking}}
+                "findings": {"inline": self.inline, "in_body": self.in_body, "blocking": self.blocking},
+                "authority_changes": [c.to_json() for c in self.authority]}
 
 
 def _serialized(state_dir: str, review: str) -> bool:
@@ -580,6 +633,27 @@ def _refuse_serialized(state_dir: str, review: str) -> None:
         raise VerificationError(SerializeCode.REVIEW_ALREADY_SERIALIZED, f"review {review} was serialized already: one review, "
                                 "one analysis, one record (a new head is a new review)",
                                 os.path.join(state_dir, RECORDS_DIR, f"{review}.json"))
+
+
+def _authority_of(state: Any, root: Any) -> tuple[AuthorityChange, ...]:
+    """The state's authority changes, if its surface and the re-established frozen base give exactly them.
+
+    Raises:
+        VerificationError: ``REVIEW_AUTHORITY_CHANGES_MISMATCH``, ``REVIEW_AUTHORITY_MISMATCH``,
+            ``REVIEW_STATE_MALFORMED`` and the codes of :func:`~attest.review.bootstrap.read_authority`.
+    """
+    from ._start import authority_changes, read_base_authority
+
+    d = state.doc
+    _changed_lines(d["surface"])  # the surface's paths are of the documented shape (REVIEW_STATE_MALFORMED)
+    authority = read_base_authority(root.images["base"], state.base_commit, state.base_tree, state.object_format,
+                                    d["config"]["sha256"], d["lock"]["sha256"])
+    again = authority_changes([(p["path"], p["status"]) for p in d["surface"]["paths"]], authority.config, authority.lock)
+    if again != tuple(state.authority):
+        raise VerificationError(SerializeCode.REVIEW_AUTHORITY_CHANGES_MISMATCH, f"the review state lists "
+                                f"{[c.path for c in state.authority]} as authority changes; its changed surface and the frozen "
+                                f"base's configuration and lock give {[c.path for c in again]}: nothing was written")
+    return again
 
 
 def _output_paths(result: str, out: str, record: str | None) -> tuple[str, str | None]:
@@ -630,7 +704,7 @@ def serialize_review(
         InputError: ``REVIEW_ID_INVALID``, ``REVIEW_STATE_MISSING``, an unreadable result
             (``UNREADABLE``), ``BAD_OUTPUT_PATH``, ``SIGNING_FAILED``, the host adapter's codes.
         VerificationError: ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_RESULT_NOT_OF_REVIEW``, ``REVIEW_NOT_PROCEED`` (with the
-            recheck's findings: refresh, restart or fail), ``REVIEW_ADAPTER_UNSUPPORTED``,
+            recheck's findings: refresh, restart or fail), ``REVIEW_AUTHORITY_CHANGES_MISMATCH``, ``REVIEW_ADAPTER_UNSUPPORTED``,
             ``REVIEW_PAYLOAD_TOO_LARGE``, ``REVIEW_RESULT_INVALID``, the review state's codes.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
     """
@@ -678,13 +752,15 @@ def serialize_review(
         raise VerificationError(findings=[Finding(SerializeCode.REVIEW_NOT_PROCEED, None, f"the recheck decided "
                                                   f"{got.outcome.outcome} ({got.outcome.reason}): {then}; nothing was written"),
                                           *got.outcome.findings])
+    # 3b. The authority changes, computed again from the state's surface and the re-established base: the state's exactly.
+    changes = _authority_of(state, got.root)
     # 4. The adapter: the retained bytes, exactly the transport this serializer implements.
     sem, ada = got.root.semantic, got.root.adapter
     adapter = check_adapter(ada.data, context=state.doc["context"], semantic_path=sem.path, semantic_sha256=sem.sha256)
     # 5. The payload.
     failure = run.failure
     facts = ReviewFacts(review, state.head, state.base_commit, state.merge_base, status,
-                        None if failure is None else f"{failure['code']}: {failure['detail']}")
+                        None if failure is None else f"{failure['code']}: {failure['detail']}", changes)
     placed = render_github_review(parsed, facts, state.doc["surface"], adapter)
     payload = canonical_bytes(placed) + b"\n"
     # 6. The record, signed, then both written (the payload first: a payload without its record authorizes nothing).
@@ -709,10 +785,10 @@ def serialize_review(
             except OSError:
                 pass
         raise
-    findings = parsed.findings if parsed is not None else ()
+    counted = stmt["predicate"]["findings"]
     return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
                       "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
-                      len(findings) - len(placed["comments"]), sum(f.blocking for f in findings), got)
+                      counted["in_body"], counted["blocking"], got, changes)
 
 
 def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out: str | os.PathLike[str],
@@ -828,6 +904,8 @@ def run_review(
 
 
 __all__ = [
+    "AUTHORITY_BLOCKING",
+    "AUTHORITY_SEVERITY",
     "RECORDS_DIR",
     "RESULTS_DIR",
     "REVIEW_RECORD_PREDICATE",
@@ -837,6 +915,7 @@ __all__ = [
     "RunRecord",
     "Serialized",
     "anchor",
+    "authority_findings",
     "check_adapter",
     "check_run_options",
     "claim_run",

@@ -15,7 +15,10 @@
    exactly one, or fail (``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``);
 6. **surface**: the changed surface merge base -> head, from objects;
 7. **bindings**: config and lock from the frozen base snapshot only, the handoff's exactly;
-   the ``--semantic`` and ``--adapter`` paths bound (:mod:`._bindings`);
+   the ``--semantic`` and ``--adapter`` paths bound (:mod:`._bindings`); and the **authority
+   changes**: every path of the changed surface that is authority material of that base
+   (:func:`authority_changes`, pure: its configuration and lock, the policy modules and generated
+   outputs they name, ``.agents/`` and ``.github/``), recorded whatever the reviewer later says;
 8. **retain**: the semantic and adapter bytes read once from the frozen base image, checked
    against the locked digests, kept as immutable bytes (:func:`attest.freeze.retain_file`) before
    anything uses them; no projection path is opened again;
@@ -145,6 +148,150 @@ def decide_identity(handoff: Handoff, host: HostIdentity) -> list[Finding]:
     return changed + moved
 
 
+# -- step 7: the authority changes (pure) -------------------------------------------------------
+
+#: What an authority change touches (docs/review.md "Authority changes"), in precedence order.
+AUTHORITY_KINDS = ("config", "lock", "skill", "workflow", "github", "module", "output")
+AUTHORITY_FINDING_PREFIX = "attest-authority-"
+#: An authority change's status: the changed surface's (:mod:`attest.git`).
+AUTHORITY_STATUSES = ("added", "deleted", "modified", "type-changed")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorityChange:
+    """One head change (merge base -> head) to authority material of the trusted base.
+
+    Raises:
+        Nothing: made by :func:`authority_changes`.
+    """
+
+    path: str
+    status: str  # the changed surface's: added, deleted, modified, type-changed
+    kind: str    # one of AUTHORITY_KINDS
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "status": self.status, "kind": self.kind}
+
+
+def _key(path: str) -> tuple[str, ...]:
+    from ...policy._paths import namespace_key
+
+    return tuple(namespace_key(part) for part in path.split("/"))
+
+
+def authority_kind(path: str, config: Any, lock: Any) -> str | None:
+    """What authority material of the base ``config`` and ``lock`` ``path`` is, or None (pure).
+
+    Paths are compared component by component under case folding, NFC and what NTFS strips
+    (:func:`attest.policy._paths.namespace_key`): a head path that is the same file as an
+    authority path on some checkout is that authority path. ``config``: ``.agent-policy.yml``;
+    ``lock``: ``.agent-policy.lock``; ``skill``: ``.agents`` or anything below it (the Skill
+    generator's namespace, ``.agents/skills/<name>/`` of every Skill, configured or not: an
+    agent finds a Skill there whatever the configuration says); ``workflow``:
+    ``.github/workflows`` or below; ``github``: anything else at or below ``.github`` (actions,
+    CODEOWNERS, ...: GitHub's runtime namespace); ``module``: a policy module a context of the
+    configuration or an input of the lock names; ``output``: a generated output the
+    configuration (enabled or not) or the lock names.
+
+    Raises:
+        Nothing.
+    """
+    return _kind_of(_key(path), _named(config, lock))
+
+
+def _named(config: Any, lock: Any) -> dict[tuple[str, ...], str]:
+    """The keys of the base's exact authority paths: the two files, the modules and outputs they name."""
+    from ...policy import CONFIG_PATH, LOCK_PATH
+
+    named = {_key(o.path): "output" for o in (*config.outputs, *lock.outputs)}
+    named.update({_key(m): "module" for m in (*(m for ctx in config.contexts for m in ctx.modules), *(i.path for i in lock.inputs))})
+    named.update({_key(CONFIG_PATH): "config", _key(LOCK_PATH): "lock"})
+    return named
+
+
+def _kind_of(key: tuple[str, ...], named: dict[tuple[str, ...], str]) -> str | None:
+    exact = named.get(key)
+    if exact in ("config", "lock"):
+        return exact
+    if key[:1] == _key(".agents"):
+        return "skill"
+    if key[:2] == _key(".github/workflows"):
+        return "workflow"
+    if key[:1] == _key(".github"):
+        return "github"
+    return exact
+
+
+def authority_changes(changed: Sequence[tuple[str, str]], config: Any, lock: Any) -> tuple[AuthorityChange, ...]:
+    """Every ``(path, status)`` of a changed surface that is authority material of the base (pure), in the surface's order.
+
+    ``config`` and ``lock`` are the trusted base's (never the head's): the head's configuration
+    cannot take a path out of the authority it is reviewed under.
+
+    Raises:
+        Nothing.
+    """
+    named = _named(config, lock)
+    out: list[AuthorityChange] = []
+    for path, status in changed:
+        kind = _kind_of(_key(path), named)
+        if kind is not None:
+            out.append(AuthorityChange(path, status, kind))
+    return tuple(out)
+
+
+def parse_authority_changes(value: Any, surface: Any, where: str | None = None) -> tuple[AuthorityChange, ...]:
+    """A state's ``authority_changes`` read strictly against its surface document (pure).
+
+    A list of exactly ``{path, status, kind}``, each a path of the surface with its status, in
+    the surface's order, no path twice, ``kind`` one of :data:`AUTHORITY_KINDS`.
+
+    Raises:
+        VerificationError: ``REVIEW_STATE_MALFORMED``.
+    """
+    from ._codes import RecheckCode
+
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's {detail}", where)
+
+    paths = surface.get("paths") if isinstance(surface, dict) else None
+    if not isinstance(value, list) or not isinstance(paths, list):
+        raise bad("authority_changes must be a list")
+    order = {p["path"]: (i, p.get("status")) for i, p in enumerate(paths) if isinstance(p, dict) and isinstance(p.get("path"), str)}
+    out: list[AuthorityChange] = []
+    last = -1
+    for c in value:
+        if not isinstance(c, dict) or set(c) != {"path", "status", "kind"}:
+            raise bad("authority_changes must each be exactly {path, status, kind}")
+        if c["kind"] not in AUTHORITY_KINDS or c["status"] not in AUTHORITY_STATUSES:
+            raise bad(f"authority_changes: kind must be one of {list(AUTHORITY_KINDS)}, status one of {list(AUTHORITY_STATUSES)}")
+        at = order.get(c["path"]) if isinstance(c["path"], str) else None
+        if at is None or at[1] != c["status"] or at[0] <= last:
+            raise bad("authority_changes must be paths of its surface, with their status, in its order, none twice")
+        last = at[0]
+        out.append(AuthorityChange(c["path"], c["status"], c["kind"]))
+    return tuple(out)
+
+
+def read_base_authority(image: Any, commit: str, tree: str, object_format: str, config_sha256: str, lock_sha256: str) -> Any:
+    """The base's config and lock (:func:`attest.review.bootstrap.read_authority`) from a verified base image, the recorded ones exactly.
+
+    Raises:
+        VerificationError: ``REVIEW_AUTHORITY_MISMATCH`` (another config or lock than the
+            recorded digests), and the codes of ``read_authority``.
+        InputError: the codes of ``read_authority`` (a configuration or lock that does not parse).
+    """
+    from ..bootstrap import BaseSnapshot, read_authority
+
+    authority = read_authority(BaseSnapshot(commit, tree, object_format, image, 0))
+    for what, got, want in (("configuration", authority.config_sha256, config_sha256),
+                            ("lock", authority.lock_sha256, lock_sha256)):
+        if got != want:
+            raise VerificationError(ReviewStartCode.REVIEW_AUTHORITY_MISMATCH, f"the snapshot's {what} has SHA-256 "
+                                    f"{got}; the review records {want}")
+    return authority
+
+
 # -- step 7: where a binding's path leads in the base tree ---------------------------------------
 
 
@@ -199,6 +346,7 @@ class ReviewStart:
     adapter: Any  # attest.freeze.RetainedBytes
     repo: str
     host_adapter: dict[str, Any]
+    authority: tuple[AuthorityChange, ...] = ()
 
     @property
     def handoff(self) -> Handoff:
@@ -224,6 +372,7 @@ class ReviewStart:
             "projections": {role: {**getattr(self.bindings, role).to_json(), "image": kept.identity, "retained": "sha256:" + kept.sha256}
                             for role, kept in (("semantic", self.semantic), ("adapter", self.adapter))},
             "surface": self.surface.to_json(),
+            "authority_changes": [c.to_json() for c in self.authority],
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -239,6 +388,7 @@ class ReviewStart:
             "head": self.head,
             "merge_base": self.merge_base,
             "changed_paths": len(self.surface.paths),
+            "authority_changes": [c.to_json() for c in self.authority],
             "projections": {"semantic": {"path": self.semantic.path, "sha256": "sha256:" + self.semantic.sha256},
                             "adapter": {"path": self.adapter.path, "sha256": "sha256:" + self.adapter.sha256}},
             "images": {n: i.identity for n, i in h.images.items()},
@@ -409,6 +559,8 @@ def review_start(
                 kinds = {p: path_kinds(git, tree, p) for p in (semantic, adapter)
                          if isinstance(p, str) and check_authority_path(p, PathRole.OUTPUT) is None}
                 bindings = bind_outputs(authority.config, authority.lock, evidence.outputs, semantic, adapter, kinds=kinds)
+                # ... and every head change to the base's authority material, from the surface and the base only.
+                changes = authority_changes([(p.path, p.status) for p in surface.paths], authority.config, authority.lock)
                 # 8. Retained before any use: the exact locked bytes, read once from the frozen base image.
                 kept_semantic = retain_file(base_image, bindings.semantic.path, bindings.semantic.sha256, max_bytes=MAX_PROJECTION_BYTES)
                 kept_adapter = retain_file(base_image, bindings.adapter.path, bindings.adapter.sha256, max_bytes=MAX_PROJECTION_BYTES)
@@ -416,21 +568,29 @@ def review_start(
             os.close(state_fd)
     # 9. The review state.
     start = ReviewStart("", "", evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
-                        repo_path, describe_host(host))
+                        repo_path, describe_host(host), changes)
     ident, where = write_review_state(state, start.state())
     return ReviewStart(ident, where, evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
-                       repo_path, start.host_adapter)
+                       repo_path, start.host_adapter, changes)
 
 
 __all__ = [
+    "AUTHORITY_FINDING_PREFIX",
+    "AUTHORITY_KINDS",
+    "AUTHORITY_STATUSES",
     "REVIEWS_DIR",
     "STATE_FORMAT",
+    "AuthorityChange",
     "HandoffEvidence",
     "ReviewStart",
+    "authority_changes",
+    "authority_kind",
     "decide_identity",
     "describe_host",
     "handoff_evidence",
+    "parse_authority_changes",
     "path_kinds",
+    "read_base_authority",
     "review_id",
     "review_start",
     "verify_handoff_evidence",

@@ -134,3 +134,20 @@ def test_a_failing_step_drowning_its_error_in_stderr_still_reports_the_error(tmp
     assert report["ok"] is False and report["code"] == BuildCode.BUILD_STEP_FAILED, report
     assert report["detail"].startswith("build step exited with 3: ") and report["detail"].endswith("the real reason the step failed")
     assert report["growth_kib"] < GROWTH_LIMIT_KIB, report
+
+
+def test_in_this_process_a_step_past_its_cap_fails_with_its_code(tmp_path: Path) -> None:
+    """The same refusal raised in the test process itself (the others measure a child's memory)."""
+    from attest.build import Sandbox
+    from attest.build._sandbox import pick_step_uid
+    from attest.errors import EnvironmentFailure
+
+    staging = tmp_path / "stage-0123456789abcdef"
+    staging.mkdir(mode=0o700)
+    work = staging / "work"
+    work.mkdir(mode=0o700)
+    sandbox = Sandbox.establish(allow_unisolated_network=False)
+    with pytest.raises(EnvironmentFailure) as ei:
+        sandbox.run(["/usr/bin/python3", "-I", "-c", "import sys; sys.stdout.write('x' * (4 << 20))"], cwd=str(work), home=str(work),
+                    staging=str(staging), writable=[str(work)], uid=pick_step_uid(), max_output=MIB)
+    assert ei.value.code == BuildCode.STEP_OUTPUT_TOO_LARGE

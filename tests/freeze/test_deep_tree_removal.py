@@ -188,3 +188,19 @@ def test_gc_reports_what_cannot_be_removed_and_removes_everything_else(tmp_path:
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert os.listdir(state / "runs") == []
     assert sealed.read_bytes() == b"sealed elsewhere\n"
+
+
+def test_in_this_process_what_cannot_be_removed_is_removal_failed() -> None:
+    """procfs refuses every unlink and rmdir, to root too: remove_tree of /proc/self/fdinfo removes nothing, and says so."""
+    from attest._safefs import O_DIR
+    from attest.errors import EnvironmentFailure
+    from attest.freeze._codes import FreezeCode
+    from attest.freeze._state import remove_tree
+
+    fd = os.open(f"/proc/{os.getpid()}", O_DIR)  # /proc/self is a link
+    try:
+        with pytest.raises(EnvironmentFailure) as ei:
+            remove_tree(fd, "fdinfo")
+    finally:
+        os.close(fd)
+    assert ei.value.code == FreezeCode.REMOVAL_FAILED and os.path.isdir("/proc/self/fdinfo")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.build import RUNTIME_RECIPE, Project, git, make_toolchain_repo, write_lock
+from support.build import RUNTIME_RECIPE, Project, git, make_toolchain_repo, site_rel, write_lock
 from support.caps import BACKEND
 
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
@@ -224,7 +224,7 @@ def test_runtime_refuses_another_interpreter(project: Project, sandbox: Sandbox,
     result = build_runtime(load_recipe(project.recipe), project.sha, str(project.store), str(project.cache), sandbox, python=python,
                            publish_output=False, staging_parent=str(tmp_path / "s"), keep_staging=True)
     root = Path(result.store_path)
-    assert not list(root.glob("lib/python*/site-packages/sitecustomize.py"))
+    assert not list(root.glob("lib/python*/*-packages/sitecustomize.py"))
     env = {"PATH": "/usr/bin:/bin"}
     ok = subprocess.run([root / "bin" / "python", "-I", "-c", "print('ran')"], capture_output=True, env=env)
     assert ok.returncode == 0 and ok.stdout == b"ran\n"
@@ -319,7 +319,7 @@ def test_build_step_cannot_write_outside_staging_or_reach_the_network(project: P
     _fetch(project)
     result = build_runtime(load_recipe(project.recipe), sha, str(project.store), str(project.cache), sandbox)
     assert not target.exists() and not list(tmp_path.rglob("planted"))  # neither write reached the host
-    report = (Path(result.store_path) / "lib/python3.11/site-packages/toolchain/_probe.txt").read_text().splitlines()
+    report = (Path(result.store_path) / site_rel() / "toolchain/_probe.txt").read_text().splitlines()
     if sandbox.rootless:
         # The step runs as the caller's own (mapped) uid, so it may write the mount-point
         # skeleton its sandbox made on the private /tmp tmpfs; that tmpfs dies with the step,
@@ -367,7 +367,7 @@ def test_checked_hash_bytecode_is_reproducible_image_content(project: Project, s
     assert a.inventory.canonical == b.inventory.canonical and not b.reused
     root = Path(a.store_path)
     paths = {e.path for e in a.inventory.entries}
-    site = next(p for p in paths if p.endswith("/site-packages/toolchain/cli.py")).removesuffix("toolchain/cli.py")
+    site = next(p for p in paths if p.endswith("/" + site_rel().rsplit("/", 1)[1] + "/toolchain/cli.py")).removesuffix("toolchain/cli.py")
     sources = [p for p in paths if p.startswith(site) and p.endswith(".py")]
     assert sources
     for src in sources:

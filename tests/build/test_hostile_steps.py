@@ -15,14 +15,13 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
 from pathlib import Path
 
 import pytest
-from support.build import Project, make_toolchain_repo, rewrite_wheel_hook
+from support.build import Project, make_toolchain_repo, rewrite_wheel_hook, site_rel
 from support.caps import needs_root
 
 from attest.build import BuildCode, Sandbox, build_runtime, fetch, load_lock, load_recipe
@@ -65,7 +64,7 @@ def _build(project: Project, sandbox: Sandbox, sha: str, timeout: float = 300) -
 def _report(result: object) -> dict[str, str]:
     """What the hook recorded about its attempts (it writes toolchain/_hostile.json into the wheel)."""
     assert not isinstance(result, BaseException), result
-    path = Path(result.store_path) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "toolchain" / "_hostile.json"  # type: ignore[attr-defined]
+    path = Path(result.store_path) / site_rel() / "toolchain" / "_hostile.json"  # type: ignore[attr-defined]
     return dict(json.loads(path.read_text()))
 
 

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.build import Project, make_toolchain_repo
+from support.build import Project, make_toolchain_repo, site_rel
 
 from attest.attestation import generate_key, load_policy, load_signer, verify_attestation_file
 from attest.build import BuildCode, Sandbox, build_runtime, build_skill, fetch, load_lock, load_recipe
@@ -77,7 +77,7 @@ def test_rebuild_check_reports_exact_differences(project: Project, sandbox: Sand
     assert not report.ok
     codes = {(f.code, f.path) for f in report.findings}
     assert ("NOT_REPRODUCIBLE", None) in codes
-    noise = "lib/python3.11/site-packages/toolchain/_noise.txt"
+    noise = f"{site_rel()}/toolchain/_noise.txt"
     assert ("DIGEST_MISMATCH", noise) in codes
     assert noise in report.diffs and report.diffs[noise].startswith(f"--- first/{noise}")
     assert report.to_json()["ok"] is False

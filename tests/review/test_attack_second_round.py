@@ -52,6 +52,8 @@ insns = keyring_filter(_ABIS["x86_64"][:1])
 table = (_SockFilter * len(insns))(*(_SockFilter(*i) for i in insns))
 prog = _SockFprog(len(insns), table)
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+if os.geteuid() != 0 and libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what a filter needs without root
+    sys.exit("cannot set no_new_privs: errno %d" % ctypes.get_errno())
 if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
     sys.exit("cannot install the caller's filter: errno %d" % ctypes.get_errno())
 os.execv(sys.executable, [sys.executable, *sys.argv[1:]])

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, write_lock
+from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, site_rel, write_lock
 
 from attest._json import canonical_bytes
 from attest.attestation import (
@@ -406,7 +406,7 @@ def test_a_disagreement_writes_a_signed_negative_result_naming_the_first_differi
     with pytest.raises(AttestError) as caught:
         promote(rel, deployment, rel.sha2, [rel.result("a2"), _lying_b(rel, deployment.parent)])
     first, *_, written = caught.value.findings
-    assert first.code == "REBUILD_DISAGREEMENT" and first.path is not None and first.path.endswith("/site-packages/toolchain/cli.py")
+    assert first.code == "REBUILD_DISAGREEMENT" and first.path is not None and first.path.endswith("/" + site_rel().rsplit("/", 1)[1] + "/toolchain/cli.py")
     assert written.code == "REBUILD_DISAGREEMENT" and written.path is not None
     negative = Path(written.path)
     assert negative.parent == rel.state / "rebuild-disagreements" and negative.name.startswith(rel.sha2)

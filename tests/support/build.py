@@ -273,3 +273,18 @@ def hostile_runtime_project(tmp_path: Path, hook: str, recipe_text: str = RUNTIM
     (root / "builders").mkdir()
     (root / "builders" / "runtime.toml").write_text(recipe_text)
     return root / "builders" / "runtime.toml", sha
+
+
+def site_rel() -> str:
+    """Where a runtime built for this interpreter keeps its packages, relative to the image: lib/pythonX.Y/site-packages,
+    or dist-packages under an interpreter whose site.py reads that there (Debian's python3.11)."""
+    from attest.build._identity import interpreter_identity
+
+    global _SITE_REL
+    if _SITE_REL is None:
+        ident = interpreter_identity()
+        _SITE_REL = f"lib/python{ident.python_tag}/{ident.site_name}"
+    return _SITE_REL
+
+
+_SITE_REL: str | None = None

@@ -23,8 +23,8 @@ def check(
     ci: list[Path] = option([], "--ci", metavar="FILE", help="A signed CI result (`attest merge-gate ci-result`). Repeatable."),
     require_check: list[str] = option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
                                             "for the exact head. Repeatable; at least one."),
-    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file of BOOTSTRAP.md "
-                                            "(exactly one of --identity or --github)."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
+                                            "\"The identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
                                          "from the REST API (needs --pr)."),
     pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),

@@ -1,6 +1,6 @@
-"""Trusted review bootstrap (ADR-0008 "Repository-bound bootstrap"; BOOTSTRAP.md "`attest bootstrap`").
+"""Trusted review bootstrap (ADR-0008 "Repository-bound bootstrap"; docs/bootstrap.md).
 
-Each step takes frozen, verified objects and returns the next (steps 1-9 of BOOTSTRAP.md, one
+Each step takes frozen, verified objects and returns the next (steps 1-9 of docs/bootstrap.md, one
 function each: :func:`establish_skill`, :func:`establish_identity`, :func:`establish_base`
 (:func:`snapshot_base`), :func:`read_authority`, :func:`establish_runtime`,
 :func:`run_managed_check`, :func:`check_procedure_paths`, :func:`freeze_procedure`,

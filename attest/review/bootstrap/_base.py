@@ -1,4 +1,4 @@
-"""The trusted-base snapshot: BOOTSTRAP.md step 3, ADR-0008 "Repository-bound bootstrap".
+"""The trusted-base snapshot: docs/bootstrap.md step 3, ADR-0008 "Repository-bound bootstrap".
 
 The exact base tree, materialized from git objects into deployment-private staging, frozen, and
 verified *after the seal* against the base commit's git object ids. It is the only

@@ -44,7 +44,7 @@ from ._steps import (
     run_managed_check,
 )
 
-STEP_NAMES = ("skill", "identity", "base", "config", "runtime", "check", "paths", "bundle", "evidence")  # BOOTSTRAP.md, steps 1-9
+STEP_NAMES = ("skill", "identity", "base", "config", "runtime", "check", "paths", "bundle", "evidence")  # docs/bootstrap.md, steps 1-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +192,7 @@ def bootstrap(
     clock: Callable[[], _dt.datetime] = _now,
     log_checkpoint: str | None = None,
 ) -> BootstrapResult:
-    """Run steps 1-9 of BOOTSTRAP.md in order; raise :class:`BootstrapError` (with ``step``) at the first failure.
+    """Run steps 1-9 of docs/bootstrap.md in order; raise :class:`BootstrapError` (with ``step``) at the first failure.
 
     Step 6's managed check always runs the runtime image's own ``bin/attest`` with ``attest exec``
     (:class:`ImageCheckRunner`), and step 5 always reads the pinned runtime attestation from the

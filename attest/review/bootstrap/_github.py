@@ -1,4 +1,4 @@
-"""The GitHub host adapter of step 2 (``--github OWNER/NAME --pr N``; BOOTSTRAP.md "`attest bootstrap`").
+"""The GitHub host adapter of step 2 (``--github OWNER/NAME --pr N``; docs/bootstrap.md "Step 2: identity").
 
 :class:`GitHubIdentity` reads the facts the offline identity file holds from the REST API, through
 the review layer's one HTTP client (:class:`~attest.review.evidence.GitHubClient`: one deadline per

@@ -1,4 +1,4 @@
-"""Steps 1 and 3-8 of `attest bootstrap` (BOOTSTRAP.md), one function each, with a pure decision per check.
+"""Steps 1 and 3-8 of `attest bootstrap` (docs/bootstrap.md), one function each, with a pure decision per check.
 
 Each step takes frozen, verified objects and returns the next one; every authority byte read
 after step 3 comes from the frozen trusted-base snapshot, through directory descriptors of its

@@ -1,4 +1,4 @@
-"""After the handoff: verify it, run the review step from its four frozen images (BOOTSTRAP.md).
+"""After the handoff: verify it, run the review step from its four frozen images (docs/review.md).
 
 :func:`verify_handoff` checks the signed handoff of ``attest bootstrap`` under the deployment's
 trust policy and reads it as a :class:`Handoff`; :func:`run_review_step` runs the deployment's

@@ -1,4 +1,4 @@
-"""The handoff after the bootstrap: verify it, then read it as a typed value (BOOTSTRAP.md step 9).
+"""The handoff after the bootstrap: verify it, then read it as a typed value (docs/bootstrap.md, step 9).
 
 :func:`verify_handoff` checks the signature under the deployment's trust policy, then
 :func:`parse_handoff` (pure) reads the exact signed payload: a ``review-handoff/v1`` statement

@@ -1,4 +1,4 @@
-"""`attest review serialize` (BOOTSTRAP.md "Review procedure"; ADR-0008 "Review output binding", "Platform adapter").
+"""`attest review serialize` (docs/review.md "review serialize"; ADR-0008 "Review output binding", "Platform adapter").
 
 :func:`serialize_review` runs these steps in order; a failure raises and nothing is written:
 

@@ -1,4 +1,4 @@
-"""`attest review start` (BOOTSTRAP.md "Review procedure"; ADR-0008 "Review procedure", "Review output binding").
+"""`attest review start` (docs/review.md "review start"; ADR-0008 "Review procedure", "Review output binding").
 
 :func:`review_start` runs these steps in order; a failure raises and nothing after it runs:
 

@@ -1,4 +1,4 @@
-"""Attack review of issue 16's command line, backend choice and runtime guard (each test failed before its fix).
+"""Attack review of the command line, backend choice and runtime guard (each test failed before its fix).
 
 Every attack is real: runtimes built in the sandbox from a hostile toolchain commit, the
 console script run in a subprocess with its standard streams closed, full or abandoned, and

@@ -1,4 +1,4 @@
-"""Attack review of issue 16's signing additions: key-bundle evidence, ambient OIDC detection.
+"""Attack review of the signing additions: key-bundle evidence, ambient OIDC detection.
 
 Each test performs one attack with real keys and files (a Rekor-like log signed with a real
 P-256 key, the sigstore-conformance bundles, a local HTTP server on 127.0.0.1) and pins the

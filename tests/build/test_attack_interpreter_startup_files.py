@@ -1,4 +1,4 @@
-"""Attack review, round 2: files the interpreter reads at start that no check of attest saw.
+"""Attack review: files the interpreter reads at start that no check of attest saw.
 
 ``_refuse_startup_hook`` returned early for every target outside site-packages and
 ``check_ownership`` skipped every RECORD path starting with ``../``, so a toolchain wheel's

@@ -1,4 +1,4 @@
-"""Attack review, round 2, of run_from_images taking a marked Image (only its seal checked again): what held."""
+"""Attack review of run_from_images taking a marked Image (only its seal checked again): what held."""
 
 from __future__ import annotations
 

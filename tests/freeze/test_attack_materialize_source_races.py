@@ -1,4 +1,4 @@
-"""Attack round 3: the source changed at the exact moment materialize opens or copies an
+"""Attack review: the source changed at the exact moment materialize opens or copies an
 entry (deterministic hooks), and a published image whose entry changed mode or link count."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Attack round 3: attest._safefs's tree operations on a tree something else planted links in."""
+"""Attack review: attest._safefs's tree operations on a tree something else planted links in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attack round 3: the forked walker's result, crafted or garbled.
+"""Attack review: the forked walker's result, crafted or garbled.
 
 ``Child.merge`` checks the columns' types and ranges. The question: is anything the walker
 itself could never produce (a setuid mode, a ``..`` or ``.git`` path, an entry that is not on

@@ -1,4 +1,4 @@
-"""Attack round 3: odd names through the walker (its fast path must give check_name's verdict)."""
+"""Attack review: odd names through the walker (its fast path must give check_name's verdict)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attack round 3: entries swapped at the exact moment between listing and open, and files
+"""Attack review: entries swapped at the exact moment between listing and open, and files
 changed at the exact moment between the first fstat and the hash (deterministic, through a
 proxy of the walker's ``os``), in the one-process and the forked walk."""
 

@@ -260,6 +260,47 @@ def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, 
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less than it is given).
+
+    Raises:
+        OSError: the write fails.
+    """
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def replace_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Make ``name`` in the directory ``dfd`` hold exactly ``data``, atomically and durably.
+
+    A new temp file (``O_EXCL``, no link followed) is written, fsynced, renamed over ``name``
+    and the directory fsynced; on failure the temp file is removed and ``name`` is untouched.
+
+    Raises:
+        OSError: any step fails.
+    """
+    import secrets
+
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = os.open(tmp, O_NEW, mode, dir_fd=dfd)
+        try:
+            os.fchmod(fd, mode)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+
+
 def chown_tree(parent_fd: int, name: str, uid: int) -> None:
     """Give ``parent/name`` and everything below it to ``uid`` (and the same gid), never following a link.
 

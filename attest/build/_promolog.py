@@ -358,7 +358,7 @@ def append_entry(pins_path: str, number: int, data: bytes) -> str:
             the promotion); ``PROMOTION_LOG_UNEXPECTED_FILE`` (the log path is a link or a file).
         InputError: ``BAD_OUTPUT_PATH`` (the log directory cannot be created or written).
     """
-    from .._safefs import O_DIR, O_NEW
+    from .._safefs import O_DIR, O_NEW, write_all
 
     where = log_path(pins_path)
     name = entry_name(number)
@@ -379,9 +379,7 @@ def append_entry(pins_path: str, number: int, data: bytes) -> str:
         try:
             fd = os.open(tmp, O_NEW, 0o444, dir_fd=dfd)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -657,26 +655,11 @@ def _raise_findings(found: Sequence[Finding]) -> None:
 
 
 def _write_checkpoint_at(dfd: int, name: str, data: bytes, path: str) -> None:
-    from .._safefs import O_NEW
+    from .._safefs import replace_at
 
-    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
     try:
-        fd = os.open(tmp, O_NEW, 0o600, dir_fd=dfd)
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        os.fsync(dfd)
+        replace_at(dfd, name, data, mode=0o600)
     except OSError as e:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except OSError:
-            pass
         raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot record the promotion-log checkpoint: {e.strerror}", path) from e
 
 

@@ -403,7 +403,7 @@ def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
     """
     from ..._json import canonical_bytes
-    from ..._safefs import O_NEW
+    from ..._safefs import O_NEW, write_all
     from ...freeze._state import open_state, open_sub
     from ._codes import ReviewStartCode
 
@@ -425,9 +425,7 @@ def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
             raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)

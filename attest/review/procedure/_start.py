@@ -419,8 +419,8 @@ def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
         VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
             directory).
     """
-    from ..._safefs import O_NEW
-    from ...freeze._state import open_state, open_sub, random_name
+    from ..._safefs import replace_at
+    from ...freeze._state import open_state, open_sub
 
     where = os.path.join(state_dir, sub, name)
     state_fd = open_state(state_dir, create=False)
@@ -428,24 +428,10 @@ def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
         dfd = open_sub(state_fd, sub, os.path.join(state_dir, sub))
     finally:
         os.close(state_fd)
-    tmp = random_name(".tmp")
     try:
         try:
-            fd = os.open(tmp, O_NEW, 0o600, dir_fd=dfd)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            os.fsync(dfd)
+            replace_at(dfd, name, data, mode=0o600)
         except OSError as e:
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
             raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot write the review state: {e.strerror}", where) from e
     finally:
         os.close(dfd)

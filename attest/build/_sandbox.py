@@ -96,8 +96,8 @@ fail() { echo "attest-sandbox: $1" >&2; exit 97; }
 umask 022
 # Remount MOUNTPOINT ro or rw (ACCESS), nosuid, nodev, keeping the noexec and atime flags it
 # has (OPTIONS, as findmnt lists them): in a user namespace the kernel refuses to clear them.
-remount() {  # MOUNTPOINT ACCESS OPTIONS
-  keep=""
+remount() {  # MOUNTPOINT ACCESS OPTIONS [,noexec]
+  keep="$4"
   for f in noexec noatime nodiratime relatime; do
     case ",$3," in *",$f,"*) keep="$keep,$f" ;; esac
   done
@@ -112,11 +112,11 @@ mkdir -p "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
 for t in /tmp /var/tmp /run; do
   "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R$t" || fail "cannot mount $t"
 done
-bind_ro_dir() {  # SOURCE TARGET-inside-the-new-root
+bind_ro_dir() {  # SOURCE TARGET-inside-the-new-root [,noexec]
   mkdir -p "$R$2" && "$MOUNT" --rbind "$1" "$R$2" || fail "cannot bind $2"
   "$FINDMNT" -R -n -r -o TARGET,VFS-OPTIONS "$R$2" > "$S/.sandbox-mounts" || fail "cannot list mounts under $2"
   while read -r m o; do
-    remount "$m" ro "$o" || fail "cannot make $m read-only"
+    remount "$m" ro "$o" "$3" || fail "cannot make $m read-only"
   done < "$S/.sandbox-mounts"
 }
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
@@ -128,6 +128,10 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
     fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"
           case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
           bind_ro_dir "/proc/self/fd/$N" "$D"; eval "exec $N<&-"; continue ;;
+    # fdnx:N:/path: the same, and noexec (review data: nothing in it runs as a program).
+    fdnx:*) N="${P#fdnx:}"; D="${N#*:}"; N="${N%%:*}"
+          case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
+          bind_ro_dir "/proc/self/fd/$N" "$D" ",noexec"; eval "exec $N<&-"; continue ;;
     # file:N:/path copies the bytes of descriptor N (a sealed memfd the caller wrote) into a new
     # regular file at /path on the new root's own tmpfs (read-only with the root, below): the
     # reviewer's synthesized /etc. Nothing of the host's is bound there, and the host never
@@ -435,7 +439,7 @@ def _etc_target(target: str) -> str:
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
                    writable: Sequence[str], uid: int | None, argv: Sequence[str], *, network: bool = False,
                    fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh",
-                   etc: Sequence[tuple[int, str]] | None = None) -> list[str]:
+                   etc: Sequence[tuple[int, str]] | None = None, fd_binds_noexec: Sequence[tuple[int, str]] = ()) -> list[str]:
     # uid None: rootless (a user namespace mapping only the caller, who the step runs as).
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
     # etc None: the host's /etc read-only (a build step); otherwise no host /etc and these files
@@ -444,7 +448,7 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
     if uid is None:
         flags = (*_USERNS_FLAGS, *flags)
     files = [f"file:{fd}:{_etc_target(target)}" for fd, target in etc or ()]
-    binds = [f"fd:{fd}:{target}" for fd, target in fd_binds]
+    binds = [f"fd:{fd}:{target}" for fd, target in fd_binds] + [f"fdnx:{fd}:{target}" for fd, target in fd_binds_noexec]
     return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
             "caller" if uid is None else str(uid), f"{umask:04o}", *files, *confined_roots(readonly, host_etc=etc is None),
             *binds, "--", *writable, "--", *argv]
@@ -452,13 +456,15 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
 
 def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: Sequence[str], writable: Sequence[str], uid: int,
                  network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK,
-                 rootless: bool = False, etc: Sequence[tuple[int, str]] | None = None) -> list[str]:
+                 rootless: bool = False, etc: Sequence[tuple[int, str]] | None = None,
+                 fd_binds_noexec: Sequence[tuple[int, str]] = ()) -> list[str]:
     """The command line that runs ``argv`` confined exactly as a build step is (``_CONFINE``).
 
     New mount, PID, IPC, UTS (and, unless ``network``, network) namespaces; a tmpfs root holding
     the system paths and ``readonly`` read-only, each ``(fd, target)`` of ``fd_binds`` (a
     directory descriptor the caller verified, passed to the child) read-only at ``target``, and
-    ``writable`` read-write (hand them to ``uid`` first: :func:`give_to_uid`); ``uid`` with no
+    ``writable`` read-write (hand them to ``uid`` first: :func:`give_to_uid`); each of
+    ``fd_binds_noexec`` as ``fd_binds`` and ``noexec`` as well; ``uid`` with no
     capabilities and no_new_privs; every process killed when the confinement's pid 1 ends.
     ``root_parent`` is a private directory that will hold the new root's mount point.
     ``rootless``: all of it inside a new user namespace that maps only the caller, who the
@@ -479,7 +485,7 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     """
     tools = _tools()
     # bash, not dash, runs the script when descriptors are passed: dash cannot close a descriptor above 9.
-    bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds or etc else "/bin/sh"
+    bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds or fd_binds_noexec or etc else "/bin/sh"
     if tools is None or bash is None:
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv (and bash, to bind "
                                  "descriptors) are needed to confine a command")
@@ -487,7 +493,7 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     if not os.path.isdir(root):
         os.mkdir(root, 0o700)
     return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, None if rootless else uid, argv, network=network,
-                          fd_binds=fd_binds, shell=bash, etc=etc)
+                          fd_binds=fd_binds, shell=bash, etc=etc, fd_binds_noexec=fd_binds_noexec)
 
 
 def give_to_uid(writable: Sequence[str], uid: int) -> None:

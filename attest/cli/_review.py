@@ -7,7 +7,19 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, argument, checked_output, existing_directory, flag, new_group, option, print_json
+from ._agent import agent_command
+from ._app import (
+    JsonOption,
+    ReportedFailure,
+    argument,
+    checked_output,
+    digest_option,
+    existing_directory,
+    flag,
+    new_group,
+    option,
+    print_json,
+)
 from ._freeze import EnvOption, StateDirOption, parse_env_options
 
 
@@ -17,6 +29,7 @@ def register(app: typer.Typer) -> None:
     sub.command("recheck")(recheck_review)
     sub.command("serialize")(serialize_review)
     sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
+    sub.command("agent", context_settings={"allow_interspersed_args": False})(agent_command)
     sub.command("stand-in")(stand_in)
     app.add_typer(sub, name="review")
 
@@ -123,9 +136,15 @@ def exec_review(
                                          "run analyses: it must be open and of this handoff, and is run once (a second run "
                                          "is refused); the reviewer gets REVIEW_ID, REVIEW_HEAD and REVIEW_MERGE_BASE, and the "
                                          "outcome is recorded for `review serialize`."),
+    reviewer: Optional[str] = option(None, "--reviewer", metavar="IMAGE", help="With --review: the deployment's reviewer program, "
+                                           "an image it attested and froze (`attest attest`, `attest freeze`), by identity "
+                                           "(sha256:<hex>); mounted at $ATTEST_IMAGE_REVIEWER, and a relative program "
+                                           "(bin/review) runs from it."),
+    reviewer_attestation: Optional[Path] = option(None, "--reviewer-attestation", metavar="FILE", help="The signed closed-tree "
+                                                        "attestation of --reviewer, verified under --policy."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Verify the handoff, run the reviewer confined, from its four frozen images only, and keep its provider-neutral result."""
+    """Verify the handoff, run the reviewer confined, from its frozen images only, and keep its provider-neutral result."""
     import sys
 
     from ..attestation import load_policy
@@ -140,7 +159,14 @@ def exec_review(
     options: dict[str, Any] = {"out": out, "pass_env": passed, "set_env": setting, "readonly": [str(p) for p in readonly], "network": network,
                "unsafe_unconfined": unsafe_unconfined}
     if review is not None:
-        run = run_review(state_dir=state_dir, review=review, handoff=handoff, policy=load_policy(policy), argv=command, **options)
+        digest_option(reviewer, what="--reviewer")
+        run = run_review(state_dir=state_dir, review=review, handoff=handoff, policy=load_policy(policy), argv=command,
+                         reviewer=reviewer, reviewer_attestation=reviewer_attestation, **options)
+    elif reviewer is not None or reviewer_attestation is not None:
+        from ..errors import CommonCode, InputError
+
+        raise InputError(CommonCode.USAGE, "--reviewer and --reviewer-attestation need --review (the started review the "
+                         "reviewer analyses)")
     else:
         run = run_review_step(handoff, load_policy(policy), state_dir, command, **options)
     if json_mode:

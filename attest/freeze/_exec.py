@@ -323,8 +323,12 @@ def run_from_images(
     stdout: int | None = None,
     before: Callable[[Mapping[str, Image]], None] | None = None,
     confine: Confine | None = None,
+    attest_env: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``argv`` with the named images (identity or store path each); return its exit status.
+
+    ``attest_env``: variables attest itself sets for the command (``ATTEST_REVIEW_SEMANTIC``, ...),
+    never a caller's: only names starting ``ATTEST_`` and not the ones this function fixes.
 
     A reference is verified with :meth:`Store.get` (seal, every byte, seal). An :class:`Image`
     instead of a reference is one the caller took with :meth:`Store.get` of this store for the
@@ -375,6 +379,10 @@ def run_from_images(
     if cwd_image is not None and cwd_image not in images:
         raise InputError(FreezeCode.BAD_IMAGE_REF, "--cwd must name one of the --image names", cwd_image)
     env = caller_environment(pass_env, set_env or {}, os.environ)
+    for name in attest_env or {}:
+        if not name.startswith("ATTEST_") or name.startswith("ATTEST_IMAGE_") or name == "ATTEST_RUN_DIR":
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "attest's own variables start with ATTEST_ and are not an image's or the run's",
+                             name)
 
     state_fd = open_state(store.state_dir, create=False)
     try:
@@ -414,6 +422,7 @@ def run_from_images(
                 }
                 for name, image in resolved.items():
                     full[f"ATTEST_IMAGE_{name.upper()}"] = image.path
+                full.update(attest_env or {})
                 cwd = resolved[cwd_image].path if cwd_image is not None else f"{run_dir}/home"
                 # (3) Confine through the backend of any image that needs it (ro-bind).
                 command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})

@@ -212,6 +212,7 @@ def record_predicate(head: str, **change: Any) -> dict[str, Any]:
         "repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
         "base": {"commit": BASE, "tree": "4" * 40}, "head": head, "merge_base": BASE, "handoff_digest": "sha256:" + "5" * 64,
         "images": {n: "sha256:" + "6" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
+        "change": {"identity": "sha256:" + "6" * 64},
         "projections": {"semantic": {"path": SEM, "sha256": "sha256:" + "7" * 64},
                         "adapter": {"path": test_review_start.ADA, "sha256": "sha256:" + "8" * 64}},
         "result": {"sha256": "sha256:" + "9" * 64}, "failure": None, "limitations": [], "authority_changes": [],

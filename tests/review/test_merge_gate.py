@@ -258,6 +258,7 @@ GOOD_RECORD: dict[str, Any] = {
     "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3}, "base": {"commit": A, "tree": B}, "head": C,
     "merge_base": A, "handoff_digest": "sha256:" + "1" * 64,
     "images": {n: "sha256:" + "2" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
+    "change": {"identity": "sha256:" + "3" * 64},
     "projections": {}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [], "authority_changes": [],
     "findings": {"total": 1, "blocking": 0, "inline": 1, "in_body": 0}, "event": "COMMENT",
     "confinement": {"confined": True}, "time": "2026-12-01T00:00:00Z"}
@@ -279,6 +280,9 @@ GOOD_RECORD: dict[str, Any] = {
     lambda d: d.update(status="limited"),                                                  # limited, no limitation
     lambda d: d.update(status="failed"),                                                   # failed with a result
     lambda d: d["images"].pop("runtime"),
+    lambda d: d.update(change={"identity": "sha256:" + "3" * 63}),
+    lambda d: d.update(change={"identity": "sha256:" + "3" * 64, "path": "/x"}),
+    lambda d: d.update(change=None),
     # authority_changes: the key, its shape, and its findings counted as blocking, in the body
     lambda d: d.pop("authority_changes"),                                                  # missing
     lambda d: d.update(authority_changes=None),

@@ -27,7 +27,7 @@ from attest._json import canonical_bytes
 from attest.attestation import load_policy, verify_attestation_file
 from attest.errors import AttestError, VerificationError
 from attest.policy import Context, LockedInput, LockedOutput, OutputSpec, PolicyConfig, PolicyLock, Toolchain
-from attest.review.handoff import ReviewResult, parse_result
+from attest.review.handoff import HandoffCode, ReviewResult, parse_result
 from attest.review.procedure import (
     AUTHORITY_KINDS,
     AuthorityChange,
@@ -92,6 +92,30 @@ def authority_pr(dep: Any, skill: Any, tmp: Path) -> Started:
     git(c.path, "commit", "-qm", f"authority ({tmp})")
     c = Consumer(c.path, c.base, git(c.path, "rev-parse", "HEAD"))
     return Started(c, handoff, test_bootstrap.identity_file(tmp / "identity.json", c))
+
+
+def forge_state(dep: Any, s: Started, doc: dict[str, Any]) -> str:
+    """Write ``doc`` as a review state with a change image frozen for it (what a writer of the state directory could do)."""
+    from attest.git import GitRepo
+    from attest.review.procedure._change import ChangeSpec, change_reference, freeze_change
+
+    doc = {k: v for k, v in doc.items() if k not in ("review", "change")}
+    old = Path(state_of_change_path(dep, doc))
+    spec = ChangeSpec.from_state(review_id(doc), doc, (old / "projections" / "semantic").read_bytes(),
+                                 (old / "projections" / "adapter").read_bytes())
+    with GitRepo.open(s.c.path) as repo:
+        image = freeze_change(repo, str(dep.state), spec, backend=doc["images"]["base"]["backend"])
+    ident, _ = write_review_state(str(dep.state), {**doc, "change": change_reference(image)})
+    return ident
+
+
+def state_of_change_path(dep: Any, doc: dict[str, Any]) -> str:
+    """The change image path of any started review of the state directory (its projection bytes are every review's)."""
+    for state in sorted((dep.state / "reviews").glob("*.json")):
+        change = json.loads(state.read_bytes()).get("change")
+        if change:
+            return str(change["path"])
+    raise AssertionError("no started review")
 
 
 def state_of(dep: Any, review: str) -> dict[str, Any]:
@@ -257,7 +281,12 @@ def test_a_state_that_drops_its_authority_changes_is_refused(dep: Any, skill: An
     review = test_review_start.start(dep, s).review
     doc = {k: v for k, v in state_of(dep, review).items() if k != "review"}
     for forged in ([], doc["authority_changes"][1:], [{**doc["authority_changes"][0], "kind": "output"}, *doc["authority_changes"][1:]]):
+        # The forged state with the review's own change image: that image holds another review id.
         ident, _ = write_review_state(str(dep.state), {**doc, "authority_changes": forged})
+        err = fails(lambda: exec_for(dep, s, ident, tmp_path, CLEAN))  # noqa: B023 (called at once)
+        assert codes(err) == [HandoffCode.REVIEW_CHANGE_MISMATCH]
+        # ... and with a change image frozen for it too: the serializer still refuses.
+        ident = forge_state(dep, s, {**doc, "authority_changes": forged})
         result = exec_for(dep, s, ident, tmp_path, CLEAN)
         err = fails(lambda: serialize(dep, ident, result, tmp_path))  # noqa: B023 (called at once)
         assert codes(err) == [SerializeCode.REVIEW_AUTHORITY_CHANGES_MISMATCH]

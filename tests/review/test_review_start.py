@@ -375,7 +375,7 @@ def test_cli_start(dep: Deployment, started: Started, tmp_path: Path) -> None:
     doc = json.loads(out)
     assert code == 0, out
     assert set(doc) == {"schema", "ok", "review", "state", "handoff_digest", "repository", "pull_request", "base", "head", "merge_base",
-                        "changed_paths", "authority_changes", "projections", "images"}
+                        "changed_paths", "authority_changes", "projections", "images", "change"}
     assert Path(doc["state"]).name == f"{doc['review']}.json"
     code, out = _cli(args)
     assert code == 0 and f"STARTED review {doc['review']}" in out

@@ -20,11 +20,14 @@ from ._handoff import HANDOFF_PREDICATE, IMAGE_NAMES, Handoff, HandoffImage, par
 from ._result import MAX_RESULT_BYTES, SEVERITIES, SIDES, ResultFinding, ReviewResult, parse_result
 from ._run import (
     Confinement,
+    ReviewerImage,
     ReviewRun,
     confine_reviewer,
     decide_images,
+    reviewer_command,
     run_review_step,
     verify_can_confine,
+    verify_reviewer_image,
 )
 from ._standin import STAND_IN_COMMAND, stand_in_review
 
@@ -42,12 +45,15 @@ __all__ = [
     "ResultFinding",
     "ReviewResult",
     "ReviewRun",
+    "ReviewerImage",
     "confine_reviewer",
     "decide_images",
     "parse_handoff",
     "parse_result",
+    "reviewer_command",
     "run_review_step",
     "stand_in_review",
     "verify_can_confine",
     "verify_handoff",
+    "verify_reviewer_image",
 ]

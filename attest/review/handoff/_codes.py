@@ -17,6 +17,8 @@ class HandoffCode(ReasonCode):
     REVIEWER_FAILED = "REVIEWER_FAILED"                  # the reviewer command exited non-zero (or was killed)
     REVIEWER_NOT_CONFINED = "REVIEWER_NOT_CONFINED"      # the reviewer cannot be confined here (and --unsafe-unconfined was not given)
     REVIEW_RESULT_INVALID = "REVIEW_RESULT_INVALID"      # the reviewer's output is not the provider-neutral result
+    REVIEW_CHANGE_MISMATCH = "REVIEW_CHANGE_MISMATCH"    # the change image is not the review's (its review.json, surface or projections)
+    REVIEWER_IMAGE_MISMATCH = "REVIEWER_IMAGE_MISMATCH"  # --reviewer is not the image its verified attestation names, or needs one
 
 
 __all__ = ["HandoffCode"]

@@ -123,6 +123,7 @@ class Confinement:
     writable: tuple[str, ...] = ()
     exposes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     keyring: str = ""  # what it had of keyrings (attest._session.keyring_statement); "" before that was recorded
+    noexec: tuple[str, ...] = ()  # the images bound noexec as well as read-only (the change: review data, never a program)
 
     def to_json(self) -> dict[str, Any]:
         if not self.confined:
@@ -139,7 +140,7 @@ class Confinement:
             "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
                            *(["net"] if self.network == "none" else [])],
             "capabilities": "none, no_new_privs",
-            "readonly": list(self.readonly), "images": list(self.images), "writable": list(self.writable),
+            "readonly": list(self.readonly), "images": list(self.images), "noexec": list(self.noexec), "writable": list(self.writable),
             "etc": etc,
             "tmpfs": ["/tmp", "/var/tmp", "/run", "/dev/shm"], "dev": ["null", "zero", "full", "random", "urandom"],
             "proc": "new, of its own PID namespace",
@@ -382,6 +383,8 @@ def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable
 
 
 _RUN_SUBDIRS = ("home", "tmp", "cache", "config", "data", "pycache")
+#: Images that are review data, never programs: bound ``noexec`` as well as read-only.
+NOEXEC_IMAGES = frozenset({"CHANGE"})
 
 
 def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Confinement] | None = None,
@@ -428,6 +431,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
         fds: list[int] = []
         try:
             binds: list[tuple[int, str]] = []
+            noexec: list[tuple[int, str]] = []
             for name, image in images.items():
                 try:
                     fd = os.open(image.path, O_DIR)
@@ -440,7 +444,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
                 if root is None or st.st_ino != root.ino or st.st_dev != image.dev:
                     raise VerificationError(HandoffCode.HANDOFF_IMAGE_MISMATCH, f"the {name.lower()} image's path no longer leads to "
                                             "the directory that was verified", image.path)
-                binds.append((fd, image.path))
+                (noexec if name in NOEXEC_IMAGES else binds).append((fd, image.path))
             files, omitted = reviewer_etc(uid=uid, gid=gid, home=f"{run_dir}/home", network=network)
             etc: list[tuple[int, str]] = []
             for entry, data in files:
@@ -448,14 +452,14 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
                 etc.append((fds[-1], entry.path))
             roots = confined_roots(readonly, host_etc=False)
             command = confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=roots, writable=writable, uid=uid,
-                                   network=network, fd_binds=binds, rootless=rootless, etc=etc)
+                                   network=network, fd_binds=binds, rootless=rootless, etc=etc, fd_binds_noexec=noexec)
             if record is not None:
                 state = state_dir if state_dir is not None else os.path.dirname(os.path.dirname(run_dir))
                 system = set(SYSTEM_PATHS) - {ETC}
                 exposes = decide_exposure([r for r in roots if r not in system], _sensitive(state))
                 record.append(Confinement(True, "host" if network else "none", uid, roots, "rootless" if rootless else "rootful",
-                                          gid, tuple(e for e, _ in files), tuple(omitted), tuple(t for _, t in binds),
-                                          tuple(writable), exposes, keyring_statement(deny=True)))
+                                          gid, tuple(e for e, _ in files), tuple(omitted), tuple(t for _, t in [*binds, *noexec]),
+                                          tuple(writable), exposes, keyring_statement(deny=True), tuple(t for _, t in noexec)))
             return command, fds
         except BaseException:
             for fd in fds:
@@ -486,6 +490,71 @@ class ReviewRun:
                 "images": {n: i.identity for n, i in self.handoff.images.items()}}
 
 
+@dataclass(frozen=True, slots=True)
+class ReviewerImage:
+    """The deployment's reviewer program: a frozen image whose attestation verified under TRUST.
+
+    Raises:
+        Nothing.
+    """
+
+    identity: str
+    attestation: str
+    attestation_digest: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"identity": self.identity, "attestation": self.attestation, "attestation_digest": self.attestation_digest}
+
+
+def verify_reviewer_image(identity: str, attestation: str | os.PathLike[str] | None, policy: Any) -> ReviewerImage:
+    """Verify ``attestation`` under ``policy``: a closed-tree attestation of exactly the image ``identity``.
+
+    The store image itself is verified (seal, every byte, seal) when the run takes it; this is
+    what makes it the deployment's: an inventory a trusted signer attested, whose identity is
+    the one asked for.
+
+    Raises:
+        VerificationError: ``REVIEWER_IMAGE_MISMATCH`` (no attestation, or one of another tree),
+            and the attestation layer's codes (``NO_TRUSTED_SIGNATURE``, ``SIGNER_NOT_FOR_PREDICATE``, ...).
+        InputError: an unreadable or malformed attestation, ``POLICY_IN_TREE``.
+    """
+    from ...attestation import closed_tree_inventory, verify_attestation_file
+
+    if attestation is None:
+        raise VerificationError(HandoffCode.REVIEWER_IMAGE_MISMATCH, "--reviewer needs --reviewer-attestation: the "
+                                "deployment's signed closed-tree attestation of the reviewer image", identity)
+    where = os.path.abspath(os.fspath(attestation))
+    verified = verify_attestation_file(where, policy)
+    attested = closed_tree_inventory(verified).identity
+    if attested != identity:
+        raise VerificationError(HandoffCode.REVIEWER_IMAGE_MISMATCH, f"the reviewer attestation names the image {attested}, "
+                                f"not {identity}", where)
+    return ReviewerImage(identity, where, verified.attestation_digest)
+
+
+def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str]:
+    """``argv`` with a relative program (``bin/review``) resolved in the reviewer image at ``reviewer_path`` (pure).
+
+    Raises:
+        InputError: ``BAD_EXEC_ENV`` for a relative program without a reviewer image, or one that leaves it.
+    """
+    from ...errors import InputError
+    from ...freeze import FreezeCode
+
+    if not argv:
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
+    program = argv[0]
+    if os.path.isabs(program) or program.startswith("$"):
+        return list(argv)
+    if reviewer_path is None:
+        raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is a relative program: it names a program of the reviewer "
+                         "image, and no --reviewer was given (or give an absolute path)")
+    rel = program.removeprefix("./")
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is not a plain path inside the reviewer image")
+    return [f"{reviewer_path}/{rel}", *argv[1:]]
+
+
 def run_review_step(
     handoff_path: str | os.PathLike[str],
     policy: Any,
@@ -498,9 +567,16 @@ def run_review_step(
     readonly: Sequence[str] = (),
     network: bool = False,
     unsafe_unconfined: bool = False,
+    more_images: Mapping[str, Any] | None = None,
+    require_more: Callable[[Mapping[str, Any]], list[Finding]] | None = None,
+    attest_env: Mapping[str, str] | None = None,
     _verified: Mapping[str, Any] | None = None,
 ) -> ReviewRun:
     """Verify the handoff, run ``argv`` from its four frozen images, write the parsed result to ``out``.
+
+    ``more_images``: further images by name (``CHANGE``, ``REVIEWER``: identities, or images the
+    caller took from this store for this run), verified as the four are; ``require_more`` is
+    asked, with every verified image, what is wrong with them (before anything runs).
 
     Raises:
         InputError: unreadable handoff, bad command or environment (``BAD_EXEC_ENV``,
@@ -527,6 +603,8 @@ def run_review_step(
 
     def require(images: Mapping[str, Any]) -> None:  # (2), under the store lock, before the reviewer runs
         problems = decide_images(handoff, images)
+        if require_more is not None:
+            problems += require_more(images)
         if problems:
             raise VerificationError(findings=problems)
 
@@ -536,8 +614,10 @@ def run_review_step(
         # seal) moments before, for this run; run_from_images then checks only their seals again.
         refs: dict[str, Any] = dict(_verified) if _verified is not None else \
             {name.upper(): handoff.images[name].identity for name in IMAGE_NAMES}
+        if _verified is None:
+            refs.update(more_images or {})
         rc = run_from_images(state, refs, argv, cwd_image="BASE", pass_env=pass_env, set_env=set_env, stdout=fd,
-                             before=require, confine=confine)  # (3)
+                             before=require, confine=confine, attest_env=attest_env)  # (3)
         if rc != 0:
             hint = " (97: the confinement could not be set up; see its message above)" if rc == 97 and confine is not None else ""
             raise EnvironmentFailure(HandoffCode.REVIEWER_FAILED, f"the reviewer exited {rc}{hint}; no result was written", argv[0])
@@ -567,11 +647,14 @@ __all__ = [
     "Confinement",
     "EtcFile",
     "ReviewRun",
+    "ReviewerImage",
     "confine_reviewer",
     "decide_exposure",
     "decide_images",
     "read_host_file",
+    "reviewer_command",
     "reviewer_etc",
     "run_review_step",
     "verify_can_confine",
+    "verify_reviewer_image",
 ]

@@ -111,7 +111,7 @@ def _positive(value: Any) -> bool:
 
 
 _RECORD_KEYS = frozenset({"review", "state_digest", "generation", "status", "repository", "pull_request", "base", "head",
-                          "merge_base", "handoff_digest", "images", "projections", "result", "failure", "limitations",
+                          "merge_base", "handoff_digest", "images", "change", "projections", "result", "failure", "limitations",
                           "authority_changes", "findings", "event", "confinement", "time"})
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
@@ -161,6 +161,8 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
              and all(type(n) is int and n >= 0 for n in counts) and set(findings) == {"total", "blocking", "inline", "in_body"}
              and isinstance(images, dict) and set(images) == set(IMAGE_NAMES)
              and all(isinstance(v, str) and _DIGEST.match(v) for v in images.values())
+             and isinstance(predicate["change"], dict) and set(predicate["change"]) == {"identity"}
+             and isinstance(predicate["change"]["identity"], str) and bool(_DIGEST.match(predicate["change"]["identity"]))
              and isinstance(limitations, list) and all(isinstance(x, str) and x for x in limitations)
              and (confinement is None or isinstance(confinement, dict)))
     if not shape:

@@ -21,6 +21,7 @@ class ReviewStartCode(ReasonCode):
     REVIEW_BASE_TREE_MISMATCH = "REVIEW_BASE_TREE_MISMATCH"      # the base commit's tree in GITDIR's objects is not the handoff's base tree
     REVIEW_AUTHORITY_MISMATCH = "REVIEW_AUTHORITY_MISMATCH"      # the snapshot's config or lock is not the one the handoff records
     REVIEW_STATE_FAILED = "REVIEW_STATE_FAILED"                  # the review state could not be written under STATE/reviews/
+    REVIEW_CHANGE_TOO_LARGE = "REVIEW_CHANGE_TOO_LARGE"          # the change (head tree or diff) is larger than the change image may hold
 
 
 class RecheckCode(ReasonCode):

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..bootstrap import HostAdapter
+from ._change import ChangeSpec, change_reference, freeze_change
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
 from ._start import (
@@ -62,7 +63,8 @@ OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # asc
 _ID = re.compile(r"[0-9a-f]{32}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
-                         "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes"})
+                         "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
+                         "change"})
 _HOST_KEYS = {"identity": {"adapter", "path"}, "github": {"adapter", "repository", "pr", "api_url"}}
 _RECORD_KEYS = frozenset({"review", "state", "outcome", "reason", "superseded_by"})
 _CLOSED = {"refresh": RecheckCode.REVIEW_SUPERSEDED, "restart": RecheckCode.REVIEW_DISCARDED, "fail": RecheckCode.REVIEW_FAILED}
@@ -267,6 +269,9 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     obj("lock", {"sha256"})
     obj("images", set(IMAGE_NAMES))
     obj("projections", {"semantic", "adapter"})
+    change = obj("change", {"identity", "path", "backend"})
+    if not all(isinstance(v, str) and v for v in change.values()) or not _DIGEST.match(change["identity"]):
+        raise bad("change must be {identity: sha256:<hex>, path, backend} of the change image")
     text(doc["context"], "context")
     repo = text(doc["repo"], "repo")
     if not os.path.isabs(repo):
@@ -489,14 +494,17 @@ def recheck_review(
             authority = read_base_authority(root.images["base"], state.base_commit, state.base_tree, state.object_format,
                                             state.doc["config"]["sha256"], state.doc["lock"]["sha256"])
             changes = authority_changes([(p.path, p.status) for p in surface.paths], authority.config, authority.lock)
+            doc = {k: v for k, v in state.doc.items() if k not in ("review", "change")}
+            doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
+                       authority_changes=[c.to_json() for c in changes],
+                       refresh={"previous": review, "generation": state.generation + 1})
+            spec = ChangeSpec.from_state(review_id(doc), doc, root.semantic.data, root.adapter.data)
+            change = freeze_change(git, root_dir, spec, backend=root.images["base"].backend)
+            doc["change"] = change_reference(change)
     if outcome.outcome == "proceed":
         return Recheck(state, state_path, now, outcome, review, state_path, None, None, root)
     if outcome.outcome == "refresh":
         assert surface is not None
-        doc = {k: v for k, v in state.doc.items() if k != "review"}
-        doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
-                   authority_changes=[c.to_json() for c in changes],
-                   refresh={"previous": review, "generation": state.generation + 1})
         new_id, new_path = write_review_state(root_dir, doc)
         record = _write_record(root_dir, state, outcome, new_id)
         return Recheck(state, state_path, now, outcome, new_id, new_path, record, len(surface.paths))

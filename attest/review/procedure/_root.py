@@ -66,6 +66,24 @@ def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Any]) -> l
     return found
 
 
+def _change_holds(store: Any, doc: Mapping[str, Any]) -> list[Finding]:
+    """The change image of the state ``doc``, taken from ``store`` (verified) and checked against the state; what is wrong."""
+    from ...errors import EnvironmentFailure
+    from ._change import decide_change, read_image_file
+
+    change = doc.get("change")
+    if not isinstance(change, Mapping):
+        return [Finding(RecheckCode.REVIEW_ROOT_MISMATCH, None, "the review state records no change image")]
+    try:
+        image = store.get(change["identity"])
+    except EnvironmentFailure:
+        raise
+    except AttestError as e:
+        return [Finding(f.code, f.path, f"the change image: {f.detail}") for f in e.findings]
+    return [Finding(RecheckCode.REVIEW_ROOT_MISMATCH, f.path, f.detail)
+            for f in decide_change(doc, doc["review"], image, lambda rel: read_image_file(image, rel))]
+
+
 def reestablish_root(state_dir: str, doc: Mapping[str, Any]) -> tuple[list[Finding], ReviewRoot | None]:
     """Take the state's four images from the store (verified) and retain its two projections again.
 
@@ -108,6 +126,9 @@ def reestablish_root(state_dir: str, doc: Mapping[str, Any]) -> tuple[list[Findi
                     raise
                 except AttestError as e:
                     found += [Finding(f.code, f.path, f"the {role} projection: {f.detail}") for f in e.findings]
+            if found:
+                return found, None
+            found += _change_holds(store, doc)
             if found:
                 return found, None
             return [], ReviewRoot(images, kept["semantic"], kept["adapter"])

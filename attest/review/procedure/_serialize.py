@@ -575,6 +575,7 @@ def review_record_statement(state: Any, *, status: Status, payload: bytes, resul
         "merge_base": state.merge_base,
         "handoff_digest": d["handoff"]["digest"],
         "images": {n: i["identity"] for n, i in d["images"].items()},
+        "change": {"identity": d["change"]["identity"]},
         "projections": {role: {"path": p["path"], "sha256": "sha256:" + p["sha256"]} for role, p in d["projections"].items()},
         "result": None if result_digest is None else {"sha256": result_digest},
         "failure": None if failure is None else dict(failure),
@@ -791,7 +792,8 @@ def serialize_review(
 
 def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out: str | os.PathLike[str],
                       pass_env: Sequence[str] = (), set_env: Mapping[str, str] | None = None, unsafe_unconfined: bool = False,
-                      environ: Mapping[str, str] = os.environ, **_: Any) -> dict[str, Any]:
+                      environ: Mapping[str, str] = os.environ, more_images: Mapping[str, str] | None = None,
+                      **_: Any) -> dict[str, Any]:
     """Everything about a run of the verified ``handoff`` that can be checked without running the reviewer; raise what is wrong.
 
     :func:`run_review` calls it before it claims the run, so a refused option leaves the review
@@ -824,7 +826,6 @@ def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out:
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
     caller_environment(pass_env, set_env or {}, environ)
-    expand_image_refs(argv, {name.upper(): handoff.images[name].path for name in IMAGE_NAMES})
     target = os.path.abspath(os.fspath(out))
     check_output_path(target, what="review result")
     if not os.access(os.path.dirname(target), os.W_OK | os.X_OK):
@@ -839,11 +840,13 @@ def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out:
         with state_lock(state_fd, exclusive=False):
             store = Store(state_dir)
             images = {name.upper(): store.get(handoff.images[name].identity) for name in IMAGE_NAMES}
+            images.update({name: store.get(identity) for name, identity in (more_images or {}).items()})
     finally:
         os.close(state_fd)
     problems = decide_images(handoff, images)
     if problems:
         raise VerificationError(findings=problems)
+    expand_image_refs(argv, {name: image.path for name, image in images.items()})
     return images
 
 
@@ -855,9 +858,17 @@ def run_review(
     policy: Any,
     argv: Sequence[str],
     out: str | os.PathLike[str],
+    reviewer: str | None = None,
+    reviewer_attestation: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Any:
     """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
+
+    The reviewer gets the review's change image (``$ATTEST_IMAGE_CHANGE``, checked against the
+    state before it starts: :func:`~._change.decide_change`) and the two retained projections in
+    it (``$ATTEST_REVIEW_SEMANTIC``, ``$ATTEST_REVIEW_ADAPTER``); with ``reviewer`` (an image
+    identity, its ``reviewer_attestation`` verified under ``policy``), the deployment's reviewer
+    image as ``$ATTEST_IMAGE_REVIEWER``, a relative program of ``argv`` resolved in it.
 
     The review must be open (no recheck closed it) and of exactly this handoff, and everything
     that can be checked without running the reviewer must hold (:func:`check_run_options`): a
@@ -876,7 +887,8 @@ def run_review(
             ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_ALREADY_RUN`` (one review, one analysis) and
             everything :func:`check_run_options` and :func:`~attest.review.handoff.run_review_step` raise.
     """
-    from ..handoff import run_review_step, verify_handoff
+    from ..handoff import reviewer_command, run_review_step, verify_handoff, verify_reviewer_image
+    from ._change import decide_change, read_image_file
     from ._recheck import load_review_state
 
     root = os.path.abspath(os.fspath(state_dir))
@@ -886,18 +898,35 @@ def run_review(
     if h.attestation_digest != state.doc["handoff"]["digest"]:
         raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"review {review} was started from the handoff "
                                 f"{state.doc['handoff']['digest']}, not {h.attestation_digest}", os.fspath(handoff))
-    set_env = {**(options.pop("set_env", None) or {}), "REVIEW_ID": review, "REVIEW_HEAD": state.head,
-               "REVIEW_MERGE_BASE": state.merge_base}
-    images = check_run_options(root, h, argv, out=out, set_env=set_env, **options)  # nothing claimed yet: a usage error burns nothing
+    deployed = verify_reviewer_image(reviewer, reviewer_attestation, policy) if reviewer is not None else None
+    change = state.doc["change"]
+    caller_set = options.pop("set_env", None) or {}
+    set_env = {**caller_set, "REVIEW_ID": review, "REVIEW_HEAD": state.head, "REVIEW_MERGE_BASE": state.merge_base}
+    attest_env = {"ATTEST_REVIEW_SEMANTIC": f"{change['path']}/projections/semantic",
+                  "ATTEST_REVIEW_ADAPTER": f"{change['path']}/projections/adapter"}
+    more = {"CHANGE": change["identity"], **({"REVIEWER": deployed.identity} if deployed is not None else {})}
+    # Nothing claimed yet: a usage error, a missing image or a reviewer that does not verify burns nothing.
+    images = check_run_options(root, h, argv, out=out, set_env=set_env, more_images=more, **options)
+    command = reviewer_command(argv, images["REVIEWER"].path if deployed is not None else None)
+
+    def require_change(verified: Mapping[str, Any]) -> list[Finding]:
+        image = verified["CHANGE"]
+        return decide_change(state.doc, review, image, lambda rel: read_image_file(image, rel))
+
+    problems = require_change(images)  # and again under the store lock, right before the reviewer starts
+    if problems:
+        raise VerificationError(findings=problems)
     claim_run(root, state, h.attestation_digest)  # before the reviewer starts: the marker of the one run
     try:
-        ran = run_review_step(handoff, policy, root, argv, out=out, set_env=set_env, _verified=images, **options)
+        ran = run_review_step(handoff, policy, root, command, out=out, set_env=set_env, _verified=images,
+                              require_more=require_change, attest_env=attest_env, **options)
     except AttestError as e:  # the run failed, whatever the step: it was this review's one run
         write_run_record(root, run_record(state, h.attestation_digest, "failed", failure=e.findings[0]))
         raise
+    confinement = {**ran.confinement.to_json(), "reviewer": None if deployed is None else deployed.to_json(),
+                   "environment": sorted({*options.get("pass_env", ()), *caller_set})}
     write_run_record(root, run_record(state, h.attestation_digest, "result", result_digest=ran.result_digest,
-                                      blocking=sum(f.blocking for f in ran.result.findings),
-                                      confinement=ran.confinement.to_json()))
+                                      blocking=sum(f.blocking for f in ran.result.findings), confinement=confinement))
     return ran
 
 

@@ -22,9 +22,12 @@
 8. **retain**: the semantic and adapter bytes read once from the frozen base image, checked
    against the locked digests, kept as immutable bytes (:func:`attest.freeze.retain_file`) before
    anything uses them; no projection path is opened again;
-9. **state**: the review state, RFC 8785 canonical JSON, written atomically to
+9. **change**: the change image (:mod:`._change`): the head tree from objects, git's diff, the
+   surface, the identities and the retained projection bytes, materialized into private staging,
+   frozen and verified against the inventory of those objects and bytes;
+10. **state**: the review state, RFC 8785 canonical JSON, written atomically to
    ``STATE/reviews/<id>.json``; ``id`` is content-derived (the first 32 hex digits of the
-   SHA-256 of the canonical state without its ``review`` field).
+   SHA-256 of the canonical state without its ``review`` and ``change`` fields).
 
     >>> start = review_start(handoff="handoff.json", policy=load_policy("trust.toml"), state_dir="/var/lib/attest",
     ...                      repo="/srv/git/widgets.git", host=IdentityFile("identity.json"),
@@ -45,6 +48,7 @@ from ...errors import EnvironmentFailure, Finding, VerificationError
 from ..bootstrap import HostAdapter, HostIdentity, ReproducedOutput
 from ..handoff import IMAGE_NAMES, Handoff, HandoffCode
 from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
+from ._change import ChangeSpec, change_reference, freeze_change
 from ._codes import ReviewStartCode
 
 STATE_FORMAT = "https://attest.dev/review-state/v1"
@@ -347,6 +351,7 @@ class ReviewStart:
     repo: str
     host_adapter: dict[str, Any]
     authority: tuple[AuthorityChange, ...] = ()
+    change: Any = None  # attest.freeze.Image: the change image (._change), once frozen
 
     @property
     def handoff(self) -> Handoff:
@@ -373,6 +378,7 @@ class ReviewStart:
                             for role, kept in (("semantic", self.semantic), ("adapter", self.adapter))},
             "surface": self.surface.to_json(),
             "authority_changes": [c.to_json() for c in self.authority],
+            **({"change": change_reference(self.change)} if self.change is not None else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -392,11 +398,15 @@ class ReviewStart:
             "projections": {"semantic": {"path": self.semantic.path, "sha256": "sha256:" + self.semantic.sha256},
                             "adapter": {"path": self.adapter.path, "sha256": "sha256:" + self.adapter.sha256}},
             "images": {n: i.identity for n, i in h.images.items()},
+            "change": self.change.identity if self.change is not None else None,
         }
 
 
 def review_id(state: dict[str, Any]) -> str:
     """The content-derived id of a review state: the first 32 hex digits of SHA-256 of its canonical bytes.
+
+    Without its ``change``: the change image holds the id (its ``review.json``), so it is recorded
+    beside the id and checked against the state before every use (:func:`._change.decide_change`).
 
     Raises:
         InputError: ``BAD_JSON`` for a state that RFC 8785 cannot encode
@@ -404,7 +414,7 @@ def review_id(state: dict[str, Any]) -> str:
     """
     from ..._json import canonical_bytes
 
-    return hashlib.sha256(canonical_bytes(state)).hexdigest()[:32]
+    return hashlib.sha256(canonical_bytes({k: v for k, v in state.items() if k != "change"})).hexdigest()[:32]
 
 
 def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
@@ -481,7 +491,7 @@ def review_start(
     semantic: str,
     adapter: str,
 ) -> ReviewStart:
-    """Run steps 1-9 of the module docstring; raise at the first failure (nothing after it runs).
+    """Run steps 1-10 of the module docstring; raise at the first failure (nothing after it runs).
 
     Raises:
         InputError: an unreadable handoff, identity or repository; ``NOT_FULL_SHA``; ``BAD_IDENTITY``.
@@ -550,14 +560,18 @@ def review_start(
                 # 8. Retained before any use: the exact locked bytes, read once from the frozen base image.
                 kept_semantic = retain_file(base_image, bindings.semantic.path, bindings.semantic.sha256, max_bytes=MAX_PROJECTION_BYTES)
                 kept_adapter = retain_file(base_image, bindings.adapter.path, bindings.adapter.sha256, max_bytes=MAX_PROJECTION_BYTES)
+                start = ReviewStart("", "", evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic,
+                                    kept_adapter, repo_path, describe_host(host), changes)
+                # 9. The change image: head tree, diff, surface, identities and projections, frozen and verified.
+                doc = start.state()
+                spec = ChangeSpec.from_state(review_id(doc), doc, kept_semantic.data, kept_adapter.data)
+                change = freeze_change(git, state, spec, backend=base_image.backend)
         finally:
             os.close(state_fd)
-    # 9. The review state.
-    start = ReviewStart("", "", evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
-                        repo_path, describe_host(host), changes)
-    ident, where = write_review_state(state, start.state())
+    # 10. The review state.
+    ident, where = write_review_state(state, {**doc, "change": change_reference(change)})
     return ReviewStart(ident, where, evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
-                       repo_path, start.host_adapter, changes)
+                       repo_path, start.host_adapter, changes, change)
 
 
 __all__ = [

@@ -1,0 +1,393 @@
+"""The change image: the pull request's change as review data, frozen like every other image (docs/review.md "The reviewer's inputs").
+
+``review start`` (and a refresh) materializes it from git objects into private staging, freezes
+it and verifies the frozen bytes against an inventory computed from those objects and the bytes
+attest generated; the reviewer gets it read-only (and ``noexec``) as ``$ATTEST_IMAGE_CHANGE``:
+
+- ``head/``: the complete head tree, regular files and directories (a symbolic link or a
+  submodule is not materialized: ``review.json`` lists each under ``not_materialized``);
+- ``diff.patch``: merge base -> head, the unified diff ``git diff`` prints (rendered by git with
+  every setting that changes its format pinned, never an external or textconv driver);
+- ``surface.json``: the changed surface review start computed (the one anchors are checked
+  against: paths, statuses, modes, object ids, LEFT/RIGHT line ranges);
+- ``review.json``: repository, pull request, base, head, merge base, review id, the bound
+  semantic and adapter paths and their digests;
+- ``projections/semantic`` and ``projections/adapter``: exactly the retained projection bytes.
+
+The image holds the review id, so its identity cannot be part of what the id hashes: the review
+state records it beside the id (``change``, left out of :func:`~._start.review_id`), and every
+run checks the verified image against the state (:func:`decide_change`) before the reviewer
+starts: its ``review.json``, ``surface.json`` and projection files are what the state says.
+
+    >>> image = freeze_change(git, "/var/lib/attest", ChangeSpec(...), backend="immutable")
+    >>> image.identity
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import EnvironmentFailure, Finding, VerificationError
+from ...git import GitCode, GitRepo
+from ...git._objects import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, MODE_TREE
+from ...git._repo import _GIT_ARGS, MAX_DEPTH, MAX_ENTRIES, git_env
+from ...inventory import Entry, EntryType, Inventory
+from ..handoff import HandoffCode
+from ._codes import ReviewStartCode
+
+CHANGE_FORMAT = "https://attest.dev/review-change/v1"
+MAX_DIFF_BYTES = 64 << 20
+MAX_HEAD_BYTES = 1 << 30
+FILE_MODE, EXEC_MODE, DIR_MODE = 0o444, 0o555, 0o555
+HEAD_DIR = "head"
+GENERATED = ("review.json", "surface.json", "diff.patch", "projections/semantic", "projections/adapter")
+#: Every git setting that changes what ``git diff`` prints, at git's default.
+_DIFF_ARGS = ("-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+              "-c", "diff.relative=false", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.context=3",
+              "-c", "diff.interHunkContext=0", "-c", "diff.algorithm=default", "-c", "diff.indentHeuristic=true",
+              "-c", "core.abbrev=7", "-c", "color.ui=never",
+              "-c", "core.attributesFile=/dev/null")
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSpec:
+    """What the change image is made of: the review's identities, its surface and the retained projection bytes.
+
+    Raises:
+        Nothing.
+    """
+
+    review: str
+    repository: Mapping[str, Any]   # {"id", "full_name"}
+    pull_request: Mapping[str, Any]  # {"id", "number"}
+    base_commit: str
+    base_tree: str
+    head: str
+    merge_base: str
+    surface: Mapping[str, Any]      # attest.git.ChangedSurface.to_json()
+    projections: Mapping[str, tuple[str, bytes]]  # role -> (repository path, retained bytes)
+
+    @classmethod
+    def from_state(cls, review: str, doc: Mapping[str, Any], semantic: bytes, adapter: bytes) -> ChangeSpec:
+        """The spec of a review state document (``doc``) and its retained projection bytes (pure)."""
+        p = doc["projections"]
+        return cls(review, doc["repository"], doc["pull_request"], doc["base"]["commit"], doc["base"]["tree"], doc["head"],
+                   doc["merge_base"], doc["surface"],
+                   {"semantic": (p["semantic"]["path"], semantic), "adapter": (p["adapter"]["path"], adapter)})
+
+
+def review_document(spec: ChangeSpec, not_materialized: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """The ``review.json`` of ``spec`` (pure)."""
+    return {
+        "format": CHANGE_FORMAT,
+        "review": spec.review,
+        "repository": dict(spec.repository),
+        "pull_request": dict(spec.pull_request),
+        "base": {"commit": spec.base_commit, "tree": spec.base_tree},
+        "head": {"commit": spec.head, "tree": spec.surface["head_tree"]},
+        "merge_base": spec.merge_base,
+        "projections": {role: {"path": path, "file": f"projections/{role}", "sha256": hashlib.sha256(data).hexdigest()}
+                        for role, (path, data) in sorted(spec.projections.items())},
+        "not_materialized": [dict(x) for x in not_materialized],
+    }
+
+
+# -- the head tree, from objects ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HeadTree:
+    """The head tree's regular files and directories (path, git mode, blob id), and what cannot be materialized."""
+
+    entries: tuple[tuple[str, str, str], ...]  # (path, mode, oid); MODE_TREE for a directory
+    not_materialized: tuple[dict[str, str], ...]
+
+
+def read_head_tree(git: GitRepo, tree: str) -> HeadTree:
+    """Every path of ``tree`` from the object database, parents first; links and submodules set aside.
+
+    Raises:
+        VerificationError: ``TREE_TOO_LARGE`` beyond the git layer's caps, and the git layer's
+            object checks (``OBJECT_MISSING``, ``BAD_TREE_NAME``, ...).
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
+    out: list[tuple[str, str, str]] = []
+    aside: list[dict[str, str]] = []
+    stack: list[tuple[str, str, int]] = [(tree, "", 0)]
+    while stack:
+        oid, prefix, depth = stack.pop()
+        for e in git.read_tree(oid, where=prefix):
+            rel = f"{prefix}/{e.name}" if prefix else e.name
+            if len(out) + len(aside) >= MAX_ENTRIES:
+                raise VerificationError(GitCode.TREE_TOO_LARGE, f"the head tree has more than {MAX_ENTRIES} entries", rel)
+            if e.mode == MODE_SYMLINK:
+                _, target = git.read_object(e.oid, "blob", path=rel)
+                aside.append({"path": rel, "kind": "symlink", "target": target.decode("utf-8", "backslashreplace")})
+            elif e.mode == MODE_GITLINK:
+                aside.append({"path": rel, "kind": "submodule", "target": e.oid})
+            elif e.is_tree:
+                if depth + 1 > MAX_DEPTH:
+                    raise VerificationError(GitCode.TREE_TOO_LARGE, f"the head tree is deeper than {MAX_DEPTH}", rel)
+                out.append((rel, e.mode, e.oid))
+                stack.append((e.oid, rel, depth + 1))
+            else:
+                out.append((rel, e.mode, e.oid))
+    return HeadTree(tuple(out), tuple(sorted(aside, key=lambda x: x["path"])))
+
+
+# -- git's diff ---------------------------------------------------------------------------------
+
+
+def render_diff(git: GitRepo, merge_base: str, head: str, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
+    """``git diff --no-renames MERGE_BASE HEAD`` as git prints it, every format setting pinned, at most ``max_bytes``.
+
+    Raises:
+        VerificationError: ``REVIEW_CHANGE_TOO_LARGE`` (a longer diff).
+        EnvironmentFailure: ``GIT_FAILED`` (git cannot run or fails).
+    """
+    argv = [*_GIT_ARGS, *_DIFF_ARGS, f"--git-dir={git.git_dir}", "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+            "--no-renames", "--no-relative", "-O/dev/null", merge_base, head, "--"]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=git_env(), cwd="/")
+    except OSError as e:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git diff: {e.strerror}") from e
+    assert proc.stdout is not None and proc.stderr is not None
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while total <= max_bytes:
+            chunk = proc.stdout.read(min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        if total > max_bytes:
+            proc.kill()
+        proc.stdout.close()
+        err = proc.stderr.read(4096)
+        proc.stderr.close()
+        rc = proc.wait()
+    if total > max_bytes:
+        raise VerificationError(ReviewStartCode.REVIEW_CHANGE_TOO_LARGE, f"the diff of the change is more than {max_bytes} bytes")
+    if rc != 0:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"git diff exited {rc}: {err.decode('utf-8', 'replace').strip()[:300]}")
+    return b"".join(chunks)
+
+
+# -- the inventory and the files ----------------------------------------------------------------
+
+
+def generated_files(spec: ChangeSpec, diff: bytes, head: HeadTree) -> dict[str, bytes]:
+    """The bytes of every file attest writes into the change image besides ``head/`` (pure)."""
+    from ..._json import canonical_bytes
+
+    return {
+        "review.json": canonical_bytes(review_document(spec, head.not_materialized)),
+        "surface.json": canonical_bytes(dict(spec.surface)),
+        "diff.patch": diff,
+        "projections/semantic": spec.projections["semantic"][1],
+        "projections/adapter": spec.projections["adapter"][1],
+    }
+
+
+def change_inventory(generated: Mapping[str, bytes], head: Sequence[tuple[str, str, int, str | None]]) -> Inventory:
+    """The closed inventory of the change image (pure): ``generated`` and the ``head/`` entries ``(path, mode, size, sha256)``."""
+    entries = [Entry(HEAD_DIR, EntryType.DIR, DIR_MODE), Entry("projections", EntryType.DIR, DIR_MODE)]
+    for path, data in generated.items():
+        entries.append(Entry(path, EntryType.FILE, FILE_MODE, len(data), hashlib.sha256(data).hexdigest()))
+    for path, mode, size, sha in head:
+        rel = f"{HEAD_DIR}/{path}"
+        if sha is None:
+            entries.append(Entry(rel, EntryType.DIR, DIR_MODE))
+        else:
+            entries.append(Entry(rel, EntryType.FILE, EXEC_MODE if mode == MODE_EXEC else FILE_MODE, size, sha))
+    return Inventory.from_entries(entries)
+
+
+def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
+    from ..._safefs import O_NEW, write_all
+
+    fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)
+    try:
+        write_all(fd, data)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadTree) -> list[tuple[str, str, int, str | None]]:
+    """Write the image's files below the empty private directory ``root``; return the head entries written."""
+    from ..._safefs import O_DIR
+
+    written: list[tuple[str, str, int, str | None]] = []
+    total = 0
+    top = os.open(root, O_DIR)
+    fds: dict[str, int] = {"": top}
+    try:
+        for d in (HEAD_DIR, "projections"):
+            os.mkdir(d, 0o700, dir_fd=top)
+            fds[d] = os.open(d, O_DIR, dir_fd=top)
+        for path, data in generated.items():
+            parent, _, name = path.rpartition("/")
+            _write_new(fds[parent], name, data, FILE_MODE)
+        for path, mode, oid in head.entries:
+            parent, _, name = f"{HEAD_DIR}/{path}".rpartition("/")
+            pfd = fds[parent]
+            if mode == MODE_TREE:
+                os.mkdir(name, 0o700, dir_fd=pfd)
+                fds[f"{HEAD_DIR}/{path}"] = os.open(name, O_DIR, dir_fd=pfd)
+                written.append((path, mode, 0, None))
+                continue
+            _, data = git.read_object(oid, "blob", path=path)
+            total += len(data)
+            if total > MAX_HEAD_BYTES:
+                raise VerificationError(ReviewStartCode.REVIEW_CHANGE_TOO_LARGE, f"the head tree holds more than {MAX_HEAD_BYTES} "
+                                        "bytes of files", path)
+            _write_new(pfd, name, data, EXEC_MODE if mode == MODE_EXEC else FILE_MODE)
+            written.append((path, mode, len(data), hashlib.sha256(data).hexdigest()))
+        for rel, fd in fds.items():  # directory modes last, so a read-only directory never blocks its children
+            if rel:
+                os.fchmod(fd, DIR_MODE)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    return written
+
+
+def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, *, backend: str | None) -> Any:
+    """Materialize the change image of ``spec`` from ``git``'s objects, freeze it and verify it; return the image.
+
+    The inventory is computed from the objects and the generated bytes, never from what was
+    written; :func:`attest.freeze.freeze_tree` copies the export into the store's own private
+    staging, seals it, verifies every sealed byte against that inventory and publishes it.
+
+    Raises:
+        VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes, the freeze codes.
+        EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``, the backend's codes.
+    """
+    from ...build._common import make_staging
+    from ...build._outputs import remove_tree
+    from ...freeze import freeze_tree
+    from ...freeze._store import HELD_STAGING
+
+    head = read_head_tree(git, spec.surface["head_tree"])
+    generated = generated_files(spec, render_diff(git, spec.merge_base, spec.head), head)
+    with make_staging(os.path.join(state_dir, HELD_STAGING)) as staging:
+        try:
+            out = os.path.join(staging, "change")
+            os.mkdir(out, 0o700)
+            written = _export(git, out, generated, head)
+            return freeze_tree(out, change_inventory(generated, written), state_dir, backend=backend)
+        finally:
+            remove_tree(staging)
+
+
+def change_reference(image: Any) -> dict[str, str]:
+    """The review state's ``change``: how to take the image from the store again (pure)."""
+    return {"identity": image.identity, "path": image.path, "backend": image.backend}
+
+
+# -- the check before every use -----------------------------------------------------------------
+
+
+def decide_change(doc: Mapping[str, Any], review: str, image: Any, read: Any) -> list[Finding]:
+    """Whether the verified change ``image`` is the one of the review state ``doc`` (pure but for ``read``).
+
+    ``read(path)`` returns the bytes of a file of the image (the caller reads them through the
+    verified root). The image must be the state's ``change`` (identity, path, backend); its
+    ``surface.json`` exactly the canonical surface of the state; its ``review.json`` the state's
+    identities and projections with this ``review``; each projection file exactly the retained
+    digest the state records.
+
+    Raises:
+        Nothing: every difference is a ``REVIEW_CHANGE_MISMATCH`` finding.
+    """
+    from ..._json import canonical_bytes, loads_strict
+    from ...errors import AttestError
+
+    def bad(detail: str, path: str | None = None) -> Finding:
+        return Finding(HandoffCode.REVIEW_CHANGE_MISMATCH, path or getattr(image, "path", None), detail)
+
+    want = doc.get("change")
+    if not isinstance(want, Mapping):
+        return [bad("the review state records no change image")]
+    found = [bad(f"the change image's {f} is {getattr(image, f)!r}, the review state's {want.get(f)!r}")
+             for f in ("identity", "path", "backend") if getattr(image, f) != want.get(f)]
+    if found:
+        return found
+    try:
+        if read("surface.json") != canonical_bytes(doc["surface"]):
+            found.append(bad("surface.json is not the review's changed surface", "surface.json"))
+        got = loads_strict(read("review.json"), what="review.json", max_bytes=16 << 20)
+    except (AttestError, OSError) as e:
+        return [*found, bad(f"the change image cannot be read: {e}")]
+    p = doc["projections"]
+    spec = ChangeSpec(review, doc["repository"], doc["pull_request"], doc["base"]["commit"], doc["base"]["tree"], doc["head"],
+                      doc["merge_base"], doc["surface"], {"semantic": (p["semantic"]["path"], b""), "adapter": (p["adapter"]["path"], b"")})
+    expected = review_document(spec, [])
+    for role in ("semantic", "adapter"):
+        expected["projections"][role]["sha256"] = p[role]["sha256"]
+    if not isinstance(got, dict) or {k: v for k, v in got.items() if k != "not_materialized"} != \
+            {k: v for k, v in expected.items() if k != "not_materialized"}:
+        fields = sorted(k for k in {*expected, *(got if isinstance(got, dict) else {})} - {"not_materialized"}
+                        if not isinstance(got, dict) or got.get(k) != expected.get(k))
+        found.append(bad(f"review.json does not hold this review's identities and projections: {', '.join(fields)} differ",
+                         "review.json"))
+    for role in ("semantic", "adapter"):
+        try:
+            data = read(f"projections/{role}")
+        except OSError as e:
+            found.append(bad(f"projections/{role} cannot be read: {e.strerror}"))
+            continue
+        if hashlib.sha256(data).hexdigest() != p[role]["sha256"]:
+            found.append(bad(f"projections/{role} is not the retained {role} projection", f"projections/{role}"))
+    return found
+
+
+def read_image_file(image: Any, rel: str, *, max_bytes: int = 64 << 20) -> bytes:
+    """The bytes of ``rel`` in the verified ``image``, read through descriptors of its root (no link followed).
+
+    Raises:
+        OSError: the file cannot be opened or is larger than ``max_bytes``.
+    """
+    from ..._safefs import O_DIR, O_FILE
+
+    fds = [os.open(image.path, O_DIR)]
+    try:
+        parts = rel.split("/")
+        for part in parts[:-1]:
+            fds.append(os.open(part, O_DIR, dir_fd=fds[-1]))
+        fd = os.open(parts[-1], O_FILE, dir_fd=fds[-1])
+        try:
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
+                raise OSError(27, f"more than {max_bytes} bytes")
+            return os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+__all__ = [
+    "CHANGE_FORMAT",
+    "ChangeSpec",
+    "HeadTree",
+    "change_inventory",
+    "change_reference",
+    "decide_change",
+    "freeze_change",
+    "generated_files",
+    "read_head_tree",
+    "read_image_file",
+    "render_diff",
+    "review_document",
+]

@@ -4,7 +4,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 state := env_var_or_default("ATTEST_STATE_DIR", ".attest-state")
 review_dir := env_var_or_default("ATTEST_REVIEW_DIR", "review-out")
 backend := env_var_or_default("ATTEST_BACKEND", "immutable")
-reviewer := env_var_or_default("ATTEST_REVIEWER", 'exec "$ATTEST_IMAGE_RUNTIME/bin/attest" review stand-in')
+reviewer_image := env_var_or_default("ATTEST_REVIEWER_IMAGE", "")
+reviewer_attestation := env_var_or_default("ATTEST_REVIEWER_ATTESTATION", "")
+reviewer_env := env_var_or_default("ATTEST_REVIEWER_ENV", "")
+reviewer_network := env_var_or_default("ATTEST_REVIEWER_NETWORK", "")
+reviewer := env_var_or_default("ATTEST_REVIEWER", if reviewer_image != "" { 'exec "$ATTEST_IMAGE_REVIEWER/bin/review"' } else { 'exec "$ATTEST_IMAGE_RUNTIME/bin/attest" review stand-in' })
 semantic := env_var_or_default("ATTEST_SEMANTIC", "docs/review/policy-context.md")
 adapter := env_var_or_default("ATTEST_ADAPTER", "docs/review/github-review.json")
 
@@ -18,8 +22,11 @@ demo:
 
 # HOST is `--identity FILE` or `--github OWNER/NAME --pr N`. The deployment's files come from the
 # environment, never from the repository under review: ATTEST_PINS, ATTEST_TRUST, ATTEST_SKILL,
-# ATTEST_INSTALLATION, ATTEST_KEY (required); ATTEST_REVIEWER (a /bin/sh command line; default the
-# stand-in reviewer of the runtime image), ATTEST_SEMANTIC and ATTEST_ADAPTER (the two projections
+# ATTEST_INSTALLATION, ATTEST_KEY (required); ATTEST_REVIEWER_IMAGE and ATTEST_REVIEWER_ATTESTATION
+# (the deployment's frozen reviewer image, sha256:<hex>, and its signed attestation), ATTEST_REVIEWER
+# (a /bin/sh command line; default the image's bin/review, or without an image the stand-in reviewer
+# of the runtime image), ATTEST_REVIEWER_ENV (names of variables the reviewer gets, space-separated),
+# ATTEST_REVIEWER_NETWORK (non-empty: the host's network), ATTEST_SEMANTIC and ATTEST_ADAPTER (the two projections
 # of the trusted base; defaults below), ATTEST_REVIEW_DIR (handoff, result, payload and record;
 # default review-out), ATTEST_BACKEND (default immutable).
 # REPO and HOST reach attest as arguments, never as shell text.
@@ -36,8 +43,13 @@ verify REPO *HOST:
         --state-dir {{quote(state)}} --repo "$1" "${@:2}" --semantic {{quote(semantic)}} --adapter {{quote(adapter)}} \
         --json > {{quote(review_dir / "start.json")}}
     review="$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["review"])' {{quote(review_dir / "start.json")}})"; \
+    extra=(); \
+    if [ -n {{quote(reviewer_image)}} ]; then extra+=(--reviewer {{quote(reviewer_image)}} --reviewer-attestation {{quote(reviewer_attestation)}}); fi; \
+    read -ra names <<< {{quote(reviewer_env)}}; for name in "${names[@]}"; do extra+=(--env "$name"); done; \
+    if [ -n {{quote(reviewer_network)}} ]; then extra+=(--network); fi; \
     attest review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
-        --state-dir {{quote(state)}} --review "$review" -o {{quote(review_dir / "result.json")}} -- /bin/sh -c {{quote(reviewer)}}; \
+        --state-dir {{quote(state)}} --review "$review" -o {{quote(review_dir / "result.json")}} "${extra[@]}" \
+        -- /bin/sh -c {{quote(reviewer)}}; \
     attest review recheck --state-dir {{quote(state)}} --review "$review"; \
     attest review serialize --state-dir {{quote(state)}} --review "$review" --result {{quote(review_dir / "result.json")}} \
         --key {{quote(env_var('ATTEST_KEY'))}} -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}

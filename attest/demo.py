@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CommonCode, EnvironmentFailure, VerificationError
 
@@ -400,8 +401,20 @@ def _git(repo: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
+CALC_BASE = "def total(prices):\n    return sum(prices)\n"
+#: The pull request's planted defect: a changed line the example reviewer must find (its one rule).
+CALC_DEFECT = CALC_BASE + "\n\ndef parse_price(text):\n    return eval(text)\n"
+CALC_FIXED = CALC_BASE + "\n\ndef parse_price(text):\n    return float(text)\n"
+DEFECT_LINE = 6
+
+
 def make_consumer(path: Path, repository: str, revision: str) -> tuple[str, str]:
-    """(Re)create the consumer repository: a generated base commit, then a pull request head; return (base, head)."""
+    """(Re)create the consumer repository: a generated base commit, then a pull request head; return (base, head).
+
+    The head plants a defect (``eval`` on line 6 of ``src/calc.py``) and rewrites the policy
+    (``.agent-policy.yml``, ``policy/review/findings.md``): a blocking finding of the reviewer's
+    and two authority changes of attest's.
+    """
     from .policy import generate_policy
 
     if path.exists():
@@ -412,7 +425,8 @@ def make_consumer(path: Path, repository: str, revision: str) -> tuple[str, str]
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_bytes(data)
     (path / ".agent-policy.yml").write_text(consumer_config(repository, revision))
-    (path / "src.txt").write_text("code\n")
+    (path / "src").mkdir()
+    (path / "src" / "calc.py").write_text(CALC_BASE)
     generate_policy(path)
     _git(path, "add", "-A")
     _git(path, "commit", "-qm", "base: the trusted policy, generated")
@@ -420,10 +434,22 @@ def make_consumer(path: Path, repository: str, revision: str) -> tuple[str, str]
     _git(path, "checkout", "-qb", "pr")
     (path / ".agent-policy.yml").write_text(consumer_config(repository, "0" * 40, skills="[]"))
     (path / "policy/review/findings.md").write_bytes(b"# Findings\n\nNothing is blocking.\n")
-    _git(path, "commit", "-qam", "pull request: rewrite the policy")
+    (path / "src" / "calc.py").write_text(CALC_DEFECT)
+    _git(path, "commit", "-qam", "pull request: parse prices, rewrite the policy")
     head = _git(path, "rev-parse", "HEAD")
     _git(path, "checkout", "-q", "main")
     return base, head
+
+
+def fix_pull_request(path: Path) -> str:
+    """The author's answer to the review: the defect fixed, the policy left as the base has it; return the new head."""
+    _git(path, "checkout", "-q", "pr")
+    (path / "src" / "calc.py").write_text(CALC_FIXED)
+    _git(path, "checkout", "main", "--", ".agent-policy.yml", "policy/review/findings.md")
+    _git(path, "commit", "-qam", "pull request: parse prices with float(), keep the base's policy")
+    head = _git(path, "rev-parse", "HEAD")
+    _git(path, "checkout", "-q", "main")
+    return head
 
 
 def _remove_tree(path: Path) -> None:
@@ -463,34 +489,127 @@ def _expect_refusal_at(say: Say, what: str, step: int, action: Callable[[], obje
     raise EnvironmentFailure(CommonCode.INTERNAL, f"{what} was NOT refused; this is a bug")
 
 
+@dataclass
+class Chain:
+    """What the chain's steps share: the deployment's files, the consumer, the pull request's identities."""
+
+    state: Path
+    say: Say
+    backend: str
+    pins: Path
+    trust: Path
+    deploy_key: Path
+    skill_dir: Path
+    installation: Path
+    consumer: Path
+    review: Path
+    base: str
+    head: str
+
+    @property
+    def policy(self) -> Any:
+        from .attestation import load_policy
+
+        return load_policy(str(self.trust))
+
+    def signer(self) -> Any:
+        from .attestation import load_signer
+
+        return load_signer(str(self.deploy_key))
+
+    def bootstrap(self, ident: Path) -> Any:
+        from .review.bootstrap import IdentityFile, bootstrap
+
+        return bootstrap(pins=self.pins, trust=self.trust, state_dir=self.state, skill_dir=self.skill_dir,
+                         installation=self.installation, repo=self.consumer, host=IdentityFile(str(ident)),
+                         key=str(self.deploy_key), out=self.review / "handoff.json", backend=self.backend)
+
+
+def demo_trust(state: Path) -> Path:
+    """One trust policy, two roles: the deployment key signs installations, handoffs, its reviewer image, review records
+    and CI results; the release key runtimes and the promotion log's entries."""
+    from .attestation import CLOSED_TREE_PREDICATE, INSTALLATION_PREDICATE, RUNTIME_PREDICATE
+    from .build import PROMOTION_PREDICATE
+    from .review.handoff import HANDOFF_PREDICATE
+    from .review.merge import CI_RESULT_PREDICATE
+    from .review.procedure import REVIEW_RECORD_PREDICATE
+
+    deployment = [INSTALLATION_PREDICATE, HANDOFF_PREDICATE, CLOSED_TREE_PREDICATE, REVIEW_RECORD_PREDICATE, CI_RESULT_PREDICATE]
+    trust = state / "trust.toml"
+    listed = ", ".join(f'"{p}"' for p in deployment)
+    trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n'
+                     f"predicates = [{listed}]\n\n"
+                     '[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
+                     f'predicates = ["{RUNTIME_PREDICATE}", "{PROMOTION_PREDICATE}"]\n')
+    return trust
+
+
+def freeze_reviewer(c: Chain) -> tuple[str, Path]:
+    """Attest the example reviewer (examples/reviewer) with the deployment key and freeze it; return (identity, attestation)."""
+    from ._fs import write_atomic
+    from .attestation import closed_tree_statement, sign_statement
+    from .freeze import freeze_attested
+    from .inventory import inventory_tree
+
+    repo = _repository()
+    if repo is None or not (repo / "examples" / "reviewer" / "agent.py").is_file():
+        raise EnvironmentFailure(CommonCode.INTERNAL, "the example reviewer (examples/reviewer) is not here")
+    source = repo / "examples" / "reviewer"
+    attestation = c.review / "reviewer.intoto.json"
+    write_atomic(attestation, sign_statement(closed_tree_statement("reviewer", inventory_tree(source)), c.signer()))
+    image = freeze_attested(source, attestation, c.policy, c.state, backend=c.backend)
+    return image.identity, attestation
+
+
+def review_once(c: Chain, review: str, reviewer: tuple[str, Path], tag: str) -> Any:
+    """Run the example reviewer on ``review`` through `attest review agent`, then serialize; return what serialize wrote."""
+    from .review.procedure import run_review, serialize_review
+
+    command = ["/bin/sh", "-c", 'exec "$ATTEST_IMAGE_REVIEWER/bin/review"']
+    ran = run_review(state_dir=c.state, review=review, handoff=c.review / "handoff.json", policy=c.policy, argv=command,
+                     out=c.review / f"result-{tag}.json", reviewer=reviewer[0], reviewer_attestation=reviewer[1])
+    verdict = "complete" if ran.result.complete else "NOT complete"
+    c.say(f"   result: {verdict}, {len(ran.result.findings)} finding(s), {sum(f.blocking for f in ran.result.findings)} blocking "
+          f"(confined: network {ran.confinement.network})")
+    for f in ran.result.findings:
+        c.say(f"     {f.severity} {f.path}:{f.line}: {f.message.splitlines()[0]}")
+    done = serialize_review(state_dir=c.state, review=review, result=c.review / f"result-{tag}.json",
+                            out=c.review / f"payload-{tag}.json", signer=c.signer(), record=c.review / f"record-{tag}.json")
+    c.say(f"   recheck: proceed; serialize: {done.status}, event {done.event}, {done.inline} inline comment(s), "
+          f"{done.in_body} in the body")
+    c.say(f"   signed review record {done.record_path}")
+    return done
+
+
+def gate(c: Chain, head: str, record: Path, host: Path, tag: str) -> Any:
+    """Sign a success CI result for ``head`` and ask the merge gate; say what it decided."""
+    from .review.bootstrap import IdentityFile
+    from .review.merge import ci_result_predicate, merge_gate_check, sign_ci_result
+
+    ci, _ = sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=head, base=c.base,
+                                               check="test", conclusion="success", run=f"demo-{tag}"),
+                           c.signer(), c.review / f"ci-{tag}.json")
+    got = merge_gate_check(record=record, policy=c.policy, host=IdentityFile(str(host)), ci=[ci], required_checks=("test",),
+                           state_dir=c.state)
+    c.say(f"   merge gate (CI 'test' success for {head[:12]}): {'AUTHORIZED' if got.authorized else 'REFUSED'}")
+    for f in got.findings[:6]:
+        c.say(f"     {f.code}: {str(f.detail)[:150]}")
+    return got
+
+
 def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> None:
-    """Install the promoted skill, make a consumer repository with a pull request, bootstrap it, then break its base."""
+    """Install the promoted skill, make a consumer repository with a pull request, review it for real, fix it, merge-gate it."""
     import tempfile
 
-    from .attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, generate_key, load_policy, load_signer
-    from .build import PROMOTION_PREDICATE, install_skill
-    from .errors import VerificationError
-    from .review.bootstrap import (
-        IMAGE_NAMES,
-        BootstrapResult,
-        DeploymentPins,
-        IdentityFile,
-        bootstrap,
-    )
-    from .review.handoff import HANDOFF_PREDICATE, STAND_IN_COMMAND
-    from .review.procedure import REVIEW_RECORD_PREDICATE, recheck_review, review_start, run_review, serialize_review
+    from .attestation import generate_key, load_policy, load_signer
+    from .build import install_skill
+    from .review.bootstrap import IMAGE_NAMES, DeploymentPins
 
     pins = state / "pins.toml"
     deploy_key = state / "keys" / "deploy.pem"
     if not deploy_key.exists():
         generate_key("ed25519", deploy_key)
-    trust = state / "trust.toml"
-    # One trust policy, two roles: the deployment key signs installations, handoffs and review records, the release key
-    # runtimes and the promotion log's entries.
-    trust.write_text('threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/deploy.pub.pem"\n'
-                     f'predicates = ["{INSTALLATION_PREDICATE}", "{HANDOFF_PREDICATE}", "{REVIEW_RECORD_PREDICATE}"]\n\n'
-                     f'[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
-                     f'predicates = ["{RUNTIME_PREDICATE}", "{PROMOTION_PREDICATE}"]\n')
+    trust = demo_trust(state)
     # The installed Skill lies outside the state directory and outside every repository (the installer refuses both).
     outside = Path(tempfile.mkdtemp(prefix="attest-demo-skill-"))
     installation: Path | None = None
@@ -498,91 +617,92 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
         skill_dir = outside / "agent-policy"
         say(f"12. install the promoted skill into {skill_dir}, signed by the deployment key {deploy_key}")
         installed = install_skill(pins, state, skill_dir, load_signer(str(deploy_key)), policy=load_policy(str(trust)))
-        installation = att = Path(installed.attestation)
+        installation = Path(installed.attestation)
         say(f"   {installed.inventory.identity}, installation attestation {installed.attestation_digest}")
-        consumer = state / "consumer"
         review = state / "review"
         review.mkdir(mode=0o700, exist_ok=True)
-        repository = DeploymentPins.from_file(pins).toolchain_repository
-        base, head = make_consumer(consumer, repository, sha)
+        consumer = state / "consumer"
+        base, head = make_consumer(consumer, DeploymentPins.from_file(pins).toolchain_repository, sha)
+        c = Chain(state, say, backend, pins, trust, deploy_key, skill_dir, installation, consumer, review, base, head)
         say(f"13. consumer repository {consumer}: toolchain {sha[:12]}, `attest policy generate`, base {base[:12]};")
-        say(f"   pull request head {head[:12]} rewrites .agent-policy.yml and policy/review/findings.md")
-
-        def run(ident: Path, backend: str) -> BootstrapResult:
-            return bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=skill_dir, installation=att,
-                             repo=consumer, host=IdentityFile(str(ident)), key=str(deploy_key), out=review / "handoff.json",
-                             backend=backend)
-
+        say(f"   pull request head {head[:12]} adds parse_price() with eval() (src/calc.py line {DEFECT_LINE}) and rewrites")
+        say("   .agent-policy.yml and policy/review/findings.md")
         say(f"14. attest bootstrap (trust {trust.name}, offline identity file; the check runs the runtime image's own bin/attest)")
-        ident = _identity(review / "identity.json", base, head)
-        if backend != "immutable":
-            say(f"   the chain freezes with '{backend}', as the builds and the promotion's fixture did")
-        result = run(ident, backend)
+        result = c.bootstrap(_identity(review / "identity.json", base, head))
         doc = result.to_json()
         for name in IMAGE_NAMES:
             say(f"   {name:9} {doc['images'][name]['identity']} ({doc['images'][name]['backend']})")
         say(f"   handoff written: {doc['handoff']} ({doc['handoff_digest']})")
-        say("15. attest review start: the host again, the merge base, the changed surface; bind and retain the projections")
-        policy = load_policy(str(trust))
-        # The host's answer for the review procedure; it moves below (identity.json stays the bootstrap's).
-        host = _identity(review / "identity-review.json", base, head)
-        started = review_start(handoff=result.handoff, policy=policy, state_dir=state, repo=consumer, host=IdentityFile(str(host)),
-                               semantic="docs/review/policy-context.md", adapter="docs/review/github-review.json")
-        say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s), "
-            f"{len(started.authority)} of them authority changes (computed from the surface and the frozen base)")
-        say("16. attest review exec --review: the stand-in reviewer (the runtime image's own bin/attest) runs from the four")
-        say("   frozen images; it reads SKILL.md and its references from the procedure bundle only")
-        reviewed = run_review(state_dir=state, review=started.review, handoff=result.handoff, policy=policy, argv=STAND_IN_COMMAND,
-                              out=review / "result.json")
-        verdict = "complete" if reviewed.result.complete else "not complete"
-        say(f"   result written: {reviewed.result_path} ({reviewed.result_digest}): {verdict}, "
-            f"{len(reviewed.result.findings)} finding(s)")
-        for limitation in reviewed.result.limitations:
-            say(f"   limitation: {limitation[:300]}")
-        done = serialize_review(state_dir=state, review=started.review, result=review / "result.json", out=review / "payload.json",
-                                signer=load_signer(str(deploy_key)), record=review / "record.json")
-        say(f"17. recheck: proceed; attest review serialize: {done.status} for head {done.head[:12]}, event {done.event}")
-        say(f"   payload {done.payload_path}, signed review record {done.record_path} (a limited review never authorizes a merge)")
-        say(f"   the head changed the base's authority: the record lists {len(done.authority)} authority change(s), each a "
-            "blocking finding of attest's whatever the reviewer said (a person merges this, never the gate):")
-        for change in done.authority:
-            say(f"     {change.kind:<8} {change.status:<12} {change.path}")
-        expected = {(".agent-policy.yml", "config"), ("policy/review/findings.md", "module")}
-        if {(c.path, c.kind) for c in done.authority} != expected or done.event != "REQUEST_CHANGES" or done.blocking < len(expected):
-            raise EnvironmentFailure(CommonCode.INTERNAL, f"the record's authority changes are {[c.to_json() for c in done.authority]} "
-                                     f"(event {done.event}, {done.blocking} blocking), not {sorted(expected)}, each blocking; this is a bug")
-        say("18. the pull request gains a commit: recheck")
-        _git(consumer, "checkout", "-q", "pr")
-        (consumer / "later.txt").write_text("a later commit\n")
-        _git(consumer, "add", "later.txt")
-        _git(consumer, "commit", "-qm", "pull request: a later commit")
-        moved = _git(consumer, "rev-parse", "HEAD")
-        _git(consumer, "checkout", "-q", "main")
-        _identity(host, base, moved)
-        got = recheck_review(state_dir=state, review=started.review)
-        say(f"   {got.outcome.outcome} ({got.outcome.reason}): the head is {moved[:12]}; review {got.current_review} replaces it,")
-        say("   and every analysis of the old review is stale")
-        if got.outcome.outcome != "refresh":
-            raise VerificationError(got.outcome.reason, "a moved head must refresh the review")
-        say("19. the base changes one byte of policy/core/evidence.md, not regenerated: recheck, then bootstrap again")
-        module = consumer / "policy/core/evidence.md"
-        data = bytearray(module.read_bytes())
-        data[2] ^= 0x20  # "# Evidence" -> "# evidence"
-        module.write_bytes(bytes(data))
-        _git(consumer, "commit", "-qam", "base: one module byte changed, outputs not regenerated")
-        new_base = _git(consumer, "rev-parse", "HEAD")
-        _identity(host, new_base, moved)
-        assert got.current_review is not None
-        again = recheck_review(state_dir=state, review=got.current_review)
-        say(f"   {again.outcome.outcome} ({again.outcome.reason}): every result of the old root is discarded")
-        if again.outcome.outcome != "restart":
-            raise VerificationError(again.outcome.reason, "a moved base must restart the review")
-        changed = _identity(review / "identity-changed.json", new_base, moved)
-        _expect_refusal_at(say, "a stale authority at the base", 6, lambda: run(changed, backend))
+        step_review(c)
     finally:
         _remove_tree(outside)
         if installation is not None and installation.exists():
             installation.unlink()  # it names the temporary root just removed
+
+
+def step_review(c: Chain) -> None:
+    """Steps 15-22: start, the example reviewer, the gate refusing; the fix, refresh, a clean review, the gate authorizing."""
+    from .review.bootstrap import IdentityFile
+    from .review.procedure import recheck_review, review_start
+
+    say = c.say
+    say("15. attest review start: the host again, the merge base, the changed surface; bind and retain the projections;")
+    say("   freeze the change (head tree, diff, surface, identities, projections) as the fifth image")
+    host = _identity(c.review / "identity-review.json", c.base, c.head)  # the host's answer for the review; it moves below
+    started = review_start(handoff=c.review / "handoff.json", policy=c.policy, state_dir=c.state, repo=c.consumer,
+                           host=IdentityFile(str(host)), semantic="docs/review/policy-context.md",
+                           adapter="docs/review/github-review.json")
+    say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s), "
+        f"{len(started.authority)} of them authority changes; change image {started.change.identity}")
+    reviewer = freeze_reviewer(c)
+    say(f"16. the deployment's reviewer image (examples/reviewer, attested by the deployment key, frozen): {reviewer[0]}")
+    say("17. attest review exec --reviewer: `attest review agent` runs the example agent confined, from its frozen image;")
+    say("   it reads the change from $ATTEST_IMAGE_CHANGE only")
+    first = review_once(c, started.review, reviewer, "1")
+    for change in first.authority:
+        say(f"     authority: {change.kind:<7} {change.status:<9} {change.path} (attest's own blocking finding)")
+    if first.status != "complete" or first.event != "REQUEST_CHANGES" or first.inline != 1:
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"the first review is {first.status} ({first.event}, {first.inline} inline), "
+                                 "not complete with the planted defect inline; this is a bug")
+    say("18. attest merge-gate check: a complete record, and it has blocking findings")
+    if gate(c, c.head, Path(first.record_path), host, "1").authorized:
+        raise EnvironmentFailure(CommonCode.INTERNAL, "the gate authorized a head with blocking findings; this is a bug")
+    fixed = fix_pull_request(c.consumer)
+    say(f"19. the author fixes the pull request: head {fixed[:12]} uses float() and keeps the base's policy; recheck")
+    _identity(host, c.base, fixed)
+    got = recheck_review(state_dir=c.state, review=started.review)
+    say(f"   {got.outcome.outcome} ({got.outcome.reason}): review {got.current_review} replaces it, with a change image of its own")
+    if got.outcome.outcome != "refresh" or got.current_review is None:
+        raise VerificationError(got.outcome.reason, "a moved head must refresh the review")
+    say("20. the reviewer again, on the refreshed review")
+    second = review_once(c, got.current_review, reviewer, "2")
+    if second.status != "complete" or second.blocking or second.authority:
+        raise EnvironmentFailure(CommonCode.INTERNAL, f"the fixed pull request's review is {second.status} with {second.blocking} "
+                                 "blocking finding(s); this is a bug")
+    say("21. attest merge-gate check on the fixed head")
+    if not gate(c, fixed, Path(second.record_path), host, "2").authorized:
+        raise EnvironmentFailure(CommonCode.INTERNAL, "the gate refused a clean, complete review with CI; this is a bug")
+    step_base_moves(c, got.current_review, fixed, host)
+
+
+def step_base_moves(c: Chain, review: str, head: str, host: Path) -> None:
+    """Step 22: one byte of a policy module changes at the base: recheck restarts, a new bootstrap refuses the stale authority."""
+    from .review.procedure import recheck_review
+
+    c.say("22. the base changes one byte of policy/core/evidence.md, not regenerated: recheck, then bootstrap again")
+    module = c.consumer / "policy/core/evidence.md"
+    data = bytearray(module.read_bytes())
+    data[2] ^= 0x20  # "# Evidence" -> "# evidence"
+    module.write_bytes(bytes(data))
+    _git(c.consumer, "commit", "-qam", "base: one module byte changed, outputs not regenerated")
+    new_base = _git(c.consumer, "rev-parse", "HEAD")
+    _identity(host, new_base, head)
+    again = recheck_review(state_dir=c.state, review=review)
+    c.say(f"   {again.outcome.outcome} ({again.outcome.reason}): every result of the old root is discarded")
+    if again.outcome.outcome != "restart":
+        raise VerificationError(again.outcome.reason, "a moved base must restart the review")
+    changed = _identity(c.review / "identity-changed.json", new_base, head)
+    _expect_refusal_at(c.say, "a stale authority at the base", 6, lambda: c.bootstrap(changed))
 
 
 STEPS: list[Callable[[Path, Say], None]] = [step_inventory, step_attest, step_freeze]

@@ -49,24 +49,39 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
         assert re.search(rf"^   {name} +sha256:[0-9a-f]{{64}} \((immutable|readonly)\)$", chain, re.M), chain
     handoff = re.search(r"^   handoff written: (\S+) \(sha256:[0-9a-f]{64}\)$", chain, re.M)
     assert handoff is not None and Path(handoff.group(1)) == state / "review" / "handoff.json" and Path(handoff.group(1)).is_file()
-    result = re.search(r"^   result written: (\S+) \(sha256:[0-9a-f]{64}\): not complete, 0 finding\(s\)$", chain, re.M)
-    assert result is not None and json.loads(Path(result.group(1)).read_bytes())["complete"] is False, chain
-    assert re.search(r"^   limitation: stand-in reviewer: no analysis was performed; it read the 'pr-review' Skill from the "
-                     r"procedure bundle only \(SKILL\.md sha256:[0-9a-f]{64}", chain, re.M), chain
-    # The head rewrites .agent-policy.yml and a module: attest's own blocking findings, whatever the stand-in said.
-    assert re.search(r"^   review [0-9a-f]{32}: merge base [0-9a-f]{12}, 2 changed path\(s\), 2 of them authority changes ", chain, re.M), chain
-    assert re.search(r"^17\. recheck: proceed; attest review serialize: limited for head [0-9a-f]{12}, event REQUEST_CHANGES$", chain, re.M), chain
-    assert "   the head changed the base's authority: the record lists 2 authority change(s)" in chain
-    assert re.search(r"^     config +modified +\.agent-policy\.yml$", chain, re.M), chain
-    assert re.search(r"^     module +modified +policy/review/findings\.md$", chain, re.M), chain
-    assert re.search(r"^   refresh \(REVIEW_HEAD_MOVED\): the head is [0-9a-f]{12}; review [0-9a-f]{32} replaces it,$", chain, re.M), chain
-    assert "   restart (REVIEW_BASE_MOVED): every result of the old root is discarded" in chain
-    record = json.loads((state / "review" / "record.json").read_bytes())
-    assert record["payloadType"] == "application/vnd.in-toto+json"
+    # The example reviewer, frozen as the deployment's reviewer image, finds the planted defect through `attest review agent`.
+    assert re.search(r"^   review [0-9a-f]{32}: merge base [0-9a-f]{12}, 3 changed path\(s\), 2 of them authority changes; "
+                     r"change image sha256:[0-9a-f]{64}$", chain, re.M), chain
+    assert re.search(r"^16\. the deployment's reviewer image \(examples/reviewer, attested by the deployment key, frozen\): "
+                     r"sha256:[0-9a-f]{64}$", chain, re.M), chain
+    assert "   result: complete, 1 finding(s), 1 blocking (confined: network loopback)" in chain
+    assert "     critical src/calc.py:6: eval() runs its argument as code" in chain
+    assert "   recheck: proceed; serialize: complete, event REQUEST_CHANGES, 1 inline comment(s), 2 in the body" in chain
+    assert re.search(r"^     authority: config +modified +\.agent-policy\.yml ", chain, re.M), chain
+    assert re.search(r"^     authority: module +modified +policy/review/findings\.md ", chain, re.M), chain
+    # The inline comment lands on the planted line, a changed line of `git diff` itself.
+    payload = json.loads((state / "review" / "payload-1.json").read_bytes())
+    assert payload["event"] == "REQUEST_CHANGES"
+    assert [(c["path"], c["line"], c["side"]) for c in payload["comments"]] == [("src/calc.py", 6, "RIGHT")]
+    record = json.loads((state / "review" / "record-1.json").read_bytes())
     predicate = json.loads(base64.b64decode(record["payload"]))["predicate"]
+    base, head = predicate["merge_base"], predicate["head"]
+    hunks = subprocess.run(["git", "-C", str(state / "consumer"), "diff", "-U0", "--no-renames", base, head, "--", "src/calc.py"],
+                           capture_output=True, text=True, check=True).stdout
+    starts = [tuple(int(x) for x in (m.group(1), m.group(2) or "1")) for m in re.finditer(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", hunks, re.M)]
+    assert any(first <= 6 < first + count for first, count in starts), hunks
+    assert predicate["status"] == "complete" and predicate["event"] == "REQUEST_CHANGES"
     assert predicate["authority_changes"] == [{"path": ".agent-policy.yml", "status": "modified", "kind": "config"},
                                               {"path": "policy/review/findings.md", "status": "modified", "kind": "module"}]
-    assert predicate["findings"]["blocking"] == 2 and predicate["event"] == "REQUEST_CHANGES"
+    assert predicate["findings"]["blocking"] == 3 and predicate["change"]["identity"].startswith("sha256:")
+    assert predicate["confinement"]["reviewer"]["identity"].startswith("sha256:")
+    assert "   merge gate (CI 'test' success for" in chain and re.search(r"^     MERGE_BLOCKING_FINDINGS: ", chain, re.M), chain
+    # The fix: refreshed, reviewed clean and complete, CI signed, the gate authorizes.
+    assert re.search(r"^   refresh \(REVIEW_HEAD_MOVED\): review [0-9a-f]{32} replaces it, with a change image of its own$", chain, re.M), chain
+    assert "   result: complete, 0 finding(s), 0 blocking (confined: network loopback)" in chain
+    assert "   recheck: proceed; serialize: complete, event COMMENT, 0 inline comment(s), 0 in the body" in chain
+    assert re.search(r"^   merge gate \(CI 'test' success for [0-9a-f]{12}\): AUTHORIZED$", chain, re.M), chain
+    assert "   restart (REVIEW_BASE_MOVED): every result of the old root is discarded" in chain
     assert "refused at step 6, as it must be (a stale authority at the base): CHECK_FAILED" in chain
     assert "INPUT_DIGEST_MISMATCH: policy/core/evidence.md" in chain
     assert out.rstrip().endswith("demo complete: every check ended as it must.")
@@ -82,19 +97,21 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     bindir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "ATTEST_STATE_DIR": str(state), "ATTEST_PINS": str(state / "pins.toml"),
            "ATTEST_TRUST": str(state / "trust.toml"), "ATTEST_SKILL": installed.installed_root, "ATTEST_INSTALLATION": installed.attestation,
-           "ATTEST_KEY": str(state / "keys" / "deploy.pem"), "ATTEST_REVIEW_DIR": str(tmp_path / "verify"), "ATTEST_BACKEND": backend.group(1)}
+           "ATTEST_KEY": str(state / "keys" / "deploy.pem"), "ATTEST_REVIEW_DIR": str(tmp_path / "verify"), "ATTEST_BACKEND": backend.group(1),
+           "ATTEST_REVIEWER_IMAGE": predicate["confinement"]["reviewer"]["identity"],
+           "ATTEST_REVIEWER_ATTESTATION": str(state / "review" / "reviewer.intoto.json")}
     just = shutil.which("just", path=env["PATH"])
     assert just is not None
     proc = subprocess.run([just, "-f", str(ROOT / "Justfile"), "verify", str(state / "consumer"), "--identity", str(state / "review" / "identity.json")],
                           env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^BOOTSTRAPPED \S+ pull request \d+ at base [0-9a-f]{40}$", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^REVIEWED \S+ pull request \d+ at base [0-9a-f]{40}: NOT complete, 0 finding\(s\), 0 blocking$", proc.stdout, re.M), proc.stdout
-    assert json.loads((tmp_path / "verify" / "result.json").read_bytes())["complete"] is False
+    assert re.search(r"^REVIEWED \S+ pull request \d+ at base [0-9a-f]{40}: complete, 1 finding\(s\), 1 blocking$", proc.stdout, re.M), proc.stdout
+    assert json.loads((tmp_path / "verify" / "result.json").read_bytes())["complete"] is True
     assert re.search(r"^PROCEED review [0-9a-f]{32}: REVIEW_UNCHANGED$", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^SERIALIZED review [0-9a-f]{32}: LIMITED for head [0-9a-f]{40} \(recheck: proceed\)$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^SERIALIZED review [0-9a-f]{32}: COMPLETE for head [0-9a-f]{40} \(recheck: proceed\)$", proc.stdout, re.M), proc.stdout
     payload = json.loads((tmp_path / "verify" / "payload.json").read_bytes())
-    assert payload["event"] == "REQUEST_CHANGES" and payload["comments"] == [] and "Limitations:" in payload["body"]
+    assert payload["event"] == "REQUEST_CHANGES" and [(c["path"], c["line"]) for c in payload["comments"]] == [("src/calc.py", 6)]
     assert "Authority changes: found by attest itself" in payload["body"] and "attest-authority-2" in payload["body"]
     assert re.search(r"^    config +modified +\.agent-policy\.yml$", proc.stdout, re.M), proc.stdout
 

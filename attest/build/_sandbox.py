@@ -128,6 +128,9 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
     fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"
           case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
           bind_ro_dir "/proc/self/fd/$N" "$D"; eval "exec $N<&-"; continue ;;
+    # lo:IP: bring the new network namespace's loopback up with the program IP, before the step
+    # starts (it has no capability to): the reviewer's own 127.0.0.1, reaching nothing else.
+    lo:*) IP="${P#lo:}"; continue ;;
     # fdnx:N:/path: the same, and noexec (review data: nothing in it runs as a program).
     fdnx:*) N="${P#fdnx:}"; D="${N#*:}"; N="${N%%:*}"
           case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
@@ -174,6 +177,7 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 [ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
 "$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
+if [ -n "${IP:-}" ]; then "$IP" link set lo up || fail "cannot bring up the loopback interface"; fi
 umask "$U" || fail "bad umask"
 # Bounds the step cannot raise (THREATS G): processes of its uid, and the size of any one file
 # it writes, each lowered to the bound and never raised (a rootless caller cannot raise a hard
@@ -439,7 +443,8 @@ def _etc_target(target: str) -> str:
 def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, readonly: Sequence[str],
                    writable: Sequence[str], uid: int | None, argv: Sequence[str], *, network: bool = False,
                    fd_binds: Sequence[tuple[int, str]] = (), shell: str = "/bin/sh",
-                   etc: Sequence[tuple[int, str]] | None = None, fd_binds_noexec: Sequence[tuple[int, str]] = ()) -> list[str]:
+                   etc: Sequence[tuple[int, str]] | None = None, fd_binds_noexec: Sequence[tuple[int, str]] = (),
+                   loopback: str | None = None) -> list[str]:
     # uid None: rootless (a user namespace mapping only the caller, who the step runs as).
     # setpriv --pdeathsig: the step dies with the builder (an interrupted build leaves no process).
     # etc None: the host's /etc read-only (a build step); otherwise no host /etc and these files
@@ -449,6 +454,8 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
         flags = (*_USERNS_FLAGS, *flags)
     files = [f"file:{fd}:{_etc_target(target)}" for fd, target in etc or ()]
     binds = [f"fd:{fd}:{target}" for fd, target in fd_binds] + [f"fdnx:{fd}:{target}" for fd, target in fd_binds_noexec]
+    if loopback is not None and not network:
+        binds.append(f"lo:{loopback}")
     return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
             "caller" if uid is None else str(uid), f"{umask:04o}", *files, *confined_roots(readonly, host_etc=etc is None),
             *binds, "--", *writable, "--", *argv]
@@ -457,14 +464,16 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
 def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: Sequence[str], writable: Sequence[str], uid: int,
                  network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), umask: int = BUILD_UMASK,
                  rootless: bool = False, etc: Sequence[tuple[int, str]] | None = None,
-                 fd_binds_noexec: Sequence[tuple[int, str]] = ()) -> list[str]:
+                 fd_binds_noexec: Sequence[tuple[int, str]] = (), loopback: bool = False) -> list[str]:
     """The command line that runs ``argv`` confined exactly as a build step is (``_CONFINE``).
 
     New mount, PID, IPC, UTS (and, unless ``network``, network) namespaces; a tmpfs root holding
     the system paths and ``readonly`` read-only, each ``(fd, target)`` of ``fd_binds`` (a
     directory descriptor the caller verified, passed to the child) read-only at ``target``, and
     ``writable`` read-write (hand them to ``uid`` first: :func:`give_to_uid`); each of
-    ``fd_binds_noexec`` as ``fd_binds`` and ``noexec`` as well; ``uid`` with no
+    ``fd_binds_noexec`` as ``fd_binds`` and ``noexec`` as well; ``loopback`` (without ``network``):
+    the new network namespace's ``lo`` brought up before the command starts (its own
+    127.0.0.1 and nothing else; :func:`loopback_tool` must find ``ip``); ``uid`` with no
     capabilities and no_new_privs; every process killed when the confinement's pid 1 ends.
     ``root_parent`` is a private directory that will hold the new root's mount point.
     ``rootless``: all of it inside a new user namespace that maps only the caller, who the
@@ -489,11 +498,19 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     if tools is None or bash is None:
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv (and bash, to bind "
                                  "descriptors) are needed to confine a command")
+    ip = loopback_tool() if loopback and not network else None
+    if loopback and not network and ip is None:
+        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "ip (iproute2) is needed to bring up the confinement's loopback")
     root = os.path.join(root_parent, ".sandbox-root")
     if not os.path.isdir(root):
         os.mkdir(root, 0o700)
     return _confined_argv(tools, root_parent, cwd, umask, readonly, writable, None if rootless else uid, argv, network=network,
-                          fd_binds=fd_binds, shell=bash, etc=etc, fd_binds_noexec=fd_binds_noexec)
+                          fd_binds=fd_binds, shell=bash, etc=etc, fd_binds_noexec=fd_binds_noexec, loopback=ip)
+
+
+def loopback_tool() -> str | None:
+    """The ``ip`` program that brings a confinement's loopback up, or None where there is none (pure but for the lookup)."""
+    return shutil.which("ip", path=_TOOLS_PATH)
 
 
 def give_to_uid(writable: Sequence[str], uid: int) -> None:

@@ -120,7 +120,9 @@ def recheck_review(
 
 def exec_review(
     command: list[str] = argument(metavar="CMD...", help="The reviewer command and its arguments (after --). It finds the images in "
-                                        "$ATTEST_IMAGE_BOOTSTRAP, _RUNTIME, _BASE and _PROCEDURE and prints the result on stdout."),
+                                        "$ATTEST_IMAGE_BOOTSTRAP, _RUNTIME, _BASE and _PROCEDURE (with --review also _CHANGE and "
+                                        "$ATTEST_REVIEW_SEMANTIC/_ADAPTER; with --reviewer _REVIEWER) and prints the result on "
+                                        "stdout (docs/review.md \"The reviewer's inputs\")."),
     handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
     state_dir: Path = StateDirOption,

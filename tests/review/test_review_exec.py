@@ -23,6 +23,7 @@ from support.gitrepo import git
 from test_bootstrap import Consumer, Deployment, dep, make_consumer, run, skill
 
 from attest.attestation import Envelope, load_policy, load_signer, parse_statement, sign_statement
+from attest.build._sandbox import loopback_tool
 from attest.errors import AttestError, EnvironmentFailure, InputError, VerificationError
 from attest.review.handoff import (
     HandoffCode,
@@ -36,6 +37,8 @@ from attest.review.handoff import (
 )
 
 PY = sys.executable
+# The reviewer's own network namespace: its loopback up where `ip` is there to bring it up.
+ISOLATED = "loopback" if loopback_tool() is not None else "none"
 ROOT = Path(__file__).resolve().parents[2]
 # What the tests' reviewers (this interpreter, its venv, this checkout's attest) need inside the confinement.
 HOST_PYTHON = (sys.prefix, sys.base_prefix, str(ROOT))
@@ -109,7 +112,7 @@ def test_the_reviewer_sees_the_four_images_and_its_result_is_kept(dep: Deploymen
     assert env["HOME"].startswith(f"{dep.state}/runs/") and "agent-policy" not in json.dumps(env)
     doc = done.to_json()
     assert doc["ok"] is True and doc["complete"] is False and doc["findings"] == 1 and doc["blocking"] == 1
-    assert doc["confinement"]["confined"] is True and doc["confinement"]["network"] == "none"
+    assert doc["confinement"]["confined"] is True and doc["confinement"]["network"] == ISOLATED
 
 
 def test_the_stand_in_reads_the_skill_from_the_bundle_through_the_cli(dep: Deployment, handoff: Path, tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ class Confinement:
     """
 
     confined: bool
-    network: str  # "none" (its own empty network namespace) or "host"
+    network: str  # "none" (its own empty network namespace), "loopback" (the same, its lo up) or "host"
     uid: int | None = None
     readonly: tuple[str, ...] = ()
     mode: str = "rootful"  # "rootful": a uid no account or process has; "rootless": the caller's uid in a user namespace
@@ -138,7 +138,7 @@ class Confinement:
         doc: dict[str, Any] = {
             "confined": True, "mode": self.mode, "network": self.network, "uid": self.uid, "gid": self.gid,
             "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
-                           *(["net"] if self.network == "none" else [])],
+                           *(["net"] if self.network != "host" else [])],
             "capabilities": "none, no_new_privs",
             "readonly": list(self.readonly), "images": list(self.images), "noexec": list(self.noexec), "writable": list(self.writable),
             "etc": etc,
@@ -416,7 +416,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
     from ..._safefs import O_DIR
     from ..._session import keyring_statement
     from ...build import confine_argv, give_to_uid, pick_step_uid
-    from ...build._sandbox import SYSTEM_PATHS, confined_roots
+    from ...build._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool
 
     picked: list[int] = []
 
@@ -451,13 +451,15 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
                 fds.append(_sealed_memfd(entry.path, data))
                 etc.append((fds[-1], entry.path))
             roots = confined_roots(readonly, host_etc=False)
+            loopback = not network and loopback_tool() is not None
             command = confine_argv(argv, root_parent=run_dir, cwd=cwd, readonly=roots, writable=writable, uid=uid,
-                                   network=network, fd_binds=binds, rootless=rootless, etc=etc, fd_binds_noexec=noexec)
+                                   network=network, fd_binds=binds, rootless=rootless, etc=etc, fd_binds_noexec=noexec,
+                                   loopback=loopback)
             if record is not None:
                 state = state_dir if state_dir is not None else os.path.dirname(os.path.dirname(run_dir))
                 system = set(SYSTEM_PATHS) - {ETC}
                 exposes = decide_exposure([r for r in roots if r not in system], _sensitive(state))
-                record.append(Confinement(True, "host" if network else "none", uid, roots, "rootless" if rootless else "rootful",
+                record.append(Confinement(True, "host" if network else "loopback" if loopback else "none", uid, roots, "rootless" if rootless else "rootful",
                                           gid, tuple(e for e, _ in files), tuple(omitted), tuple(t for _, t in [*binds, *noexec]),
                                           tuple(writable), exposes, keyring_statement(deny=True), tuple(t for _, t in noexec)))
             return command, fds

@@ -545,9 +545,14 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
 
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
+    from ...freeze._exec import _IMAGE_REF
+
     program = argv[0]
-    if os.path.isabs(program) or program.startswith("$"):
+    if os.path.isabs(program) or _IMAGE_REF.match(program):
         return list(argv)
+    if program.startswith("$"):
+        raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r}: no shell expands it; a program is an absolute path, "
+                         "$ATTEST_IMAGE_<NAME>/..., or (with --reviewer) a path inside the reviewer image")
     if reviewer_path is None:
         raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is a relative program: it names a program of the reviewer "
                          "image, and no --reviewer was given (or give an absolute path)")

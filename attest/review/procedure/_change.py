@@ -50,7 +50,7 @@ GENERATED = ("review.json", "surface.json", "diff.patch", "projections/semantic"
 _DIFF_ARGS = ("-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
               "-c", "diff.relative=false", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.context=3",
               "-c", "diff.interHunkContext=0", "-c", "diff.algorithm=default", "-c", "diff.indentHeuristic=true",
-              "-c", "core.abbrev=7", "-c", "color.ui=never",
+              "-c", "core.abbrev=7", "-c", "color.ui=never", "-c", "core.bigFileThreshold=512m",
               "-c", "core.attributesFile=/dev/null")
 
 
@@ -143,18 +143,47 @@ def read_head_tree(git: GitRepo, tree: str) -> HeadTree:
 # -- git's diff ---------------------------------------------------------------------------------
 
 
-def render_diff(git: GitRepo, merge_base: str, head: str, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
+def _objects_dir(git: GitRepo) -> str:
+    """The absolute path of the repository's object database (a linked worktree's is its common directory's)."""
+    from ...git._repo import _run
+
+    out = _run([f"--git-dir={git.git_dir}", "rev-parse", "--git-path", "objects"], git.git_dir).decode("utf-8", "replace").strip()
+    return os.path.normpath(os.path.join(git.git_dir, out)) if not os.path.isabs(out) else out
+
+
+def render_diff(git: GitRepo, merge_base: str, head: str, scratch: str, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
     """``git diff --no-renames MERGE_BASE HEAD`` as git prints it, every format setting pinned, at most ``max_bytes``.
+
+    git runs in a private, empty bare repository made under ``scratch`` whose only content is an
+    alternate to the repository's object database: no configuration, attributes
+    (``info/attributes``), ``.gitmodules`` or worktree of the repository under review can change
+    what it prints; it reads objects only.
 
     Raises:
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE`` (a longer diff).
         EnvironmentFailure: ``GIT_FAILED`` (git cannot run or fails).
     """
-    argv = [*_GIT_ARGS, *_DIFF_ARGS, f"--git-dir={git.git_dir}", "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-            "--no-renames", "--no-relative", "-O/dev/null", merge_base, head, "--"]
+    from ..._safefs import O_NEW, write_all
+
+    private = os.path.join(scratch, "diff.git")
+    try:
+        init = subprocess.run([*_GIT_ARGS, "init", "-q", "--bare", f"--object-format={git.object_format}", private],
+                              capture_output=True, env=git_env(), cwd=scratch, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git init: {e}") from e
+    if init.returncode != 0:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"git init exited {init.returncode}: "
+                                 f"{init.stderr.decode('utf-8', 'replace').strip()[:300]}")
+    fd = os.open(os.path.join(private, "objects", "info", "alternates"), O_NEW, 0o600)
+    try:
+        write_all(fd, (_objects_dir(git) + "\n").encode())
+    finally:
+        os.close(fd)
+    argv = [*_GIT_ARGS, *_DIFF_ARGS, f"--git-dir={private}", "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+            "--no-renames", "--no-relative", "--submodule=short", "--ignore-submodules=none", "-O/dev/null", merge_base, head, "--"]
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=git_env(), cwd="/")
+                                env=git_env(), cwd=private)
     except OSError as e:
         raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git diff: {e.strerror}") from e
     assert proc.stdout is not None and proc.stderr is not None
@@ -222,27 +251,59 @@ def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
         os.close(fd)
 
 
+def _open_dir(top: int, rel: str) -> int:
+    """A new descriptor of the directory ``rel`` (``""``: ``top`` itself) below ``top``, no link followed."""
+    from ..._safefs import O_DIR
+
+    fd = os.dup(top)
+    try:
+        for part in rel.split("/") if rel else ():
+            below = os.open(part, O_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadTree) -> list[tuple[str, str, int, str | None]]:
-    """Write the image's files below the empty private directory ``root``; return the head entries written."""
+    """Write the image's files below the empty private directory ``root``; return the head entries written.
+
+    One directory descriptor at a time (the one being written into, opened again from ``root``
+    when that changes): a head of any number of directories never runs out of descriptors.
+    """
     from ..._safefs import O_DIR
 
     written: list[tuple[str, str, int, str | None]] = []
+    dirs: list[str] = [HEAD_DIR, "projections"]
     total = 0
     top = os.open(root, O_DIR)
-    fds: dict[str, int] = {"": top}
+    current_rel: str | None = None  # the directory being written into, and its descriptor
+    current_fd = -1
+
+    def into(rel: str) -> int:
+        nonlocal current_rel, current_fd
+        if rel != current_rel:
+            if current_fd >= 0:
+                fd, current_fd = current_fd, -1
+                os.close(fd)
+            current_fd = _open_dir(top, rel)
+            current_rel = rel
+        return current_fd
+
     try:
         for d in (HEAD_DIR, "projections"):
             os.mkdir(d, 0o700, dir_fd=top)
-            fds[d] = os.open(d, O_DIR, dir_fd=top)
         for path, data in generated.items():
             parent, _, name = path.rpartition("/")
-            _write_new(fds[parent], name, data, FILE_MODE)
+            _write_new(into(parent), name, data, FILE_MODE)
         for path, mode, oid in head.entries:
             parent, _, name = f"{HEAD_DIR}/{path}".rpartition("/")
-            pfd = fds[parent]
+            pfd = into(parent)
             if mode == MODE_TREE:
                 os.mkdir(name, 0o700, dir_fd=pfd)
-                fds[f"{HEAD_DIR}/{path}"] = os.open(name, O_DIR, dir_fd=pfd)
+                dirs.append(f"{HEAD_DIR}/{path}")
                 written.append((path, mode, 0, None))
                 continue
             _, data = git.read_object(oid, "blob", path=path)
@@ -252,12 +313,16 @@ def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadT
                                         "bytes of files", path)
             _write_new(pfd, name, data, EXEC_MODE if mode == MODE_EXEC else FILE_MODE)
             written.append((path, mode, len(data), hashlib.sha256(data).hexdigest()))
-        for rel, fd in fds.items():  # directory modes last, so a read-only directory never blocks its children
-            if rel:
+        for rel in dirs:  # directory modes last, so a read-only directory never blocks its children
+            fd = _open_dir(top, rel)
+            try:
                 os.fchmod(fd, DIR_MODE)
+            finally:
+                os.close(fd)
     finally:
-        for fd in fds.values():
-            os.close(fd)
+        if current_fd >= 0:
+            os.close(current_fd)
+        os.close(top)
     return written
 
 
@@ -278,9 +343,9 @@ def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, *, backend: st
     from ...freeze._store import HELD_STAGING
 
     head = read_head_tree(git, spec.surface["head_tree"])
-    generated = generated_files(spec, render_diff(git, spec.merge_base, spec.head), head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as staging:
         try:
+            generated = generated_files(spec, render_diff(git, spec.merge_base, spec.head, staging), head)
             out = os.path.join(staging, "change")
             os.mkdir(out, 0o700)
             written = _export(git, out, generated, head)

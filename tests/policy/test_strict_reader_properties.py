@@ -152,6 +152,7 @@ def _review_state() -> dict[str, Any]:
         "context": "review", "projections": {"semantic": "sha256:" + _HEX64, "adapter": "sha256:" + _HEX64},
         "surface": {"base": merge_base, "head": head, "paths": ["attest/x.py"]},
         "authority_changes": [],
+        "change_content": "sha256:" + _HEX64,
         "change": {"identity": "sha256:" + _HEX64, "path": "/var/lib/attest/store/x/tree", "backend": "immutable"},
     }
 

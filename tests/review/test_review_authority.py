@@ -97,14 +97,16 @@ def authority_pr(dep: Any, skill: Any, tmp: Path) -> Started:
 def forge_state(dep: Any, s: Started, doc: dict[str, Any]) -> str:
     """Write ``doc`` as a review state with a change image frozen for it (what a writer of the state directory could do)."""
     from attest.git import GitRepo
-    from attest.review.procedure._change import ChangeSpec, change_reference, freeze_change
+    from attest.review.procedure._change import ChangeSpec, change_reference, freeze_change, prepare_change
 
     doc = {k: v for k, v in doc.items() if k not in ("review", "change")}
     old = Path(state_of_change_path(dep, doc))
     spec = ChangeSpec.from_state(review_id(doc), doc, (old / "projections" / "semantic").read_bytes(),
                                  (old / "projections" / "adapter").read_bytes())
     with GitRepo.open(s.c.path) as repo:
-        image = freeze_change(repo, str(dep.state), spec, backend=doc["images"]["base"]["backend"])
+        prepared = prepare_change(repo, str(dep.state), doc["merge_base"], doc["head"], doc["surface"]["head_tree"])
+        assert prepared.digest == doc["change_content"]
+        image = freeze_change(repo, str(dep.state), spec, prepared, backend=doc["images"]["base"]["backend"])
     ident, _ = write_review_state(str(dep.state), {**doc, "change": change_reference(image)})
     return ident
 

@@ -41,7 +41,7 @@ from attest.freeze import Store
 from attest.git import GitRepo
 from attest.inventory import inventory_tree
 from attest.review.handoff import HandoffCode
-from attest.review.procedure import RecheckCode, ReviewStartCode, parse_review_state, recheck_review
+from attest.review.procedure import RecheckCode, ReviewStartCode, parse_review_state, recheck_review, review_id
 from attest.review.procedure._change import CHANGE_FORMAT, render_diff
 
 dep = test_bootstrap.dep
@@ -461,6 +461,23 @@ def test_a_change_of_another_shape_is_a_malformed_state(dep: Any, two: tuple[str
     with pytest.raises(VerificationError) as ei:
         parse_review_state(data, a, "state.json")
     assert codes(ei.value) == [RecheckCode.REVIEW_STATE_MALFORMED], what
+
+
+@pytest.mark.parametrize("bad", [None, "", "sha256:xyz", "0" * 64, {"sha256": "0" * 64}])
+def test_a_change_content_of_another_shape_is_a_malformed_state(dep: Any, two: tuple[str, str], bad: Any) -> None:
+    a, _ = two
+    doc = {k: v for k, v in state_of(dep, a).items() if k != "review"}
+    data = canonical_bytes({**doc, "change_content": bad, "review": review_id({**doc, "change_content": bad})})
+    with pytest.raises(VerificationError) as ei:
+        parse_review_state(data, review_id({**doc, "change_content": bad}), "state.json")
+    assert codes(ei.value) == [RecheckCode.REVIEW_STATE_MALFORMED]
+
+
+def test_the_change_content_is_part_of_the_review_id(dep: Any, two: tuple[str, str]) -> None:
+    a, _ = two
+    doc = {k: v for k, v in state_of(dep, a).items() if k != "review"}
+    assert review_id(doc) == a and review_id({**doc, "change_content": "sha256:" + "0" * 64}) != a
+    assert review_id({**doc, "change": {**doc["change"], "path": "/elsewhere"}}) == a  # the change image itself is beside the id
 
 
 def test_a_state_without_a_change_is_malformed(dep: Any, two: tuple[str, str]) -> None:

@@ -135,6 +135,18 @@ def control_character(value: object, where: str) -> str | None:
     return None
 
 
+def _marker(value: object, where: str) -> str | None:
+    """Where a key or string of ``value``, decoded, holds ``<findings>`` or ``</findings>``, or None (pure)."""
+    if isinstance(value, str):
+        return where if OPEN in value or CLOSE in value else None
+    if isinstance(value, dict):
+        return next((w for k, v in value.items() for w in (_marker(k, f"{where} (a key)"), _marker(v, f"{where}.{k}"))
+                     if w is not None), None)
+    if isinstance(value, list):
+        return next((w for i, v in enumerate(value) if (w := _marker(v, f"{where}[{i}]")) is not None), None)
+    return None
+
+
 def _printable(text: str, *, lines: bool) -> bool:
     """No character but printable ones and spaces (and, with ``lines``, tab and newline): no bidi override, no zero-width."""
     if lines:
@@ -177,6 +189,9 @@ def parse_document(value: Any) -> AgentOutput:
     where = control_character(value, "the block")
     if where is not None:
         raise _invalid(f"{where} holds a control character (only tab and newline are text)")
+    where = _marker(value, "the block")
+    if where is not None:  # written with JSON escapes (<\/findings>, \u003c...): the decoded text holds a marker
+        raise _invalid(f"{where} holds a findings marker (however it is escaped, a marker is never text of the block)")
     findings = value["findings"]
     if not isinstance(findings, list) or len(findings) > MAX_FINDINGS:
         raise _invalid(f"findings must be a list of at most {MAX_FINDINGS}")

@@ -27,20 +27,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import EnvironmentFailure, Finding, VerificationError
-from ...git import GitCode, GitRepo
+from ...git import ChangedSurface, GitCode, GitRepo
 from ...git._objects import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, MODE_TREE
 from ...git._repo import _GIT_ARGS, MAX_DEPTH, MAX_ENTRIES, git_env
+from ...git._surface import Hunk
 from ...inventory import Entry, EntryType, Inventory
 from ..handoff import HandoffCode
 from ._codes import ReviewStartCode
 
 CHANGE_FORMAT = "https://attest.dev/review-change/v1"
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 MAX_DIFF_BYTES = 64 << 20
 MAX_HEAD_BYTES = 1 << 30
 FILE_MODE, EXEC_MODE, DIR_MODE = 0o444, 0o555, 0o555
@@ -151,21 +154,20 @@ def _objects_dir(git: GitRepo) -> str:
     return os.path.normpath(os.path.join(git.git_dir, out)) if not os.path.isabs(out) else out
 
 
-def render_diff(git: GitRepo, merge_base: str, head: str, scratch: str, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
-    """``git diff --no-renames MERGE_BASE HEAD`` as git prints it, every format setting pinned, at most ``max_bytes``.
+def private_repository(git: GitRepo, scratch: str) -> str:
+    """A new, empty bare repository under ``scratch`` whose only content is an alternate to ``git``'s objects; its path.
 
-    git runs in a private, empty bare repository made under ``scratch`` whose only content is an
-    alternate to the repository's object database: no configuration, attributes
-    (``info/attributes``), ``.gitmodules`` or worktree of the repository under review can change
-    what it prints; it reads objects only.
+    git run on it reads the objects of the repository under review and nothing else of it: no
+    configuration, attributes (``info/attributes``), ``.gitmodules`` or worktree.
 
     Raises:
-        VerificationError: ``REVIEW_CHANGE_TOO_LARGE`` (a longer diff).
-        EnvironmentFailure: ``GIT_FAILED`` (git cannot run or fails).
+        EnvironmentFailure: ``GIT_FAILED``.
     """
     from ..._safefs import O_NEW, write_all
 
     private = os.path.join(scratch, "diff.git")
+    if os.path.isdir(private):
+        return private
     try:
         init = subprocess.run([*_GIT_ARGS, "init", "-q", "--bare", f"--object-format={git.object_format}", private],
                               capture_output=True, env=git_env(), cwd=scratch, timeout=60)
@@ -179,6 +181,86 @@ def render_diff(git: GitRepo, merge_base: str, head: str, scratch: str, *, max_b
         write_all(fd, (_objects_dir(git) + "\n").encode())
     finally:
         os.close(fd)
+    return private
+
+
+def git_hunks(private: str, merge_base: str, head: str, path: str) -> tuple[Hunk, ...]:
+    """The hunks of ``path`` as ``git diff -U0`` numbers them in the private repository (what the host's diff shows).
+
+    Raises:
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
+    argv = [*_GIT_ARGS, *_DIFF_ARGS, f"--git-dir={private}", "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
+            "--no-renames", "--no-relative", merge_base, head, "--", path]
+    try:
+        proc = subprocess.run(argv, capture_output=True, env={**git_env(), "GIT_LITERAL_PATHSPECS": "1"}, cwd=private, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"cannot run git diff: {e}") from e
+    if proc.returncode != 0:
+        raise EnvironmentFailure(GitCode.GIT_FAILED, f"git diff -U0 exited {proc.returncode}: "
+                                 f"{proc.stderr.decode('utf-8', 'replace').strip()[:300]}", path)
+    hunks: list[Hunk] = []
+    for m in _HUNK.finditer(proc.stdout):
+        left, right = int(m.group(1)), int(m.group(3))
+        lcount = int(m.group(2)) if m.group(2) is not None else 1
+        rcount = int(m.group(4)) if m.group(4) is not None else 1
+        hunks.append(Hunk(left, lcount, right, rcount))
+    return tuple(hunks)
+
+
+def align_surface(git: GitRepo, surface: ChangedSurface, scratch: str) -> ChangedSurface:
+    """``surface`` with the hunks of every text path as git's own diff has them (what the host shows and anchors to).
+
+    attest's line diff is a minimal one; git's (and GitHub's) may place an equally short change
+    elsewhere (its heuristics slide and merge hunks). A comment anchored to a line attest's diff
+    changes but git's does not would not be on the host's diff at all, so the surface the reviewer
+    reads and the serializer anchors against is git's: its paths, statuses, modes, ids and content
+    classes stay attest's own, from objects; only the line ranges of text paths are git's.
+
+    Raises:
+        EnvironmentFailure: ``GIT_FAILED``.
+    """
+    from dataclasses import replace
+
+    private = private_repository(git, scratch)
+    paths = tuple(replace(p, hunks=git_hunks(private, surface.base, surface.head, p.path)) if p.content == "text" else p
+                  for p in surface.paths)
+    return replace(surface, paths=paths)
+
+
+def review_surface(git: GitRepo, state_dir: str, merge_base: str, head: str) -> ChangedSurface:
+    """The changed surface ``merge_base`` -> ``head`` a review records: from objects, its line ranges git's (:func:`align_surface`).
+
+    Raises:
+        VerificationError: the git layer's codes (``OBJECT_MISSING``, ``BAD_TREE_NAME``, ...).
+        EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
+    """
+    from ...build._common import make_staging
+    from ...build._outputs import remove_tree
+    from ...freeze._store import HELD_STAGING
+    from ...git import changed_surface
+
+    surface = changed_surface(git, merge_base, head)
+    with make_staging(os.path.join(state_dir, HELD_STAGING)) as scratch:
+        try:
+            return align_surface(git, surface, scratch)
+        finally:
+            remove_tree(scratch)
+
+
+def render_diff(git: GitRepo, merge_base: str, head: str, scratch: str, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
+    """``git diff --no-renames MERGE_BASE HEAD`` as git prints it, every format setting pinned, at most ``max_bytes``.
+
+    git runs in a private, empty bare repository made under ``scratch`` whose only content is an
+    alternate to the repository's object database: no configuration, attributes
+    (``info/attributes``), ``.gitmodules`` or worktree of the repository under review can change
+    what it prints; it reads objects only.
+
+    Raises:
+        VerificationError: ``REVIEW_CHANGE_TOO_LARGE`` (a longer diff).
+        EnvironmentFailure: ``GIT_FAILED`` (git cannot run or fails).
+    """
+    private = private_repository(git, scratch)
     argv = [*_GIT_ARGS, *_DIFF_ARGS, f"--git-dir={private}", "diff", "--no-color", "--no-ext-diff", "--no-textconv",
             "--no-renames", "--no-relative", "--submodule=short", "--ignore-submodules=none", "-O/dev/null", merge_base, head, "--"]
     try:
@@ -208,6 +290,75 @@ def render_diff(git: GitRepo, merge_base: str, head: str, scratch: str, *, max_b
     if rc != 0:
         raise EnvironmentFailure(GitCode.GIT_FAILED, f"git diff exited {rc}: {err.decode('utf-8', 'replace').strip()[:300]}")
     return b"".join(chunks)
+
+
+# -- what the image will hold, before the review id exists ---------------------------------------
+
+
+def content_digest(head: Sequence[tuple[str, str, int, str | None]], not_materialized: Sequence[Mapping[str, str]],
+                   diff_sha256: str) -> str:
+    """``sha256:<hex>`` of what the change image holds that does not depend on the review id (pure).
+
+    ``head``: ``(path, kind, size, sha256)`` of every ``head/`` entry (kind ``dir``, ``file`` or
+    ``exec``; size 0 and sha256 None for a directory), in any order. The review state records it
+    inside what its id hashes (``change_content``), so the image's ``head/`` and ``diff.patch``
+    are bound to the review as firmly as its surface is.
+    """
+    from ..._json import canonical_bytes
+
+    doc = {"head": sorted([list(e) for e in head], key=lambda e: str(e[0])), "not_materialized": [dict(x) for x in not_materialized],
+           "diff": diff_sha256}
+    return "sha256:" + hashlib.sha256(canonical_bytes(doc)).hexdigest()
+
+
+def _kind(mode: str) -> str:
+    return "dir" if mode == MODE_TREE else "exec" if mode == MODE_EXEC else "file"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedChange:
+    """The head tree's entries (from objects, every blob hashed) and git's diff: the change before it is frozen."""
+
+    head: HeadTree
+    entries: tuple[tuple[str, str, int, str | None], ...]  # (path, git mode, size, sha256), parents first
+    diff: bytes
+
+    @property
+    def digest(self) -> str:
+        return content_digest([(p, _kind(m), n, h) for p, m, n, h in self.entries], self.head.not_materialized,
+                              hashlib.sha256(self.diff).hexdigest())
+
+
+def prepare_change(git: GitRepo, state_dir: str, merge_base: str, head: str, head_tree: str) -> PreparedChange:
+    """Read the head tree (every blob hashed, at most :data:`MAX_HEAD_BYTES`) and git's diff, from objects.
+
+    Raises:
+        VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes.
+        EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
+    """
+    from ...build._common import make_staging
+    from ...build._outputs import remove_tree
+    from ...freeze._store import HELD_STAGING
+
+    tree = read_head_tree(git, head_tree)
+    entries: list[tuple[str, str, int, str | None]] = []
+    total = 0
+    for path, mode, oid in tree.entries:
+        if mode == MODE_TREE:
+            entries.append((path, mode, 0, None))
+            continue
+        _, data = git.read_object(oid, "blob", path=path)
+        total += len(data)
+        if total > MAX_HEAD_BYTES:
+            raise VerificationError(ReviewStartCode.REVIEW_CHANGE_TOO_LARGE, f"the head tree holds more than {MAX_HEAD_BYTES} "
+                                    "bytes of files", path)
+        entries.append((path, mode, len(data), hashlib.sha256(data).hexdigest()))
+    with make_staging(os.path.join(state_dir, HELD_STAGING)) as scratch:
+        try:
+            diff = render_diff(git, merge_base, head, scratch)
+        finally:
+            remove_tree(scratch)
+    return PreparedChange(tree, tuple(entries), diff)
 
 
 # -- the inventory and the files ----------------------------------------------------------------
@@ -326,12 +477,13 @@ def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadT
     return written
 
 
-def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, *, backend: str | None) -> Any:
+def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, prepared: PreparedChange, *, backend: str | None) -> Any:
     """Materialize the change image of ``spec`` from ``git``'s objects, freeze it and verify it; return the image.
 
-    The inventory is computed from the objects and the generated bytes, never from what was
-    written; :func:`attest.freeze.freeze_tree` copies the export into the store's own private
-    staging, seals it, verifies every sealed byte against that inventory and publishes it.
+    The inventory is computed from ``prepared`` (the objects, hashed) and the generated bytes,
+    never from what was written; :func:`attest.freeze.freeze_tree` copies the export into the
+    store's own private staging, seals it, verifies every sealed byte against that inventory and
+    publishes it.
 
     Raises:
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes, the freeze codes.
@@ -342,14 +494,13 @@ def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, *, backend: st
     from ...freeze import freeze_tree
     from ...freeze._store import HELD_STAGING
 
-    head = read_head_tree(git, spec.surface["head_tree"])
+    generated = generated_files(spec, prepared.diff, prepared.head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as staging:
         try:
-            generated = generated_files(spec, render_diff(git, spec.merge_base, spec.head, staging), head)
             out = os.path.join(staging, "change")
             os.mkdir(out, 0o700)
-            written = _export(git, out, generated, head)
-            return freeze_tree(out, change_inventory(generated, written), state_dir, backend=backend)
+            _export(git, out, generated, prepared.head)
+            return freeze_tree(out, change_inventory(generated, prepared.entries), state_dir, backend=backend)
         finally:
             remove_tree(staging)
 
@@ -405,6 +556,7 @@ def decide_change(doc: Mapping[str, Any], review: str, image: Any, read: Any) ->
                         if not isinstance(got, dict) or got.get(k) != expected.get(k))
         found.append(bad(f"review.json does not hold this review's identities and projections: {', '.join(fields)} differ",
                          "review.json"))
+    found += _content_problems(doc, image, got, read)
     for role in ("semantic", "adapter"):
         try:
             data = read(f"projections/{role}")
@@ -414,6 +566,28 @@ def decide_change(doc: Mapping[str, Any], review: str, image: Any, read: Any) ->
         if hashlib.sha256(data).hexdigest() != p[role]["sha256"]:
             found.append(bad(f"projections/{role} is not the retained {role} projection", f"projections/{role}"))
     return found
+
+
+def _content_problems(doc: Mapping[str, Any], image: Any, review_json: Any, read: Any) -> list[Finding]:
+    """Whether the image's ``head/``, its links and submodules and ``diff.patch`` are the state's ``change_content`` (pure but for ``read``)."""
+    inventory = getattr(image, "inventory", None)
+    where = getattr(image, "path", None)
+    if inventory is None:
+        return [Finding(HandoffCode.REVIEW_CHANGE_MISMATCH, where, "the change image has no inventory to compare")]
+    prefix = HEAD_DIR + "/"
+    head = [(e.path[len(prefix):], "dir" if e.type is EntryType.DIR else "exec" if e.mode & 0o111 else "file",
+             0 if e.type is EntryType.DIR else e.size, e.sha256)
+            for e in inventory.entries if e.path.startswith(prefix)]
+    aside = review_json.get("not_materialized") if isinstance(review_json, dict) else None
+    try:
+        diff = hashlib.sha256(read("diff.patch")).hexdigest()
+    except OSError as e:
+        return [Finding(HandoffCode.REVIEW_CHANGE_MISMATCH, where, f"diff.patch cannot be read: {e.strerror}")]
+    if not isinstance(aside, list) or not all(isinstance(x, dict) for x in aside) or \
+            content_digest(head, aside, diff) != doc.get("change_content"):
+        return [Finding(HandoffCode.REVIEW_CHANGE_MISMATCH, where, "the change image's head/, its links and submodules or "
+                        "diff.patch are not the ones the review state records (change_content)")]
+    return []
 
 
 def read_image_file(image: Any, rel: str, *, max_bytes: int = 64 << 20) -> bytes:
@@ -446,13 +620,20 @@ __all__ = [
     "CHANGE_FORMAT",
     "ChangeSpec",
     "HeadTree",
+    "PreparedChange",
+    "align_surface",
     "change_inventory",
     "change_reference",
+    "content_digest",
     "decide_change",
     "freeze_change",
     "generated_files",
+    "git_hunks",
+    "prepare_change",
+    "private_repository",
     "read_head_tree",
     "read_image_file",
     "render_diff",
     "review_document",
+    "review_surface",
 ]

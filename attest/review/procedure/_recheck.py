@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..bootstrap import HostAdapter
-from ._change import ChangeSpec, change_reference, freeze_change
+from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
 from ._start import (
@@ -64,7 +64,7 @@ _ID = re.compile(r"[0-9a-f]{32}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
                          "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
-                         "change"})
+                         "change_content", "change"})
 _HOST_KEYS = {"identity": {"adapter", "path"}, "github": {"adapter", "repository", "pr", "api_url"}}
 _RECORD_KEYS = frozenset({"review", "state", "outcome", "reason", "superseded_by"})
 _CLOSED = {"refresh": RecheckCode.REVIEW_SUPERSEDED, "restart": RecheckCode.REVIEW_DISCARDED, "fail": RecheckCode.REVIEW_FAILED}
@@ -272,6 +272,8 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     change = obj("change", {"identity", "path", "backend"})
     if not all(isinstance(v, str) and v for v in change.values()) or not _DIGEST.match(change["identity"]):
         raise bad("change must be {identity: sha256:<hex>, path, backend} of the change image")
+    if not isinstance(doc["change_content"], str) or not _DIGEST.match(doc["change_content"]):
+        raise bad("change_content must be the sha256:<hex> of the change image's head tree and diff")
     text(doc["context"], "context")
     repo = text(doc["repo"], "repo")
     if not os.path.isabs(repo):
@@ -460,7 +462,7 @@ def recheck_review(
             the state's: never for a base image that verified).
         EnvironmentFailure: ``REVIEW_STATE_FAILED``, ``GIT_FAILED`` and the state directory's codes.
     """
-    from ...git import GitRepo, best_common_ancestors, changed_surface, verify_full_sha
+    from ...git import GitRepo, best_common_ancestors, verify_full_sha
     from ..bootstrap import BootstrapCode
 
     root_dir = os.path.abspath(os.fspath(state_dir))
@@ -489,7 +491,7 @@ def recheck_review(
             problems, root = reestablish_root(root_dir, state.doc)
         outcome = decide_recheck(state, now, problems)
         if outcome.outcome == "refresh":
-            surface = changed_surface(git, bases[0], resolved.head_sha)
+            surface = review_surface(git, root_dir, bases[0], resolved.head_sha)
             assert root is not None  # a root that cannot be established is a restart
             authority = read_base_authority(root.images["base"], state.base_commit, state.base_tree, state.object_format,
                                             state.doc["config"]["sha256"], state.doc["lock"]["sha256"])
@@ -498,8 +500,10 @@ def recheck_review(
             doc.update(head=now.head, merge_base=bases[0], surface=surface.to_json(),
                        authority_changes=[c.to_json() for c in changes],
                        refresh={"previous": review, "generation": state.generation + 1})
+            prepared = prepare_change(git, root_dir, bases[0], resolved.head_sha, surface.head_tree)
+            doc["change_content"] = prepared.digest
             spec = ChangeSpec.from_state(review_id(doc), doc, root.semantic.data, root.adapter.data)
-            change = freeze_change(git, root_dir, spec, backend=root.images["base"].backend)
+            change = freeze_change(git, root_dir, spec, prepared, backend=root.images["base"].backend)
             doc["change"] = change_reference(change)
     if outcome.outcome == "proceed":
         return Recheck(state, state_path, now, outcome, review, state_path, None, None, root)

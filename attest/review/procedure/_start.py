@@ -13,7 +13,8 @@
 4. **head**: the host's head is a full id of the repository's format and a commit in its objects;
 5. **merge base**: the complete set of best common ancestors of base and head, from objects;
    exactly one, or fail (``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``);
-6. **surface**: the changed surface merge base -> head, from objects;
+6. **surface**: the changed surface merge base -> head, from objects, its line ranges git's own
+   (:func:`._change.align_surface`: the lines the host's diff shows, the only ones a comment can anchor to);
 7. **bindings**: config and lock from the frozen base snapshot only, the handoff's exactly;
    the ``--semantic`` and ``--adapter`` paths bound (:mod:`._bindings`); and the **authority
    changes**: every path of the changed surface that is authority material of that base
@@ -48,7 +49,7 @@ from ...errors import EnvironmentFailure, Finding, VerificationError
 from ..bootstrap import HostAdapter, HostIdentity, ReproducedOutput
 from ..handoff import IMAGE_NAMES, Handoff, HandoffCode
 from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
-from ._change import ChangeSpec, change_reference, freeze_change
+from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import ReviewStartCode
 
 STATE_FORMAT = "https://attest.dev/review-state/v1"
@@ -352,6 +353,7 @@ class ReviewStart:
     host_adapter: dict[str, Any]
     authority: tuple[AuthorityChange, ...] = ()
     change: Any = None  # attest.freeze.Image: the change image (._change), once frozen
+    change_content: str = ""  # its head/, links and diff (._change.content_digest): part of what the id hashes
 
     @property
     def handoff(self) -> Handoff:
@@ -378,6 +380,7 @@ class ReviewStart:
                             for role, kept in (("semantic", self.semantic), ("adapter", self.adapter))},
             "surface": self.surface.to_json(),
             "authority_changes": [c.to_json() for c in self.authority],
+            **({"change_content": self.change_content} if self.change_content else {}),
             **({"change": change_reference(self.change)} if self.change is not None else {}),
         }
 
@@ -502,7 +505,7 @@ def review_start(
     """
     from ...freeze import Store, retain_file
     from ...freeze._state import open_state, state_lock
-    from ...git import GitRepo, best_common_ancestors, changed_surface, require_single_merge_base, verify_full_sha
+    from ...git import GitRepo, best_common_ancestors, require_single_merge_base, verify_full_sha
     from ..bootstrap import BaseSnapshot, BootstrapCode, read_authority, verify_base_snapshot
     from ..handoff import decide_images
 
@@ -542,7 +545,7 @@ def review_start(
                 # 5. Exactly one best common ancestor: never one picked out of several, never a virtual one.
                 merge_base = require_single_merge_base(best_common_ancestors(git, now.base_sha, now.head_sha))
                 # 6. The changed surface merge base -> head, from objects.
-                surface = changed_surface(git, merge_base, now.head_sha)
+                surface = review_surface(git, state, merge_base, now.head_sha)
                 # 7. The bindings, against the frozen snapshot's config and lock (the handoff's exactly).
                 authority = read_authority(snapshot)
                 for what, got, want in (("configuration", authority.config_sha256, evidence.config_sha256),
@@ -563,15 +566,16 @@ def review_start(
                 start = ReviewStart("", "", evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic,
                                     kept_adapter, repo_path, describe_host(host), changes)
                 # 9. The change image: head tree, diff, surface, identities and projections, frozen and verified.
-                doc = start.state()
+                prepared = prepare_change(git, state, merge_base, now.head_sha, surface.head_tree)
+                doc = {**start.state(), "change_content": prepared.digest}
                 spec = ChangeSpec.from_state(review_id(doc), doc, kept_semantic.data, kept_adapter.data)
-                change = freeze_change(git, state, spec, backend=base_image.backend)
+                change = freeze_change(git, state, spec, prepared, backend=base_image.backend)
         finally:
             os.close(state_fd)
     # 10. The review state.
     ident, where = write_review_state(state, {**doc, "change": change_reference(change)})
     return ReviewStart(ident, where, evidence, now, fmt, now.head_sha, merge_base, surface, bindings, kept_semantic, kept_adapter,
-                       repo_path, start.host_adapter, changes, change)
+                       repo_path, start.host_adapter, changes, change, prepared.digest)
 
 
 __all__ = [

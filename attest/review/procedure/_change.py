@@ -54,6 +54,8 @@ _DIFF_ARGS = ("-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "d
               "-c", "diff.relative=false", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.context=3",
               "-c", "diff.interHunkContext=0", "-c", "diff.algorithm=default", "-c", "diff.indentHeuristic=true",
               "-c", "core.abbrev=7", "-c", "color.ui=never", "-c", "core.bigFileThreshold=512m",
+              # git >= 2.45 reads these (older git ignores a setting it does not know):
+              "-c", "diff.srcPrefix=a/", "-c", "diff.dstPrefix=b/",
               "-c", "core.attributesFile=/dev/null")
 
 

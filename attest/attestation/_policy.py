@@ -178,8 +178,20 @@ class ParsedPolicy:
     extensions: tuple[tuple[str, Any], ...] = ()
 
 
+#: Every predicate type attest writes or verifies (each layer's ``*_PREDICATE``; a test keeps this list whole). A
+#: signer's ``predicates`` naming another type under these namespaces is a typo that would only show up
+#: later, as ``SIGNER_NOT_FOR_PREDICATE``: it is refused when the policy is read.
+KNOWN_PREDICATES = (
+    "https://attest.dev/closed-tree/v1", "https://attest.dev/runtime/v1", "https://attest.dev/installation/v1",
+    "https://attest.dev/review-handoff/v1", "https://attest.dev/review-record/v1", "https://attest.dev/ci-result/v1",
+    "https://attest.dev/rebuild/v1", "https://attest.dev/rebuild-disagreement/v1", "https://attest.dev/promotion/v1",
+    "https://slsa.dev/provenance/v1", "https://slsa.dev/verification_summary/v1",
+)
+_KNOWN_NAMESPACES = ("https://attest.dev/", "https://slsa.dev/")
+
+
 def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
-    """The optional ``predicates`` of a signer: a non-empty list of distinct predicate-type URIs."""
+    """The optional ``predicates`` of a signer: a non-empty list of distinct predicate-type URIs, none a typo of a known one."""
     if "predicates" not in raw:
         return ()
     value = raw["predicates"]
@@ -187,6 +199,10 @@ def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
             or not all(isinstance(p, str) and p.strip() == p and "://" in p for p in value) or len(set(value)) != len(value)):
         raise _bad(AttestationCode.BAD_POLICY, f"{at}.predicates must be a non-empty list of distinct predicate-type URIs "
                    f"(at most {MAX_PREDICATES})", where)
+    unknown = [p for p in value if p.startswith(_KNOWN_NAMESPACES) and p not in KNOWN_PREDICATES]
+    if unknown:
+        raise _bad(AttestationCode.BAD_POLICY, f"{at}.predicates names {', '.join(repr(p) for p in unknown)}, which is no "
+                   f"predicate type attest knows (a typo?); the types are: {', '.join(KNOWN_PREDICATES)}", where)
     return tuple(value)
 
 

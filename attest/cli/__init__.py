@@ -73,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
             except OSError as e:
                 return stdout_failure(e)
             return 0
+    if argv is None and sys.argv[1:] == ["--version"]:
+        # As fast as --help: the version needs neither typer nor the app (the same line the app's --version prints).
+        from .. import __version__
+
+        try:
+            write_stdout(f"attest {__version__}\n".encode())
+        except OSError as e:
+            return stdout_failure(e)
+        return 0
     import typer
     from typer.exceptions import TyperException
 
@@ -81,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
     line_buffered()
     args = list(sys.argv[1:] if argv is None else argv)
-    json_mode = "--json" in args
+    # Only attest's own words: after "--" they are a command's (attest exec, review exec, review agent).
+    json_mode = "--json" in (args[:args.index("--")] if "--" in args else args)
     app = _console_app(args) if argv is None else None
     if app is None:
         app = _process_app()
@@ -109,12 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         return render(err)
     except typer.Exit as e:
         return int(getattr(e, "exit_code", 1) or 0)
-    except TyperException as e:  # usage errors: typer renders them itself
+    except TyperException as e:  # usage errors: typer renders them itself, and under --json as the error document too
         show = getattr(e, "show", None)
         if show is not None:
             show()
         else:
             sys.stderr.write(f"attest: error: {e}\n")
+        if json_mode:
+            from ..errors import CommonCode, InputError
+
+            message = getattr(e, "format_message", None)
+            try:
+                render_error(InputError(CommonCode.USAGE, message() if callable(message) else str(e)), True)
+            except OSError as failed:
+                stdout_failure(failed)
         # attest exec's own status is the command's: its own failures, bad usage too, are 125 (as env(1)).
         return 125 if args[:1] == ["exec"] else 2
     except typer.Abort:

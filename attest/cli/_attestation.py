@@ -28,18 +28,21 @@ def keygen(
     output: Path = option(..., "-o", "--output", metavar="FILE", help="Private key path KEY.pem (0600); KEY.pub.pem is written beside it."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Generate a signing key: unencrypted PKCS#8 PEM and its public key."""
+    """Generate a signing key: unencrypted PKCS#8 PEM and its public key; print its signer id (key:sha256:<hex>)."""
     from .._fs import check_output_path
-    from ..attestation import generate_key, public_key_path
+    from ..attestation import generate_key, load_signer, public_key_path
 
     pub = public_key_path(output)
     for target in (output, pub):
         check_output_path(target, what="key file")
     generate_key(kind, output)
+    # The id policies, [rebuilders] and promotion logs name the key by (SHA-256 of its SubjectPublicKeyInfo).
+    signer_id = "key:sha256:" + load_signer(str(output)).key_id
     if json_mode:
-        print_json({"ok": True, "private_key": str(output), "public_key": str(pub), "type": kind})
+        print_json({"ok": True, "private_key": str(output), "public_key": str(pub), "type": kind, "signer_id": signer_id})
     else:
         print(f"wrote {output} (private, 0600) and {pub}")
+        print(f"signer id: {signer_id}")
 
 
 def _load_signers(keys: list[str], public_key: Path | None) -> list[Signer]:

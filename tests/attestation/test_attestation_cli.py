@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -24,6 +25,12 @@ def test_readme_flow_keygen_attest_verify_tamper(capsys, sample_tree: Path, tmp_
     key = tmp_path / "release.pem"
     code, out, _ = run(capsys, "keygen", "--type", "ecdsa-p256", "-o", key, "--json")
     assert code == 0 and json.loads(out)["public_key"] == str(tmp_path / "release.pub.pem")
+    # The signer id policies and [rebuilders] name the key by: the SHA-256 of its SubjectPublicKeyInfo, computed here independently.
+    from cryptography.hazmat.primitives import serialization
+
+    spki = serialization.load_pem_public_key((tmp_path / "release.pub.pem").read_bytes()).public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert json.loads(out)["signer_id"] == "key:sha256:" + hashlib.sha256(spki).hexdigest()
     policy = tmp_path / "policy.toml"
     policy.write_text('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "release.pub.pem"\n')
     att = tmp_path / "tree.intoto.json"

@@ -93,6 +93,10 @@ def test_relative_paths_resolve_against_the_policy_file_not_the_cwd(tmp_path: Pa
         ("threshold = \n", "BAD_POLICY"),
         ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{ROOT}"\n', "BAD_KEY"),
         ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "missing.pem"\n', "UNREADABLE"),
+        # a typo in a predicate type of attest's or SLSA's namespace: refused now, not as SIGNER_NOT_FOR_PREDICATE later
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{PUB}"\npredicates = ["https://attest.dev/runtmie/v1"]\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{PUB}"\npredicates = ["https://attest.dev/runtime/v2"]\n', "BAD_POLICY"),
+        ('threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{PUB}"\npredicates = ["https://slsa.dev/provenance/v0.2"]\n', "BAD_POLICY"),
     ],
 )
 def test_invalid_policies(tmp_path: Path, keys: Keys, text: str, expected: str) -> None:
@@ -158,3 +162,25 @@ def test_signer_roles(tmp_path: Path, keys: Keys, roles: dict[str, tuple[str, ..
         with pytest.raises(VerificationError) as caught:
             verify_attestation_bytes(data, policy)
         assert caught.value.code == "SIGNER_NOT_FOR_PREDICATE"
+
+
+def test_every_predicate_type_of_the_package_is_a_known_one() -> None:
+    """The policy's list of known types is whole: every ``*_PREDICATE`` constant of every layer is in it."""
+    import importlib
+    import pkgutil
+
+    import attest
+    from attest.attestation._policy import KNOWN_PREDICATES
+
+    found: set[str] = set()
+    for mod in pkgutil.walk_packages(attest.__path__, "attest."):
+        if mod.name.endswith("__main__"):
+            continue  # running it is running attest
+        module = importlib.import_module(mod.name)
+        found |= {v for k, v in vars(module).items() if k.endswith("_PREDICATE") and isinstance(v, str) and "://" in v}
+    assert found and found <= set(KNOWN_PREDICATES), sorted(found - set(KNOWN_PREDICATES))
+
+
+def test_a_type_outside_the_known_namespaces_is_still_a_signers_to_name(tmp_path: Path, keys: Keys) -> None:
+    text = f'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{keys.pub("ed")}"\npredicates = ["https://example.com/own/v1"]\n'
+    assert load_policy(str(write(tmp_path, text))).signers[0].predicates == ("https://example.com/own/v1",)

@@ -139,3 +139,11 @@ def test_an_unknown_command_gets_the_whole_app() -> None:
     out = subprocess.run([sys.executable, "-c", _ONE_MODULE, "nosuch"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and "No such command 'nosuch'" in out.stderr
     assert out.stderr.rstrip("\n").split("\n")[-1] == "LOADED " + ",".join(sorted(COMMAND_MODULES))
+
+
+def test_the_console_scripts_version_imports_no_typer() -> None:
+    from attest import __version__
+
+    proc = subprocess.run([sys.executable, "-c", _NO_TYPER, "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"attest {__version__}\n"

@@ -144,3 +144,20 @@ def test_the_cheap_successes_carry_the_schema_and_the_shared_key_names(tmp_path:
     # One key per concept: a tree's closed-inventory identity is `identity` wherever it is printed.
     assert runs["attest"]["identity"] == runs["verify"]["identity"] == runs["check"]["identity"] == identity
     assert runs["attest"]["output"] == str(tmp_path / "a.json") and runs["attest"]["attestation_digest"].startswith("sha256:")
+
+
+@pytest.mark.parametrize("argv", [["verify"], ["verify", "--no-such-option", "x"], ["review", "exec", "--handoff"],
+                                  ["keygen"], ["store", "ls"]])
+def test_a_usage_error_under_json_is_the_error_document_too(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # typer's own usage errors (a missing argument, an unknown option): exit 2 and, with --json, one JSON object on stdout.
+    rc = main([*argv, "--json"])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert rc == 2 and doc["ok"] is False and doc["schema"] == JSON_SCHEMA and doc["errors"][0]["code"] == "USAGE", doc
+    assert "Usage: attest" in captured.err  # the usage text itself stays on stderr, for a person
+
+
+def test_a_json_word_after_the_double_dash_is_the_commands_not_attests(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["exec", "--state-dir", "/nonexistent-attest-state", "--image", "X=/nonexistent", "--", "cmd", "--json"])
+    captured = capsys.readouterr()
+    assert rc != 0 and captured.out == "" and "attest:" in captured.err

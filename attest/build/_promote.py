@@ -205,7 +205,10 @@ class PromotionResult:
         else:
             was = f"was {self.previous_rev}"
         python = self.runtime.inputs.get("interpreter", {}).get("version", "?")
-        lines = [f"PROMOTED {rev} into {os.path.abspath(self.pins_path)}",
+        # A promotion that changed no pin is no new promotion: the head says so (the checks still ran and held).
+        pins = os.path.abspath(self.pins_path)
+        head = f"PROMOTED {rev} into {pins}" if self.changes else f"ALREADY PROMOTED {rev} in {pins} (no pin changed)"
+        lines = [head,
                  f"  toolchain   {self.toolchain_repository} ({was})",
                  f"  runtime     {self.runtime.name}: python {python}, {len(self.runtime.inventory.entries)} entries, "
                  f"{_short(self.runtime.inventory.identity)}",

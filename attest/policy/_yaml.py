@@ -94,9 +94,11 @@ def _plain_value(value: str, where: str, what: str) -> str | bool | int:
         others = ["a number"]
     if others:
         shown = repr(value) if value else "an empty value"
+        hint = "write true or false for a yes/no value, or quote it if a string is meant" if "bool" in others else \
+            "quote it if a string is meant"
         raise InputError(
             PolicyCode.YAML_AMBIGUOUS_SCALAR,
-            f"{what}: {shown} at {where} reads as {'/'.join(others)} to some YAML readers; quote it if a string is meant",
+            f"{what}: {shown} at {where} reads as {'/'.join(others)} to some YAML readers; {hint}",
         )
     return value
 

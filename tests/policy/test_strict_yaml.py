@@ -117,3 +117,12 @@ def test_only_one_module_of_the_package_reads_yaml() -> None:
         if re.search(r"^\s*(from|import)\s+(ruamel|yaml)\b", p.read_text(), re.MULTILINE)
     )
     assert readers == ["attest/policy/_yaml.py"]
+
+
+@pytest.mark.parametrize(("doc", "says"), [(b"enabled: yes\n", "write true or false for a yes/no value"),
+                                           (b"enabled: off\n", "write true or false for a yes/no value"),
+                                           (b"name: ~\n", "quote it if a string is meant")])
+def test_an_ambiguous_scalar_says_what_to_write(doc: bytes, says: str) -> None:
+    with pytest.raises(InputError) as ei:
+        load_strict_yaml(doc, what="test.yml")
+    assert ei.value.findings[0].code == "YAML_AMBIGUOUS_SCALAR" and says in ei.value.findings[0].detail

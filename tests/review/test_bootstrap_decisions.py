@@ -122,3 +122,16 @@ def test_run_from_images_can_capture_stdout(tmp_path: Path) -> None:
     with pytest.raises(Exception) as ei:
         run_from_images(state, {"T": image.identity}, ["true"], stdout=-1)
     assert getattr(ei.value, "code", None) == "BAD_EXEC_ENV"
+
+
+def test_an_input_inside_a_root_names_the_root_once(tmp_path: Path) -> None:
+    from attest.review.bootstrap._deploy import verify_inputs_outside
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pins.toml").write_text("x\n")
+    with pytest.raises(VerificationError) as ei:
+        verify_inputs_outside({"PINS": str(repo / "pins.toml")}, {f"the repository ({repo})": str(repo)})
+    detail = ei.value.findings[0].detail
+    assert ei.value.findings[0].code == "BOOTSTRAP_INPUT_IN_TREE" and detail.count(str(repo)) == 1, detail
+    assert detail.startswith(f"PINS lies inside the repository ({repo}): ")

@@ -238,6 +238,7 @@ def test_the_same_promotion_again_writes_nothing_and_runs_no_fixture(rel: Releas
     again = promote(rel, deployment, rel.sha1, [rel.result("a1"), rel.result("b1")])
     assert snapshot(deployment) == before and again.changes == () and again.log_entry is None and again.fixture is None
     assert "no change" in "\n".join(again.summary_lines())
+    assert again.summary_lines()[0].startswith(f"ALREADY PROMOTED {rel.sha1} in ") and "(no pin changed)" in again.summary_lines()[0]
 
 
 def test_release_2_appends_entry_2_linked_to_entry_1(rel: Release, deployment: Path) -> None:

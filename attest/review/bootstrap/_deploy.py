@@ -119,8 +119,9 @@ def check_inputs_outside(inputs: Mapping[str, Any], roots: Mapping[str, Any]) ->
         for root_name, root in roots.items():
             why = policy_source_inside(place, root)
             if why is not None:
+                named = root_name if root.path in root_name else f"{root_name} ({root.path})"  # the path once
                 out.append(Finding(BootstrapCode.BOOTSTRAP_INPUT_IN_TREE, place.path,
-                                   f"{name} lies inside {root_name} ({root.path}): {why}; the deployment's inputs must "
+                                   f"{name} lies inside {named}: {why}; the deployment's inputs must "
                                    "come from outside every repository under review, every image and the installed Skill"))
     return out
 

@@ -204,6 +204,35 @@ def _repository() -> Path | None:
     return None
 
 
+def enclosing_repository(path: Path) -> Path | None:
+    """The top of the git work tree (or repository) ``path`` would lie in, or None (pure but for the lookups)."""
+    here = path.absolute().parent if not path.exists() else path.absolute()
+    for d in (here, *here.parents):
+        if (d / ".git").exists() or ((d / "HEAD").is_file() and (d / "objects").is_dir() and (d / "refs").is_dir()):
+            return d
+    return None
+
+
+def check_default_state(state: Path) -> Path:
+    """``state`` (the demo's default), unless it lies inside a git repository other than this package's own.
+
+    The demo's images are immutable: a state directory left inside someone's repository is one
+    they cannot delete with ``rm -rf``. Given explicitly, ``--state-dir`` is the caller's choice.
+
+    Raises:
+        InputError: ``USAGE``, naming the repository and what to pass instead.
+    """
+    from .errors import InputError
+
+    inside = enclosing_repository(state)
+    own = _repository()
+    if inside is not None and (own is None or inside.resolve() != own.resolve()):
+        raise InputError(CommonCode.USAGE, f"the default state directory {state.absolute()} lies inside the git repository "
+                         f"{inside}: the demo's images are immutable, and that repository would keep an undeletable "
+                         ".attest-state/; run it elsewhere or give --state-dir DIR", str(state.absolute()))
+    return state
+
+
 def _head(repo: Path) -> str:
     import subprocess
 
@@ -721,4 +750,6 @@ def run_demo(state_dir: Path, say: Say, *, offline: bool = False) -> None:
             "promoted runtime)")
     else:
         step_chain(state, promoted[0], say, promoted[1])
+    say(f"(the store's images are immutable: to remove {state}, run `attest store gc --state-dir {state} --recent 0`, "
+        "then remove the directory)")
     say("demo complete: every check ended as it must.")

@@ -20,3 +20,21 @@ def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.Ca
         assert "rebuilt in another staging context: same name" in out
         assert "skipped (--offline" in out
         assert out.rstrip().endswith("demo complete: every check ended as it must.")
+
+
+def test_the_default_state_inside_another_repository_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    other = tmp_path / "someones-repo"
+    (other / "sub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    monkeypatch.chdir(other / "sub")
+    assert main(["demo", "--offline"]) == 2
+    err = capfd.readouterr().err
+    assert "USAGE" in err and f"inside the git repository {other}" in err and "--state-dir" in err
+    assert not (other / "sub" / ".attest-state").exists()
+    # Given explicitly, the choice is the caller's.
+    from attest.demo import check_default_state
+
+    assert check_default_state(tmp_path / "elsewhere" / ".attest-state") == tmp_path / "elsewhere" / ".attest-state"

@@ -394,9 +394,10 @@ def remove_tree(parent_fd: int, name: str) -> None:
     directory is listed once, when it is entered.
 
     The descriptors of at most :data:`REMOVE_HELD_DIRS` levels are held, however deep the tree
-    (a 30,000-level tree must not need 30,000 descriptors, THREATS G): a directory met below
-    that depth is first moved up, by one ``renameat`` between two descriptors already held, to
-    a fresh random name in the tree's top directory, and removed from there later.
+    (a hostile 30,000-level tree must not exhaust the descriptors; see
+    docs/freeze.md "State directory layout"): a directory met below that depth is first moved
+    up, by one ``renameat`` between two descriptors already held, to a fresh random name in the
+    tree's top directory, and removed from there later.
 
     Everything that can be removed is removed; then the first failure is raised.
 

@@ -6,7 +6,7 @@ from ..errors import ReasonCode
 
 
 class AttestationCode(ReasonCode):
-    # Envelopes and bundles (THREATS D).
+    # Envelopes and bundles, read strictly (docs/attestation.md "Formats").
     UNKNOWN_FORMAT = "UNKNOWN_FORMAT"
     BAD_ENVELOPE = "BAD_ENVELOPE"
     BAD_BASE64 = "BAD_BASE64"
@@ -30,12 +30,12 @@ class AttestationCode(ReasonCode):
     EXTRA_SUBJECT = "EXTRA_SUBJECT"
     BAD_DIGEST = "BAD_DIGEST"
     SUBJECT_MISMATCH = "SUBJECT_MISMATCH"
-    # Signatures and trust (THREATS D, E).
+    # Signatures and trust: what counts as a trusted signer (docs/attestation.md "Trust policy").
     NO_TRUSTED_SIGNATURE = "NO_TRUSTED_SIGNATURE"
     THRESHOLD_NOT_MET = "THRESHOLD_NOT_MET"
     SIGNER_NOT_FOR_PREDICATE = "SIGNER_NOT_FOR_PREDICATE"  # a valid signature by a signer the policy does not let sign this statement type
     ATTESTATION_DIGEST_MISMATCH = "ATTESTATION_DIGEST_MISMATCH"
-    # Trust policy (THREATS E, H).
+    # The trust policy file itself, read only from outside the tree (docs/attestation.md "Trust policy").
     BAD_POLICY = "BAD_POLICY"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
     POLICY_EMPTY = "POLICY_EMPTY"

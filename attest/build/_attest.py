@@ -26,7 +26,12 @@ BUILD_TYPES = {
 
 
 def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
-    """The project's own predicate for ``result`` (ADR-0008 "Lock-selected runtime provenance")."""
+    """The project's own predicate for ``result`` (docs/attestation.md "Predicate types").
+
+    Its fields are those docs/build.md "The build" lists for ``<name>.runtime.json`` and
+    ``<name>.skill.json``: everything the build was selected from (toolchain, lock, interpreter,
+    wheels, or installer and source) and the closed inventory it produced.
+    """
     from ..attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE
 
     if result.kind == "runtime":

@@ -1,13 +1,13 @@
 """Bounded capture of a build step's output: a tail in memory, the rest in a capped host-only file.
 
 A build step decides how much it prints; the host must not let that decide its own memory
-(THREATS G). :func:`run_captured` starts the command with stdout and stderr on pipes and
-copies every byte it reads into two files it has just created (``O_EXCL``, mode 0600) in a
-directory the caller names, which must be one no step can write (the build's staging
-directory, never bound into a step). Only the last ``tail_bytes`` of each stream stay in
-memory. Past ``max_bytes`` (both streams together) or the deadline the command's process
-group is killed (``SIGKILL``) before its pipes are closed, so the step is stopped, not merely
-cut off.
+(docs/build.md "The build", step 4, **limits**). :func:`run_captured` starts the command with
+stdout and stderr on pipes and copies every byte it reads into two files it has just created
+(``O_EXCL``, mode 0600) in a directory the caller names, which must be one no step can write
+(the build's staging directory, never bound into a step). Only the last ``tail_bytes`` of each
+stream stay in memory. Past ``max_bytes`` (both streams together) or the deadline the command's
+process group is killed (``SIGKILL``) before its pipes are closed, so the step is stopped, not
+merely cut off.
 
     >>> sfd = os.open(staging, O_DIR)
     >>> out = run_captured(["/bin/echo", "hi"], log_dir_fd=sfd, log_name=".step-1", max_bytes=1 << 20,

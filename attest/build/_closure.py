@@ -1,6 +1,7 @@
 """The interpreter closure of a runtime image: what it carries, and what it records of the host.
 
-A runtime image runs only its own interpreter (docs/build.md "The interpreter closure"):
+A runtime image runs only its own interpreter (docs/build.md
+"The interpreter closure: what the runtime image carries, and what it records of the host"):
 
 - **carried** (image content, closed-inventoried, verified at every use): the interpreter
   binary (``bin/python``), each libpython it loads (``lib/``), and the standard library

@@ -1,6 +1,6 @@
 """`attest install skill`: install the promoted skill, and verify an installation against its attestation.
 
-ADR-0008 "Trusted procedure bootstrap": the installed agent-policy Skill is a writable copy and
+docs/bootstrap.md "attest install skill": the installed agent-policy Skill is a writable copy and
 only ever a copy source. Before anything in it is trusted, the deployment verifies it against
 an **installation attestation** stored outside the installed tree and outside every repository
 under review: installer repository and full SHA, Skill-source repository and full SHA, the exact

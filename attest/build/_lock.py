@@ -1,7 +1,8 @@
 """Hash-pinned locks: PEP 751 ``pylock.toml`` and pip requirements with ``--hash`` lines.
 
-Strict on purpose (THREATS.md H): only wheels, every one with a SHA-256; sdists, VCS,
-directory and archive sources, unpinned or unhashed requirements, unknown keys and
+Strict on purpose, so that nothing but the exact, hash-checked wheels a lock names can reach a
+build (docs/build.md "Locks (`lockfiles/`)"): only wheels, every one with a SHA-256; sdists,
+VCS, directory and archive sources, unpinned or unhashed requirements, unknown keys and
 duplicate entries are refused. A lock's identity is the SHA-256 of its exact bytes.
 
     >>> lock = load_lock("lockfiles/pylock.toml")

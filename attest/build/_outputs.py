@@ -4,7 +4,8 @@ A build's inputs (every digest that can change its bytes) are hashed into its na
 ``<32 hex>-<recipe name>``. ``STATE/builds/<name>.build.json`` records the inputs, the
 closed inventory and how the build ran (network isolation, the immutability backend).
 
-Order (DESIGN.md "The one invariant"): the output is produced in private staging and its
+Order (attest's one invariant, docs/freeze.md "What freeze does, step by step"; for builds
+docs/build.md "The build", steps 4-8): the output is produced in private staging and its
 modes and mtimes are normalized; the freeze layer then materializes it into the
 content-addressed store, seals it, and verifies the sealed bytes against the inventory
 computed in staging before publishing. The build record, under ``STATE/builds/``, maps

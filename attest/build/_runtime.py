@@ -1,6 +1,7 @@
 """The runtime builder: the toolchain at a full git SHA plus its locked wheels, hermetically.
 
-Steps (DESIGN.md "Hermetic builders"; ADR-0008 "Lock-selected runtime provenance"):
+Steps (docs/build.md "The build"; what the runtime attestation records of them, and how
+`attest bootstrap` checks it against the pins: docs/bootstrap.md "Step 5: runtime"):
 
 1. Parse the recipe and the lock; probe the interpreter's identity; resolve the full SHA
    to its tree from the object database.

@@ -179,9 +179,10 @@ ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s
 "$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 if [ -n "${IP:-}" ]; then "$IP" link set lo up || fail "cannot bring up the loopback interface"; fi
 umask "$U" || fail "bad umask"
-# Bounds the step cannot raise (THREATS G): processes of its uid, and the size of any one file
-# it writes, each lowered to the bound and never raised (a rootless caller cannot raise a hard
-# limit; dash counts 512-byte blocks: 4 GiB).
+# Bounds the step cannot raise, against a step that exhausts the machine (docs/build.md
+# "The build", step 4, limits): processes of its uid, and the size of any one file it writes,
+# each lowered to the bound and never raised (a rootless caller cannot raise a hard limit; dash
+# counts 512-byte blocks: 4 GiB).
 # (bash, which runs the script when descriptors are bound, names the process limit -u and counts -f in KiB)
 bound() {  # OPTION VALUE
   h=$(ulimit -H "$1") || return 1
@@ -752,9 +753,10 @@ class Sandbox:
         (:func:`pick_step_uid`), the same for every step of one build; a rootless sandbox
         ignores it (its steps run as the caller, who already owns ``writable``).
 
-        What the step prints is bounded (THREATS G): at most ``max_output`` bytes, stdout and
-        stderr together, are read, into two new files directly in ``staging`` (which no step
-        can write), and only the last :data:`STEP_OUTPUT_TAIL` bytes of each stay in memory.
+        What the step prints is bounded (docs/build.md "The build", step 4, **limits**): at
+        most ``max_output`` bytes, stdout and stderr together, are read, into two new files
+        directly in ``staging`` (which no step can write), and only the last
+        :data:`STEP_OUTPUT_TAIL` bytes of each stay in memory.
 
         Raises:
             EnvironmentFailure: ``BUILD_STEP_FAILED`` when a writable directory is not a child

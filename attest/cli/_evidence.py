@@ -1,4 +1,4 @@
-"""`attest evidence trusted-producer` and `attest evidence wrap` (ADR-2026-07-23).
+"""`attest evidence trusted-producer` and `attest evidence wrap` (docs/evidence.md).
 
 Neither command exits on its own: a failure is raised as :class:`ReportedFailure`, carrying
 the command's documented ``--json`` object, and ``attest.cli.main`` renders it and exits.

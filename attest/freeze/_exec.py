@@ -1,4 +1,4 @@
-"""Run a command from frozen images only (DESIGN.md "Freeze and store"; ADR-0008).
+"""Run a command from frozen images only (docs/freeze.md "exec: running from frozen images only").
 
 1. Every image must be a published store entry whose seal still holds (:func:`Store.get`); a
    runtime image's recorded host libraries must still have their bytes

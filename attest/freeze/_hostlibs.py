@@ -1,11 +1,13 @@
 """The host libraries a runtime image runs with, re-verified before every use.
 
 A runtime image carries its whole interpreter (binary, libpython, the standard library and its
-extension modules; see docs/build.md "The interpreter closure"). What it does not carry is the
-system's C library and the libraries the system's packages own (``libc``, ``libm``, ``libssl``,
-``libcrypto``, ``libffi``, ``libz``, ... and the dynamic loader itself): the build records each
-one the loader resolved, by path and SHA-256, in the image's own ``attest-runtime.json``
-(``image.host_libraries``), which the image's inventory (and so its attestation) covers.
+extension modules; see docs/build.md
+"The interpreter closure: what the runtime image carries, and what it records of the host").
+What it does not carry is the system's C library and the libraries the system's packages own
+(``libc``, ``libm``, ``libssl``, ``libcrypto``, ``libffi``, ``libz``, ... and the dynamic loader
+itself): the build records each one the loader resolved, by path and SHA-256, in the image's
+own ``attest-runtime.json`` (``image.host_libraries``), which the image's inventory (and so its
+attestation) covers.
 
 Before any command runs from an image that has that file, :func:`verify_host_libraries` reads
 the file from the verified image (its bytes must be the inventory's), then hashes every listed

@@ -1,6 +1,7 @@
 """Private materialization: copy exactly the attested entries of a source into fresh inodes.
 
-Rules (DESIGN.md "Freeze and store", THREATS.md A and B):
+Rules (docs/freeze.md "What freeze does, step by step", steps 3-5), against a hostile source tree
+(links, special files, hard links, setid modes) and against entries swapped while it is copied:
 
 1. The source is walked like the inventory walker walks a tree: root opened component by
    component without following links, directories through descriptors, every entry judged by

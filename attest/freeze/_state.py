@@ -8,9 +8,10 @@ Layout under ``STATE`` (every directory mode 0700, owned by the deployment user)
     STATE/uses/<hex>           when the image was last frozen or run (gc keeps recent ones)
     STATE/runs/run-<rand>/     temp, cache and home of one ``attest exec`` (outside every image)
 
-Everything is opened through directory descriptors with ``O_NOFOLLOW`` (THREATS.md B): a
-symlink planted anywhere in the layout, or a state directory reachable to other users, is
-refused, and a staging name that already exists is an error, never reused.
+Everything is opened through directory descriptors with ``O_NOFOLLOW``, so that nothing swapped
+in between a check and a use is ever followed (docs/freeze.md "What freeze does, step by step",
+steps 1 and 3): a symlink planted anywhere in the layout, or a state directory reachable to other
+users, is refused, and a staging name that already exists is an error, never reused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Freeze before verify, and the content-addressed store of frozen images.
 
-:func:`freeze_tree` follows the one invariant (DESIGN.md; ADR-0008 "Common immutable-execution
-and authority-input invariant"), each step numbered as in the ADR:
+:func:`freeze_tree` follows attest's one invariant for every authority input, private
+materialization -> immutability -> verification of the frozen bytes -> publish, in that order
+(docs/freeze.md "What freeze does, step by step"):
 
 1. materialize the attested entries of the source into fresh private staging under the
    deployment's state directory (``_materialize``);

@@ -1,4 +1,4 @@
-"""Best common ancestors of two commits, computed from re-hashed commit objects (ADR-0008).
+"""Best common ancestors of two commits, computed from re-hashed commit objects.
 
 ``git merge-base --all`` answers from whatever git consults (a commit-graph file, grafts, a
 ``shallow`` file, replace refs); this module answers from the commit objects alone, each read
@@ -11,7 +11,7 @@ bounded (``max_commits``): a longer history is an error (``HISTORY_TOO_LONG``), 
 
 The review procedure needs exactly one best common ancestor: unrelated histories
 (``NO_MERGE_BASE``) and criss-cross histories (``MULTIPLE_MERGE_BASES``) fail closed; one base
-is never picked from several and no virtual base is synthesized (see docs/git-ancestry.md).
+is never picked from several and no virtual base is synthesized (docs/git-ancestry.md "Best common ancestors").
 """
 
 from __future__ import annotations

@@ -257,7 +257,8 @@ class GitRepo:
         """Every entry below ``tree`` as ``(relative path, entry)``, parents first.
 
         Symbolic links and gitlinks are refused: an installed subtree holds regular files and
-        directories only (THREATS.md F).
+        directories only (docs/build.md "Recipes (`builders/*.toml`)"), since a closed inventory
+        has no link type and a gitlink's commit is in another repository.
 
         Raises:
             VerificationError: ``TREE_SYMLINK``, ``GITLINK``, ``TREE_TOO_LARGE`` (entries or
@@ -374,7 +375,9 @@ def merge_bases(repo: GitRepo, a: str, b: str) -> tuple[str, ...]:
 
 
 def unique_merge_base(repo: GitRepo, a: str, b: str) -> str:
-    """The single best common ancestor, or a failure (ADR-0008: zero or several fail closed).
+    """The single best common ancestor, or a failure: zero or several fail closed.
+
+    The review procedure needs exactly one (docs/git-ancestry.md "Best common ancestors").
 
     Raises:
         VerificationError: ``NO_MERGE_BASE``, ``MULTIPLE_MERGE_BASES``, and the codes of

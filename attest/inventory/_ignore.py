@@ -1,7 +1,8 @@
 """Ignore patterns: gitignore style (pathspec), only ever the ones an inventory records.
 
 The walker, the inventory parser and the freeze copier compile the same recorded patterns
-here, so a verifier skips exactly what the producer skipped (DESIGN.md "Closed inventory").
+here, so a verifier skips exactly what the producer skipped (docs/inventory.md "Format (a contract)":
+``check`` applies exactly the recorded ``ignore`` patterns, never the caller's).
 
     >>> spec = compile_ignore(("__pycache__/", "*.pyc"))
     >>> spec.match_file("pkg/__pycache__/")

@@ -1,6 +1,8 @@
 """The safe walker: inventory a tree without following links or trusting a path twice.
 
-Rules (DESIGN.md "Closed inventory", THREATS.md A, B, C, G):
+Rules (docs/inventory.md "How the walker reads a tree", names as in "Name policy `strict-v1`"),
+against a hostile tree (links, special files, hard links, bad names), entries swapped while it is
+walked, and a tree made to exhaust the walker:
 
 1. The root is opened one component at a time from ``/`` with ``O_NOFOLLOW``, so a root that
    is, or passes through, a symlink or a ``/proc/*/fd`` magic link is refused.
@@ -71,7 +73,10 @@ _FORK_AFTER = 2500
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Caps on what one walk will accept (THREATS.md G)."""
+    """Caps on what one walk will accept, so a hostile tree cannot exhaust the walker.
+
+    The defaults are the documented caps (docs/inventory.md "How the walker reads a tree").
+    """
 
     max_depth: int = 256
     max_entries: int = 1_000_000

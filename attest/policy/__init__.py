@@ -1,4 +1,4 @@
-"""policy layer: the repository's review authority (ADR-0008; see docs/policy.md).
+"""policy layer: the repository's review authority (docs/policy.md).
 
 Owns ``.agent-policy.yml`` and ``.agent-policy.lock`` (strict parsers, their agreement), the
 one path-confinement rule for every authority path, the renderers (``policy-context-md``,

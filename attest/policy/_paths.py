@@ -13,7 +13,7 @@ directory at every level but the last, and a plain regular file at the end.
     True
     >>> check_authority_path(".github/review.md", PathRole.OUTPUT).code
     'PATH_RESERVED'
-    >>> check_authority_path("docs/x.md", PathRole.OUTPUT, [Kind.SYMLINK]).code
+    >>> check_authority_path("docs/review/policy-context.md", PathRole.OUTPUT, [Kind.SYMLINK]).code
     'PATH_SYMLINK'
 """
 

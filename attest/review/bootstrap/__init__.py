@@ -1,4 +1,4 @@
-"""Trusted review bootstrap (ADR-0008 "Repository-bound bootstrap"; docs/bootstrap.md).
+"""Trusted review bootstrap (docs/bootstrap.md "attest bootstrap (steps 1-9)").
 
 Each step takes frozen, verified objects and returns the next (steps 1-9 of docs/bootstrap.md, one
 function each: :func:`establish_skill`, :func:`establish_identity`, :func:`establish_base`

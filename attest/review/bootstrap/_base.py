@@ -1,4 +1,4 @@
-"""The trusted-base snapshot: docs/bootstrap.md step 3, ADR-0008 "Repository-bound bootstrap".
+"""The trusted-base snapshot: docs/bootstrap.md "The trusted-base snapshot (step 3)".
 
 The exact base tree, materialized from git objects into deployment-private staging, frozen, and
 verified *after the seal* against the base commit's git object ids. It is the only
@@ -8,8 +8,9 @@ repository-policy root the later steps may read: a writable checkout is never on
     ...     base = snapshot_base(repo, base_sha, "/var/lib/attest", backend="immutable")
     >>> base.path            # read .agent-policy.yml and .agent-policy.lock from here only
 
-Steps, in the ADR's order (private materialization -> immutability -> verification of the frozen
-bytes -> publication), each failing closed with nothing published:
+Steps, in the order of attest's one invariant (private materialization -> immutability ->
+verification of the frozen bytes -> publication; docs/bootstrap.md), each failing closed with
+nothing published:
 
 1. the commit is a full object id of the repository's format; the repository is not shallow (its
    history would end where a local ``shallow`` file says); the commit's tree is read from the

@@ -196,12 +196,12 @@ def bootstrap(
 
     Step 6's managed check always runs the runtime image's own ``bin/attest`` with ``attest exec``
     (:class:`ImageCheckRunner`), and step 5 always reads the pinned runtime attestation from the
-    state directory: no caller replaces what runs the check or which runtime is trusted (ADR-0008:
-    no alternate loader is part of the contract). The promotion log beside PINS (when there is
-    one) must verify under TRUST, end at exactly the pins read, and continue the checkpoint the
-    state directory remembers for these pins, or ``log_checkpoint`` (``SEQ:sha256:HEX``, a first
-    use's); its head is remembered once steps 1-8 passed. The result's ``timings`` hold each step's
-    wall time.
+    state directory: no caller replaces what runs the check or which runtime is trusted (no
+    alternate loader is part of the contract: docs/bootstrap.md "attest bootstrap (steps 1-9)").
+    The promotion log beside PINS (when there is one) must verify under TRUST, end at exactly the
+    pins read, and continue the checkpoint the state directory remembers for these pins, or
+    ``log_checkpoint`` (``SEQ:sha256:HEX``, a first use's); its head is remembered once steps 1-8
+    passed. The result's ``timings`` hold each step's wall time.
 
     Raises:
         BootstrapError: (an ``AttestError`` with the exit code of its cause) carrying ``step``

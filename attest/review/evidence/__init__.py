@@ -1,9 +1,11 @@
 """Trusted review evidence from the hosting API, and the review wrapper's output contract.
 
-Implements ADR-2026-07-23 (opencode-review-evidence-trust). :func:`decide` is the pure
-trust decision over parsed evidence; :func:`evaluate` reads that evidence from the GitHub
-REST API (and, through GraphQL, whether a review was edited) in the required order and decides; :func:`wrap_output` turns a model's raw
-output into the exact-head review the trusted wrapper posts.
+Implements docs/evidence.md "attest evidence trusted-producer" and "attest evidence wrap".
+:func:`decide` is the pure trust decision over parsed evidence, in the steps of docs/evidence.md
+"The decision, step by step"; :func:`evaluate` reads that evidence from the GitHub REST API (and,
+through GraphQL, whether a review was edited) in the required order and decides;
+:func:`wrap_output` turns a model's raw output into the exact-head review the trusted wrapper
+posts.
 
     >>> from attest.review.evidence import TrustConfig, GitHubClient, HttpLimits, evaluate
     >>> config = TrustConfig("octo/repo", 7, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB)

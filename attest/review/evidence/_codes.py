@@ -15,7 +15,7 @@ class EvidenceCode(ReasonCode):
     # Configuration (exit 2).
     BAD_CONFIG = "BAD_CONFIG"
     TOKEN_MISSING = "TOKEN_MISSING"
-    # Pull request (ADR: "whose PR is explicitly known same-repository").
+    # Pull request: it must be explicitly known same-repository (docs/evidence.md "The decision, step by step").
     NOT_SAME_REPO = "NOT_SAME_REPO"
     PR_MISMATCH = "PR_MISMATCH"
     # Reviews by the configured App login on the exact head.

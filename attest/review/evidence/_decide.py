@@ -1,6 +1,6 @@
 """The trusted-producer decision: a pure function from parsed evidence to a verdict.
 
-No I/O, no clock. The steps follow ADR-2026-07-23 (opencode-review-evidence-trust) in order
+No I/O, no clock. The steps follow docs/evidence.md "The decision, step by step" in order
 and the first step that fails decides: a known failure is ``false``, incomplete evidence or
 a failed read is ``unknown``, and ``true`` is reachable only through the last line.
 
@@ -67,7 +67,8 @@ def _unique(items: Iterable[_T], what: str) -> tuple[_T, ...]:
 def _check_pr(config: TrustConfig, pr: PullRequest, what: str) -> None:
     if pr.number != config.pr or pr.base_repo != config.repo:
         raise _Stop(unknown(C.PR_MISMATCH, f"{what} is #{pr.number} of {pr.base_repo}, not #{config.pr} of {config.repo}"))
-    # ADR: only a PR *explicitly known* same-repository qualifies; a missing head repo is not known.
+    # Only a PR *explicitly known* same-repository qualifies; a missing head repo is not known
+    # (docs/evidence.md "The decision, step by step", step 1).
     if pr.head_repo is None or pr.head_repo != pr.base_repo:
         raise _Stop(false(C.NOT_SAME_REPO, f"head repository {pr.head_repo or '(missing)'} is not the base repository {pr.base_repo}"))
 

@@ -1,11 +1,11 @@
-"""The thin fetcher: hosting-API reads in the order the ADR requires, fed to :func:`decide`.
+"""The thin fetcher: hosting-API reads in the order the decision requires, fed to :func:`decide`.
 
-Order (ADR-2026-07-23): (1) the pull request, (2) every page of its reviews, then, through
-GraphQL, whether any of the App's reviews on the head was edited (REST has no edit marker),
-(3) the runs of the configured workflow, (4) the jobs of exactly the latest attempt, and only
-then (5) the authoritative final re-read of the pull request. Before each read the decision is taken on
-what was read so far; once an earlier step decides, later reads cannot change the verdict
-and are skipped. A read that fails becomes a :class:`ReadFailure`, hence ``unknown``.
+Order (docs/evidence.md "The decision, step by step"): (1) the pull request, (2) every page of
+its reviews, then, through GraphQL, whether any of the App's reviews on the head was edited (REST
+has no edit marker), (3) the runs of the configured workflow, (4) the jobs of exactly the latest
+attempt, and only then (5) the authoritative final re-read of the pull request. Before each
+read the decision is taken on what was read so far; once an earlier step decides, later reads
+cannot change the verdict and are skipped. A read that fails becomes a :class:`ReadFailure`, hence ``unknown``.
 
     >>> client = GitHubClient(DEFAULT_API_URL, token=os.environ["GH_TOKEN"], limits=HttpLimits())
     >>> evaluate(TrustConfig("octo/repo", 7, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB), client)  # doctest: +SKIP

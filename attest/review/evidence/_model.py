@@ -375,7 +375,7 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """Everything the decision looks at, in the order the ADR reads it.
+    """Everything the decision looks at, in the order it reads it (docs/evidence.md "The decision, step by step").
 
     Each stage is the parsed value, the :class:`ReadFailure` that stopped it, or ``None``
     when it was not read (yet).

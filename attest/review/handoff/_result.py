@@ -1,4 +1,4 @@
-"""The provider-neutral review result (docs/review.md "review exec"), parsed strictly.
+"""The provider-neutral review result (docs/review.md "attest review exec"), parsed strictly.
 
     {"complete": bool, "limitations": [str],
      "findings": [{"id", "severity", "blocking": bool, "message", "path"?, "line"?, "side"?}]}

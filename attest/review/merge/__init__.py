@@ -1,4 +1,4 @@
-"""The merge gate (ADR-0008 "Pull-request review versus merge authorization"): review evidence is not a merge.
+"""The merge gate (docs/review.md "attest merge-gate check"): review evidence is not a merge.
 
 :func:`merge_gate_check` (``attest merge-gate check``) authorizes only a complete review record
 for the exact current head (re-read from the host), with no blocking finding, plus a signed

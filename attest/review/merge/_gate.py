@@ -1,4 +1,4 @@
-"""`attest merge-gate check` (ADR-0008 "Pull-request review versus merge authorization").
+"""`attest merge-gate check` (docs/review.md "attest merge-gate check").
 
 Merge authorization is its own context: a review result is evidence, never a merge. The gate
 authorizes only when every piece holds, and explains every piece that does not:

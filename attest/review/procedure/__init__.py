@@ -1,4 +1,4 @@
-"""The review procedure's guards after the handoff (ADR-0008 "Review procedure", "Review output binding").
+"""The review procedure's guards after the handoff (docs/review.md "attest review start" and what follows it).
 
 :func:`review_start` (``attest review start``) verifies the handoff, asks the host again and
 requires the same repository, pull request and base, checks the frozen base against the base

@@ -1,4 +1,4 @@
-"""Review output binding (ADR-0008 "Review output binding"): the two projections a review uses, judged (pure).
+"""Review output binding (docs/review.md "Output bindings"): the two projections a review uses, judged (pure).
 
 The invocation names two repository-relative paths of the frozen trusted base: the
 provider-neutral semantic projection (``--semantic``) and the adapter projection (``--adapter``).

@@ -1,4 +1,4 @@
-"""`attest review recheck` (docs/review.md "review recheck"; ADR-0008 "Review procedure").
+"""`attest review recheck` (docs/review.md "attest review recheck").
 
 :func:`recheck_review` reads a review state strictly (:func:`load_review_state`), asks the host
 again through the adapter the state records, re-reads base and head from GITDIR's objects,

@@ -1,4 +1,4 @@
-"""The frozen root a review state names, established again (recheck and serialize; ADR-0008 "Review procedure").
+"""The frozen root a review state names, established again (docs/review.md "attest review recheck", repeated by serialize).
 
 A review's analysis used four frozen images and two retained projections. Before a recheck can
 say ``proceed`` (and so before anything is serialized) :func:`reestablish_root` takes each image

@@ -1,4 +1,4 @@
-"""`attest review serialize` (docs/review.md "review serialize"; ADR-0008 "Review output binding", "Platform adapter").
+"""`attest review serialize` (docs/review.md "attest review serialize"; the adapter's rules: docs/policy.md "The renderers").
 
 :func:`serialize_review` runs these steps in order; a failure raises and nothing is written:
 

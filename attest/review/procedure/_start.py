@@ -1,4 +1,4 @@
-"""`attest review start` (docs/review.md "review start"; ADR-0008 "Review procedure", "Review output binding").
+"""`attest review start` (docs/review.md "attest review start", its bindings: "Output bindings").
 
 :func:`review_start` runs these steps in order; a failure raises and nothing after it runs:
 

@@ -91,7 +91,8 @@ def test_every_json_command_has_a_case() -> None:
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
-    rc = main([*argv, "--json"])
+    # --json is attest's word only before "--" (after it, the command's).
+    rc = main([*argv[:argv.index("--")], "--json", *argv[argv.index("--"):]] if "--" in argv else [*argv, "--json"])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1, lines
     doc = json.loads(lines[0])

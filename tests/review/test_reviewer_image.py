@@ -191,7 +191,8 @@ def test_every_refusal_leaves_the_review_runnable(dep: Any, repo: Repo, reviewer
          {"reviewer": reviewer.other_identity, "reviewer_attestation": reviewer.other_attestation}, ["bin/review"],
          ["NOT_IN_STORE"]),
         ("a relative program without a reviewer image", {}, ["bin/review"], ["BAD_EXEC_ENV"]),
-        ("a bare program name without a reviewer image", {}, ["review"], ["BAD_EXEC_ENV"]),
+        ("a bare program name that is not on the PATH", {}, ["no-such-review-program"], ["BAD_EXEC_ENV"]),
+        ("a bare program name that is not on the PATH, with a reviewer image", ok, ["review"], ["BAD_EXEC_ENV"]),
         ("a program leaving the image", ok, ["../x"], ["BAD_EXEC_ENV"]),
         ("a program leaving the image from inside", ok, ["bin/../../x"], ["BAD_EXEC_ENV"]),
         ("an empty component", ok, ["bin//review"], ["BAD_EXEC_ENV"]),
@@ -244,3 +245,17 @@ def test_a_dollar_program_that_names_no_image_is_refused_before_the_claim(dep: A
     err = fails(lambda: run(dep, reviewer, s, review, out, ["$HOME/review"]), AttestError)
     assert codes(err) == ["BAD_EXEC_ENV"], [str(f) for f in err.findings]
     assert not (dep.state / "results" / f"{review}.json").exists()
+
+
+@pytest.mark.parametrize(("argv", "reviewer", "want"), [
+    (["sh", "-c", "true"], None, ["sh", "-c", "true"]),                        # a bare name: the run's fixed PATH
+    (["sh", "-c", "true"], "/s/store/x/tree", ["sh", "-c", "true"]),
+    (["/bin/sh"], "/s/store/x/tree", ["/bin/sh"]),                              # absolute: as it is
+    (["$ATTEST_IMAGE_REVIEWER/bin/review"], "/s/store/x/tree", ["$ATTEST_IMAGE_REVIEWER/bin/review"]),
+    (["bin/review", "a"], "/s/store/x/tree", ["/s/store/x/tree/bin/review", "a"]),  # a path: inside the image
+    (["./bin/review"], "/s/store/x/tree", ["/s/store/x/tree/bin/review"]),
+])
+def test_which_program_a_reviewer_command_names(argv: list[str], reviewer: str | None, want: list[str]) -> None:
+    from attest.review.handoff import reviewer_command
+
+    assert reviewer_command(argv, reviewer) == want

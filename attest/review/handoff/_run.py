@@ -535,10 +535,15 @@ def verify_reviewer_image(identity: str, attestation: str | os.PathLike[str] | N
 
 
 def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str]:
-    """``argv`` with a relative program (``bin/review``) resolved in the reviewer image at ``reviewer_path`` (pure).
+    """``argv`` with a relative program (``bin/review``) resolved in the reviewer image at ``reviewer_path``.
+
+    An absolute path and a ``$ATTEST_IMAGE_<NAME>/...`` reference stay as they are; a bare name
+    (``sh``) is a program of the run's fixed PATH and must be there; a relative path with a ``/``
+    names a program of the reviewer image.
 
     Raises:
-        InputError: ``BAD_EXEC_ENV`` for a relative program without a reviewer image, or one that leaves it.
+        InputError: ``BAD_EXEC_ENV`` for a bare name not on the PATH, a relative path without a
+            reviewer image, or one that leaves it.
     """
     from ...errors import InputError
     from ...freeze import FreezeCode
@@ -553,6 +558,15 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
     if program.startswith("$"):
         raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r}: no shell expands it; a program is an absolute path, "
                          "$ATTEST_IMAGE_<NAME>/..., or (with --reviewer) a path inside the reviewer image")
+    if "/" not in program:  # a bare name (sh, python3): found on the run's fixed PATH, as exec finds it
+        import shutil
+
+        from ...freeze._exec import DEFAULT_PATH
+
+        if shutil.which(program, path=DEFAULT_PATH) is None:
+            raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is not a program on the reviewer's PATH ({DEFAULT_PATH}); "
+                             "name one of the reviewer image by its path inside it (bin/review) or give an absolute path")
+        return list(argv)
     if reviewer_path is None:
         raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is a relative program: it names a program of the reviewer "
                          "image, and no --reviewer was given (or give an absolute path)")

@@ -44,6 +44,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -394,7 +395,8 @@ def parse_run_record(data: bytes, where: str) -> RunRecord:
 def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
     """Claim the one run of ``state``: create ``STATE/results/<id>.json`` exclusively (``running``), before the reviewer starts.
 
-    Exclusive creation (``O_EXCL``) through descriptors of the private state directory: of two
+    Exclusive creation (a whole file linked to the name, which fails if it exists) through
+    descriptors of the private state directory, so no reader sees a claim without content: of two
     runs of one review started at once, exactly one claims it; a second run, whatever the first's
     outcome (and also while it runs, or after it was interrupted), is refused.
 
@@ -415,24 +417,32 @@ def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
         dfd = open_sub(state_fd, RESULTS_DIR, os.path.join(state_dir, RESULTS_DIR))
     finally:
         os.close(state_fd)
+    # Written whole under a private name first, then linked to the claim's name (link fails if it
+    # exists, as O_EXCL does): a reader never sees a claim without its content.
+    temp = f".claim-{os.getpid()}-{secrets.token_hex(8)}.tmp"
     try:
         try:
-            fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)
-        except FileExistsError as e:
-            raise VerificationError(SerializeCode.REVIEW_ALREADY_RUN, f"review {state.review} was run already (or is running): "
-                                    "one review, one analysis; its outcome stands (a new head is a new review)", where) from e
-        except OSError as e:
-            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
-        try:
+            fd = os.open(temp, O_NEW, 0o600, dir_fd=dfd)
             try:
                 write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.fsync(dfd)
-        except OSError as e:  # nothing ran yet: the half-written claim is removed
-            os.unlink(name, dir_fd=dfd)
+        except OSError as e:
             raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
+        try:
+            os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        except FileExistsError as e:
+            raise VerificationError(SerializeCode.REVIEW_ALREADY_RUN, f"review {state.review} was run already (or is running): "
+                                    "one review, one analysis; its outcome stands (a new head is a new review)", where) from e
+        except OSError as e:
+            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
+        finally:
+            try:
+                os.unlink(temp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+        os.fsync(dfd)
     finally:
         os.close(dfd)
     return where

@@ -271,6 +271,38 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def create_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Create ``name`` in the directory ``dfd`` holding exactly ``data``, only if it does not exist; durably.
+
+    The bytes are written whole to a new temp file (``O_EXCL``, no link followed), fsynced and
+    then linked to ``name`` (``link`` fails if ``name`` exists, as ``O_EXCL`` does), so no reader
+    ever sees ``name`` without all of its content; the temp name is removed and the directory
+    fsynced.
+
+    Raises:
+        FileExistsError: ``name`` exists (nothing was changed).
+        OSError: any other step fails (``name`` was not created).
+    """
+    import secrets
+
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = os.open(tmp, O_NEW, mode, dir_fd=dfd)
+        try:
+            os.fchmod(fd, mode)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+    os.fsync(dfd)
+
+
 def replace_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     """Make ``name`` in the directory ``dfd`` hold exactly ``data``, atomically and durably.
 

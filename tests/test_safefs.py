@@ -193,3 +193,23 @@ def test_open_listed_at_lets_a_vanished_entry_say_so(listed_dir: tuple[int, Path
     os.unlink(root / "e")
     with pytest.raises(FileNotFoundError):
         open_listed_at(fd, "e", listed)
+
+
+def test_create_at_writes_whole_once_and_never_over_what_is_there(tmp_path: Path) -> None:
+    from attest._safefs import O_DIR, create_at
+
+    dfd = os.open(tmp_path, O_DIR)
+    try:
+        create_at(dfd, "claim.json", b'{"outcome": "running"}', mode=0o600)
+        assert (tmp_path / "claim.json").read_bytes() == b'{"outcome": "running"}'
+        assert (tmp_path / "claim.json").stat().st_mode & 0o777 == 0o600
+        with pytest.raises(FileExistsError):
+            create_at(dfd, "claim.json", b"other")
+        assert (tmp_path / "claim.json").read_bytes() == b'{"outcome": "running"}'
+        (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+        with pytest.raises(FileExistsError):  # a planted link is something that is there: never followed
+            create_at(dfd, "link", b"x")
+        assert not (tmp_path / "elsewhere").exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.json", "link"]  # no temp file left
+    finally:
+        os.close(dfd)

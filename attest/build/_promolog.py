@@ -37,7 +37,6 @@ import errno
 import hashlib
 import os
 import re
-import secrets
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -358,7 +357,7 @@ def append_entry(pins_path: str, number: int, data: bytes) -> str:
             the promotion); ``PROMOTION_LOG_UNEXPECTED_FILE`` (the log path is a link or a file).
         InputError: ``BAD_OUTPUT_PATH`` (the log directory cannot be created or written).
     """
-    from .._safefs import O_DIR, O_NEW, write_all
+    from .._safefs import O_DIR, create_at
 
     where = log_path(pins_path)
     name = entry_name(number)
@@ -374,27 +373,14 @@ def append_entry(pins_path: str, number: int, data: bytes) -> str:
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise VerificationError(PromotionCode.PROMOTION_LOG_UNEXPECTED_FILE, "the promotion log is not a directory", where) from e
         raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot open the promotion log: {e.strerror}", where) from e
-    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
     try:
         try:
-            fd = os.open(tmp, O_NEW, 0o444, dir_fd=dfd)
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            create_at(dfd, name, data, mode=0o444)
         except FileExistsError as e:
             raise VerificationError(PromotionCode.PROMOTION_LOG_CONFLICT, f"log entry {name} appeared during the promotion (another "
                                     "promotion?); nothing written", os.path.join(where, name)) from e
         except OSError as e:
             raise InputError(CommonCode.BAD_OUTPUT_PATH, f"cannot write the log entry: {e.strerror}", os.path.join(where, name)) from e
-        finally:
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except FileNotFoundError:
-                pass
-        os.fsync(dfd)
     finally:
         os.close(dfd)
     return os.path.join(where, name)

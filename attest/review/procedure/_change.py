@@ -420,17 +420,15 @@ def _open_dir(top: int, rel: str) -> int:
     return fd
 
 
-def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadTree) -> list[tuple[str, str, int, str | None]]:
-    """Write the image's files below the empty private directory ``root``; return the head entries written.
+def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadTree) -> None:
+    """Write the image's files below the empty private directory ``root`` (the inventory they must match is the caller's).
 
     One directory descriptor at a time (the one being written into, opened again from ``root``
     when that changes): a head of any number of directories never runs out of descriptors.
     """
     from ..._safefs import O_DIR
 
-    written: list[tuple[str, str, int, str | None]] = []
     dirs: list[str] = [HEAD_DIR, "projections"]
-    total = 0
     top = os.open(root, O_DIR)
     current_rel: str | None = None  # the directory being written into, and its descriptor
     current_fd = -1
@@ -457,15 +455,9 @@ def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadT
             if mode == MODE_TREE:
                 os.mkdir(name, 0o700, dir_fd=pfd)
                 dirs.append(f"{HEAD_DIR}/{path}")
-                written.append((path, mode, 0, None))
                 continue
-            _, data = git.read_object(oid, "blob", path=path)
-            total += len(data)
-            if total > MAX_HEAD_BYTES:
-                raise VerificationError(ReviewStartCode.REVIEW_CHANGE_TOO_LARGE, f"the head tree holds more than {MAX_HEAD_BYTES} "
-                                        "bytes of files", path)
+            _, data = git.read_object(oid, "blob", path=path)  # re-hashed; its size was bounded by prepare_change
             _write_new(pfd, name, data, EXEC_MODE if mode == MODE_EXEC else FILE_MODE)
-            written.append((path, mode, len(data), hashlib.sha256(data).hexdigest()))
         for rel in dirs:  # directory modes last, so a read-only directory never blocks its children
             fd = _open_dir(top, rel)
             try:
@@ -476,7 +468,6 @@ def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadT
         if current_fd >= 0:
             os.close(current_fd)
         os.close(top)
-    return written
 
 
 def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, prepared: PreparedChange, *, backend: str | None) -> Any:

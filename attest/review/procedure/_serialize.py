@@ -44,7 +44,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -405,7 +404,7 @@ def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
     """
     from ..._json import canonical_bytes
-    from ..._safefs import O_NEW, write_all
+    from ..._safefs import create_at
     from ...freeze._state import open_state, open_sub
     from ._codes import ReviewStartCode
 
@@ -417,32 +416,14 @@ def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
         dfd = open_sub(state_fd, RESULTS_DIR, os.path.join(state_dir, RESULTS_DIR))
     finally:
         os.close(state_fd)
-    # Written whole under a private name first, then linked to the claim's name (link fails if it
-    # exists, as O_EXCL does): a reader never sees a claim without its content.
-    temp = f".claim-{os.getpid()}-{secrets.token_hex(8)}.tmp"
     try:
         try:
-            fd = os.open(temp, O_NEW, 0o600, dir_fd=dfd)
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
-        try:
-            os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            create_at(dfd, name, data)  # written whole, then linked: no reader sees a claim without its content
         except FileExistsError as e:
             raise VerificationError(SerializeCode.REVIEW_ALREADY_RUN, f"review {state.review} was run already (or is running): "
                                     "one review, one analysis; its outcome stands (a new head is a new review)", where) from e
         except OSError as e:
             raise EnvironmentFailure(ReviewStartCode.REVIEW_STATE_FAILED, f"cannot claim the run: {e.strerror}", where) from e
-        finally:
-            try:
-                os.unlink(temp, dir_fd=dfd)
-            except FileNotFoundError:
-                pass
-        os.fsync(dfd)
     finally:
         os.close(dfd)
     return where

@@ -25,7 +25,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -243,8 +243,18 @@ def parse_next_link(values: list[str]) -> str | None:
     return found[0] if found else None
 
 
+def _api_message(body: bytes) -> str:
+    """``: MESSAGE`` of a JSON error answer (GitHub's ``{"message": ...}``), printable and short, else nothing."""
+    try:
+        doc = json.loads(body[:65536])
+    except ValueError:
+        return ""
+    message = doc.get("message") if isinstance(doc, dict) else None
+    return f": {_printable(message, 200)}" if isinstance(message, str) and message else ""
+
+
 class GitHubClient:
-    """GET-only JSON client bound to one API origin.
+    """A JSON client bound to one API origin: reads, and the few writes the platform adapter makes (:meth:`send`).
 
     Raises:
         InputError: from the constructor: ``BAD_CONFIG`` (an ``--api-url`` that is not an
@@ -288,6 +298,15 @@ class GitHubClient:
 
     def _request(self, method: str, target: str, payload: bytes | None) -> tuple[Any, str | None]:
         """One request on the origin, read under one deadline: (parsed JSON, next-page URL or None)."""
+        status, value, links = self._exchange(method, target, payload, ok=(200,))
+        return value, parse_next_link(links)
+
+    def _exchange(self, method: str, target: str, payload: bytes | None, *, ok: Collection[int]) -> tuple[int, Any, list[str]]:
+        """One request on the origin, read under one deadline: (status, parsed JSON, Link values).
+
+        A status outside ``ok`` fails (``HTTP_STATUS``, with the API's ``message`` when it sent one);
+        a redirect is such a status, never followed.
+        """
         lim = self.limits
         self.requests.append(target if method == "GET" else f"{method} {target}")
         headers = {
@@ -332,15 +351,25 @@ class GitHubClient:
             raise self._fail(C.HTTP_ERROR, f"{method} {target}: {type(e).__name__}: {_printable(str(e), 200)}") from e
         finally:
             conn.close()
-        if status != 200:
-            raise self._fail(C.HTTP_STATUS, f"{method} {target}: HTTP {status}")
+        if status not in ok:
+            raise self._fail(C.HTTP_STATUS, f"{method} {target}: HTTP {status}{_api_message(b''.join(chunks))}")
         if content_type.split(";", 1)[0].strip().lower() != "application/json":
             raise self._fail(C.RESPONSE_NOT_JSON, f"{method} {target}: Content-Type {_printable(content_type, 80)!r} is not application/json")
         try:
             value = loads_strict(b"".join(chunks), what=f"response to {method} {target}", max_bytes=lim.max_page_bytes)
         except InputError as e:
             raise self._fail(C.RESPONSE_NOT_JSON, e.detail) from e
-        return value, parse_next_link(links)
+        return status, value, links
+
+    def send(self, method: str, path: str, body: Any, *, ok: Collection[int]) -> tuple[int, Any]:
+        """One write (``POST``, ``PUT``) of ``body`` as JSON to ``path``: (status, parsed JSON answer), for a status in ``ok``.
+
+        Nothing is retried: an answer that never came fails ``HTTP_ERROR``, and the caller,
+        not this client, decides how to find out whether the write took effect.
+        """
+        payload = json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        status, value, _ = self._exchange(method, self.target(path), payload, ok=ok)
+        return status, value
 
     # ------------------------------------------------------------------ API shapes
     def target(self, path: str) -> str:

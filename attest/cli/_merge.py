@@ -7,42 +7,119 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, checked_output, existing_directory, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, checked_output, existing_directory, flag, new_group, option, print_json
+
+RecordOption = option(..., "--record", metavar="FILE", help="The signed review record `attest review serialize` wrote.")
+PolicyOption = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): who may sign review records and CI results.")
+CiOption = option([], "--ci", metavar="FILE", help="A signed CI result (`attest merge-gate ci-result`). Repeatable.")
+RequireCheckOption = option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
+                            "for the exact head. Repeatable; at least one.")
+PrOption = option(None, "--pr", metavar="N", help="With --github: the pull request number.")
+TokenEnvOption = option(None, "--token-env", metavar="NAME", help="With --github: the environment variable "
+                        "holding the API token, never printed.")
+ApiUrlOption = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL.")
+TrustedProducerOption = option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
+                               "require `attest evidence trusted-producer` evidence from this App login.")
+GateStateDirOption = option(..., "--state-dir", metavar="DIR", help="The deployment's state directory, always read: every "
+                            "review record (each must verify) and every review run there of this head counts (one with "
+                            "blocking findings, or still running, keeps the head blocked, whatever record is given).")
 
 
 def register(app: typer.Typer) -> None:
     sub = new_group("merge-gate", "Merge authorization: a complete signed review of the exact head, and exact-head CI, never a provider review alone.")
     sub.command("check")(check)
+    sub.command("merge")(merge)
     sub.command("ci-result")(ci_result)
     app.add_typer(sub, name="merge-gate")
 
 
 def check(
-    record: Path = option(..., "--record", metavar="FILE", help="The signed review record `attest review serialize` wrote."),
-    policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): who may sign review records and CI results."),
-    ci: list[Path] = option([], "--ci", metavar="FILE", help="A signed CI result (`attest merge-gate ci-result`). Repeatable."),
-    require_check: list[str] = option([], "--require-check", metavar="NAME", help="A CI check that must have succeeded "
-                                            "for the exact head. Repeatable; at least one."),
+    record: Path = RecordOption,
+    policy: Path = PolicyOption,
+    ci: list[Path] = CiOption,
+    require_check: list[str] = RequireCheckOption,
     identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
                                             "\"The identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
-                                         "from the REST API (needs --pr)."),
-    pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),
-    token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With --github: the environment variable "
-                                            "holding the API token, never printed."),
-    api_url: Optional[str] = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL."),
-    trusted_producer_app: Optional[str] = option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
-                                                       "require `attest evidence trusted-producer` evidence from this App login."),
-    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="The deployment's state directory, always read: every "
-                                   "review record (each must verify) and every review run there of this head counts (one with "
-                                   "blocking findings, or still running, keeps the head blocked, whatever record is given)."),
+                                         "from the REST API (needs --pr); the gate then also requires no unresolved review "
+                                         "thread, a mergeable pull request and the head unchanged on a final read."),
+    pr: Optional[int] = PrOption,
+    token_env: Optional[str] = TokenEnvOption,
+    api_url: Optional[str] = ApiUrlOption,
+    trusted_producer_app: Optional[str] = TrustedProducerOption,
+    state_dir: Path = GateStateDirOption,
+    publish_status: bool = flag("--publish-status", help="With --github: post the decision as the `attest/merge-gate` commit "
+                                "status on the exact head (success only when authorized; else failure, or pending when only "
+                                "time can clear it), also when the gate cannot decide."),
     json_mode: bool = JsonOption,
 ) -> None:
     """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
+    from ..errors import InputError
+    from ..review.bootstrap import BootstrapCode
+
+    if publish_status and github is None:
+        raise InputError(BootstrapCode.BAD_HOST_OPTIONS, "--publish-status posts to GitHub: it needs --github and --pr")
+    gate, status = _run_gate(record=record, policy=policy, ci=ci, require_check=require_check, identity=identity, github=github,
+                             pr=pr, token_env=token_env, api_url=api_url, trusted_producer_app=trusted_producer_app,
+                             state_dir=state_dir, publish_status=publish_status)
+    _render_gate(gate, status, json_mode)
+
+
+def merge(
+    record: Path = RecordOption,
+    policy: Path = PolicyOption,
+    ci: list[Path] = CiOption,
+    require_check: list[str] = RequireCheckOption,
+    github: str = option(..., "--github", metavar="OWNER/NAME", help="The repository on GitHub (needs --pr)."),
+    pr: int = option(..., "--pr", metavar="N", help="The pull request number."),
+    token_env: Optional[str] = TokenEnvOption,
+    api_url: Optional[str] = ApiUrlOption,
+    trusted_producer_app: Optional[str] = TrustedProducerOption,
+    state_dir: Path = GateStateDirOption,
+    method: str = option("merge", "--method", metavar="METHOD", help="merge (a merge commit) or squash; never rebase."),
+    json_mode: bool = JsonOption,
+) -> None:
+    """Run the gate on GitHub and, only when it authorizes, merge pinned to the exact head, then check the merge commit."""
+    from ..errors import VerificationError
+    from ..review.platform import merge_pull_request
+
+    gate, _ = _run_gate(record=record, policy=policy, ci=ci, require_check=require_check, identity=None, github=github, pr=pr,
+                        token_env=token_env, api_url=api_url, trusted_producer_app=trusted_producer_app, state_dir=state_dir,
+                        publish_status=False)
+    if not gate.authorized:
+        _render_gate(gate, None, json_mode)  # raises: not authorized, nothing merged
+    platform = _platform(github, pr, token_env, api_url)
+    try:
+        merged = merge_pull_request(gate, platform, base=gate.base, method=method)
+    except VerificationError as e:
+        raise ReportedFailure(e, document={"ok": False, "merged": False, "head": gate.head, "errors": [f.to_json() for f in e.findings]},
+                              text=f"NOT MERGED: head {gate.head}\n" + "".join(f"  {f.code}: {f.detail}\n" for f in e.findings)) from e
+    if json_mode:
+        print_json(merged.to_json())
+        return
+    print(f"MERGED: {github} pull request {pr}, head {merged.head} into base {merged.base} by {merged.method} commit {merged.sha}")
+    print(f"  post-merge check: parents and tree ({merged.tree}) are the reviewed head merged into the base")
+
+
+def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[str]) -> Any:
+    import os
+
+    from ..review.bootstrap import GitHubIdentity, host_adapter
+    from ..review.platform import GitHubPlatform
+
+    host = host_adapter(identity=None, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
+    assert isinstance(host, GitHubIdentity)  # --github given, so the adapter is GitHub's
+    return GitHubPlatform.for_host(host)
+
+
+def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list[str], identity: Optional[Path],
+              github: Optional[str], pr: Optional[int], token_env: Optional[str], api_url: Optional[str],
+              trusted_producer_app: Optional[str], state_dir: Path, publish_status: bool) -> tuple[Any, Any]:
+    """The gate's decision (and its posted status): the one call of merge_gate_check for check and merge."""
     import os
 
     from ..attestation import load_policy
-    from ..errors import InputError, VerificationError
+    from ..errors import AttestError, InputError
     from ..review.bootstrap import BootstrapCode, host_adapter
     from ..review.merge import merge_gate_check
 
@@ -57,14 +134,50 @@ def check(
         config = TrustConfig(repo=github, pr=pr, app_login=trusted_producer_app, workflow=DEFAULT_WORKFLOW, job=DEFAULT_JOB)
         token = os.environ.get(token_env) if token_env else None
         producer = github_trusted_producer(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits()))
+    platform = _platform(github, pr, token_env, api_url) if github is not None and pr is not None else None
+    host_facts = None
+    if platform is not None:
+        from ..review.platform import github_gate_facts
 
+        host_facts = github_gate_facts(platform)
     existing_directory(state_dir)
-    gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
-                            state_dir=state_dir, trusted_producer=producer)
+    try:
+        gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
+                                state_dir=state_dir, trusted_producer=producer, host_facts=host_facts)
+    except AttestError as e:
+        if publish_status and platform is not None:
+            _status_of_error(platform, e)
+        raise
+    status = None
+    if publish_status and platform is not None:
+        from ..review.platform import publish_gate_status
+
+        status = publish_gate_status(platform, gate.head, gate.authorized, gate.findings)
+    return gate, status
+
+
+def _status_of_error(platform: Any, error: Any) -> None:
+    """The gate could not decide: say so on the pull request's current head (failure), then the error goes on."""
+    from ..errors import AttestError
+    from ..review.platform import publish_gate_status
+
+    try:
+        publish_gate_status(platform, platform.pull().head_sha, False, error.findings)
+    except AttestError as e:
+        error.findings = (*error.findings, *e.findings)  # the gate's own failure first; the status's after it
+
+
+def _render_gate(gate: Any, status: Any, json_mode: bool) -> None:
+    from ..errors import VerificationError
+
     doc = gate.to_json()
+    if status is not None:
+        doc["status"] = status.to_json()
     lines = [f"{'AUTHORIZED' if gate.authorized else 'NOT AUTHORIZED'}: review {gate.record.review} ({gate.record.status}) "
              f"for head {gate.head}"]
     lines += [f"  {f.code}: {f.detail}" for f in gate.findings]
+    if status is not None:
+        lines.append(f"  status {status.to_json()['context']} = {status.state} on {status.sha}")
     if not gate.authorized:
         raise ReportedFailure(VerificationError(findings=gate.findings), document={**doc, "errors": doc["findings"]},
                               text="\n".join(lines) + "\n")

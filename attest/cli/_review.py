@@ -21,6 +21,7 @@ from ._app import (
     print_json,
 )
 from ._freeze import EnvOption, StateDirOption, parse_env_options
+from ._publish import publish_review
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,7 @@ def register(app: typer.Typer) -> None:
     sub.command("serialize")(serialize_review)
     sub.command("exec", context_settings={"allow_interspersed_args": False})(exec_review)
     sub.command("agent", context_settings={"allow_interspersed_args": False})(agent_command)
+    sub.command("publish")(publish_review)
     sub.command("stand-in")(stand_in)
     app.add_typer(sub, name="review")
 

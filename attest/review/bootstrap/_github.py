@@ -79,9 +79,9 @@ class GitHubIdentity:
             problems.append("--pr must be a positive JSON-safe integer")
         if problems:
             raise InputError(findings=[Finding(BootstrapCode.BAD_HOST_OPTIONS, None, p) for p in problems])
-        self._client()  # the URL and the token, judged now
+        self.client()  # the URL and the token, judged now
 
-    def _client(self) -> GitHubClient:
+    def client(self) -> GitHubClient:
         try:
             return GitHubClient(self.api_url, token=self.token, limits=self.limits)
         except InputError as e:  # the client's own judgement of --api-url and the token (it never quotes the token)
@@ -93,7 +93,7 @@ class GitHubIdentity:
     # ------------------------------------------------------------------ reading
     def resolve(self) -> HostIdentity:
         """Read the repository, the pull request and the base commit (in that order, every time)."""
-        client = self._client()
+        client = self.client()
         repo_path = f"/repos/{self.full_name}"
 
         # 1. The repository: its stable id, and the name the API spells it with.

@@ -25,7 +25,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -298,7 +298,7 @@ class GitHubClient:
 
     def _request(self, method: str, target: str, payload: bytes | None) -> tuple[Any, str | None]:
         """One request on the origin, read under one deadline: (parsed JSON, next-page URL or None)."""
-        status, value, links = self._exchange(method, target, payload, ok=(200,))
+        _status, value, links = self._exchange(method, target, payload, ok=(200,))
         return value, parse_next_link(links)
 
     def _exchange(self, method: str, target: str, payload: bytes | None, *, ok: Collection[int]) -> tuple[int, Any, list[str]]:
@@ -387,6 +387,20 @@ class GitHubClient:
         GitHub Enterprise Server's ``/api/v3``."""
         base = self._base_path
         return (base[: -len("/v3")] if base.endswith("/api/v3") else base) + "/graphql"
+
+    def graphql(self, query: str, variables: Mapping[str, Any]) -> Any:
+        """One GraphQL query: its ``data``. Any entry in ``errors`` fails (``GRAPHQL_ERROR``: GraphQL answers errors with HTTP 200)."""
+        target = self.graphql_target()
+        payload = json.dumps({"query": query, "variables": dict(variables)}, sort_keys=True).encode()
+        value, _ = self._request("POST", target, payload)
+        errors = value.get("errors") if isinstance(value, dict) else None
+        if errors:
+            first = errors[0] if isinstance(errors, list) and errors else errors
+            message = first.get("message") if isinstance(first, dict) else first
+            raise self._fail(C.GRAPHQL_ERROR, f"POST {target}: {_printable(str(message), 200)}")
+        if not isinstance(value, dict) or "data" not in value:
+            raise self._fail(C.RESPONSE_SHAPE, f"POST {target}: the answer has no data")
+        return value["data"]
 
     def get_nodes(self, ids: Sequence[str], selection: str, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
         """The GraphQL nodes with these ids, in order, each parsed (``nodes(ids:)``, 100 per query).

@@ -28,6 +28,7 @@ from ._gate import (
     parse_review_record,
     record_confined,
     sign_ci_result,
+    verify_review_record,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "parse_review_record",
     "record_confined",
     "sign_ci_result",
+    "verify_review_record",
 ]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from ...errors import Finding, InputError, VerificationError
 from ._codes import MergeGateCode
 
 if TYPE_CHECKING:
+    from ..bootstrap import HostIdentity
     from ..procedure import RunRecord
 
 CI_RESULT_PREDICATE = "https://attest.dev/ci-result/v1"
@@ -247,7 +248,8 @@ class MergeDecision:
 
 def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], required_checks: Sequence[str], *,
                  same_head: Sequence[ReviewRecord], runs: Sequence[RunRecord],
-                 trusted_producer: tuple[str, str | None] | None = None) -> MergeDecision:
+                 trusted_producer: tuple[str, str | None] | None = None,
+                 host_findings: Sequence[Finding] = ()) -> MergeDecision:
     """The merge decision (pure): every piece of the module docstring, every failing one a finding.
 
     ``now`` is the host's :class:`~attest.review.bootstrap.HostIdentity` read after the record;
@@ -257,7 +259,9 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
     there) are required: one of the current head commit in this repository, whatever pull
     request carried it, with blocking findings keeps the head blocked, and so does a failed one
     and a run of that head still ``running`` (its outcome unknown). Another repository's never
-    count.
+    count. ``host_findings`` are what only the hosting platform knows (unresolved threads,
+    mergeability, a head that moved on its final read: ``attest.review.platform``), decided
+    there and counted here like every other missing piece.
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK`` when ``required_checks`` is empty.
@@ -334,6 +338,7 @@ def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], require
         elif evaluated != now.head_sha:
             found.append(Finding(MergeGateCode.MERGE_TRUSTED_PRODUCER_MISSING, None, f"the trusted-producer evidence was "
                                  f"evaluated for the head {evaluated}, not {now.head_sha}"))
+    found += host_findings
     if found:
         return MergeDecision(False, tuple(found))
     return MergeDecision(True, (Finding(MergeGateCode.MERGE_AUTHORIZED, None, f"a complete review with no blocking finding and "
@@ -356,6 +361,7 @@ class MergeGate:
     record: ReviewRecord
     head: str
     ci: tuple[CiResult, ...]
+    base: str = ""
 
     @property
     def authorized(self) -> bool:
@@ -373,7 +379,28 @@ class MergeGate:
                        for c in self.ci]}
 
 
+def verify_review_record(path: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, dict[str, Any]]:
+    """A review record verified under TRUST (by signers named for its type) and parsed: (the record, its statement).
+
+    Raises:
+        VerificationError: the attestation codes, ``SIGNER_NOT_FOR_PREDICATE``, ``BAD_PREDICATE_TYPE``,
+            ``MERGE_RECORD_MALFORMED``.
+        InputError: an unreadable file.
+    """
+    from ..procedure import REVIEW_RECORD_PREDICATE
+
+    statement, digest = _verified_statement(path, policy, REVIEW_RECORD_PREDICATE)
+    predicate = statement["predicate"]
+    record = replace(parse_review_record(predicate, digest, os.fspath(path)), confined=record_confined(predicate))
+    return record, statement
+
+
 def _verified(path: str | os.PathLike[str], policy: Any, predicate_type: str) -> tuple[Any, str]:
+    statement, digest = _verified_statement(path, policy, predicate_type)
+    return statement["predicate"], digest
+
+
+def _verified_statement(path: str | os.PathLike[str], policy: Any, predicate_type: str) -> tuple[dict[str, Any], str]:
     from ...attestation import AttestationCode, verify_attestation_file
 
     verified = verify_attestation_file(path, policy)
@@ -386,7 +413,7 @@ def _verified(path: str | os.PathLike[str], policy: Any, predicate_type: str) ->
     if len(explicit) < policy.threshold:
         raise VerificationError(AttestationCode.SIGNER_NOT_FOR_PREDICATE, f"{len(explicit)} of its signers are named in TRUST for "
                                 f"{predicate_type} (`predicates`); the merge gate needs {policy.threshold}", os.fspath(path))
-    return verified.statement["predicate"], verified.attestation_digest
+    return verified.statement, verified.attestation_digest
 
 
 def merge_gate_check(
@@ -398,6 +425,7 @@ def merge_gate_check(
     required_checks: Sequence[str],
     state_dir: str | os.PathLike[str],
     trusted_producer: Any = None,
+    host_facts: Callable[[HostIdentity], Sequence[Finding]] | None = None,
 ) -> MergeGate:
     """Verify the record and every CI result under TRUST, read the head's history, ask the host again, then :func:`decide_merge`.
 
@@ -407,7 +435,9 @@ def merge_gate_check(
     None, or a callable returning the evidence verdict's ``trusted`` value (``"true"``,
     ``"false"``, ``"unknown"``) and the head it was evaluated for
     (:func:`github_trusted_producer`); it is called after the record and CI results verified
-    and before the host's final read.
+    and before the host's final read. ``host_facts``: None, or a callable given the host's
+    identity read last, returning the platform's own findings (``attest.review.platform.github_gate_facts``:
+    threads, mergeability, and its own final read of the head).
 
     Raises:
         InputError: ``MERGE_NO_REQUIRED_CHECK``, unreadable files, the host adapter's codes.
@@ -416,13 +446,12 @@ def merge_gate_check(
             ``REVIEW_STATE_MALFORMED`` (a run record), ``STATE_SYMLINK``.
         EnvironmentFailure: the state directory's codes.
     """
-    from ..procedure import REVIEW_RECORD_PREDICATE, read_run_records
+    from ..procedure import read_run_records
 
     if not required_checks:
         raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check)")
     # 1. The review record, verified; nothing of it is read before.
-    predicate, digest = _verified(record, policy, REVIEW_RECORD_PREDICATE)
-    parsed = replace(parse_review_record(predicate, digest, os.fspath(record)), confined=record_confined(predicate))
+    parsed, _ = verify_review_record(record, policy)
     others = _state_records(state_dir, policy)
     runs = read_run_records(state_dir)
     results: list[CiResult] = []
@@ -432,8 +461,10 @@ def merge_gate_check(
     verdict = None if trusted_producer is None else trusted_producer()
     # 2. The host, asked last: the head that would be merged is the one decided on.
     now = host.resolve()
-    return MergeGate(decide_merge(parsed, now, results, required_checks, same_head=others, runs=runs, trusted_producer=verdict),
-                     parsed, now.head_sha, tuple(results))
+    extra = tuple(host_facts(now)) if host_facts is not None else ()
+    return MergeGate(decide_merge(parsed, now, results, required_checks, same_head=others, runs=runs, trusted_producer=verdict,
+                                  host_findings=extra),
+                     parsed, now.head_sha, tuple(results), now.base_sha)
 
 
 def _state_records(state_dir: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, ...]:
@@ -516,4 +547,5 @@ __all__ = [
     "parse_review_record",
     "record_confined",
     "sign_ci_result",
+    "verify_review_record",
 ]

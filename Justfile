@@ -1,8 +1,13 @@
 # Recipes run inside .venv (python3 bootstrap.py RECIPE sets it up).
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# Relative paths are the caller's: `verify` runs in the directory just was called from.
 state := env_var_or_default("ATTEST_STATE_DIR", ".attest-state")
 review_dir := env_var_or_default("ATTEST_REVIEW_DIR", "review-out")
+# This checkout's attest and Python by absolute path (bootstrap.py makes .venv), else PATH's.
+venv_bin := justfile_directory() / ".venv" / "bin"
+attest := if path_exists(venv_bin / "attest") == "true" { venv_bin / "attest" } else { "attest" }
+python := if path_exists(venv_bin / "python") == "true" { venv_bin / "python" } else { "python3" }
 backend := env_var_or_default("ATTEST_BACKEND", "immutable")
 reviewer_image := env_var_or_default("ATTEST_REVIEWER_IMAGE", "")
 reviewer_attestation := env_var_or_default("ATTEST_REVIEWER_ATTESTATION", "")
@@ -28,30 +33,34 @@ demo:
 # of the runtime image), ATTEST_REVIEWER_ENV (names of variables the reviewer gets, space-separated),
 # ATTEST_REVIEWER_NETWORK (non-empty: the host's network), ATTEST_SEMANTIC and ATTEST_ADAPTER (the two projections
 # of the trusted base; defaults below), ATTEST_REVIEW_DIR (handoff, result, payload and record;
-# default review-out), ATTEST_BACKEND (default immutable).
+# default review-out in the caller's directory), ATTEST_STATE_DIR (default .attest-state there),
+# ATTEST_BACKEND (default immutable). Relative paths are the caller's; a failing step prints its reason.
 # REPO and HOST reach attest as arguments, never as shell text.
 # The trusted review of a pull request: bootstrap, review start, the reviewer from the four frozen
 # images only, recheck, then serialize (which rechecks again immediately before it writes).
 [positional-arguments]
+[no-cd]
 verify REPO *HOST:
     mkdir -p -m 700 {{quote(review_dir)}}
-    attest bootstrap --pins {{quote(env_var('ATTEST_PINS'))}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+    {{quote(attest)}} bootstrap --pins {{quote(env_var('ATTEST_PINS'))}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
         --state-dir {{quote(state)}} --skill {{quote(env_var('ATTEST_SKILL'))}} \
         --installation {{quote(env_var('ATTEST_INSTALLATION'))}} --repo "$1" "${@:2}" \
         --key {{quote(env_var('ATTEST_KEY'))}} --backend {{quote(backend)}} -o {{quote(review_dir / "handoff.json")}}
-    attest review start --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+    {{quote(attest)}} review start --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
         --state-dir {{quote(state)}} --repo "$1" "${@:2}" --semantic {{quote(semantic)}} --adapter {{quote(adapter)}} \
-        --json > {{quote(review_dir / "start.json")}}
-    review="$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["review"])' {{quote(review_dir / "start.json")}})"; \
+        --json > {{quote(review_dir / "start.json")}} || { \
+        {{quote(python)}} -c 'import json, sys; sys.stderr.write("attest review start failed:\n" + "".join("  %s: %s\n" % (e["code"], e["detail"]) for e in json.load(open(sys.argv[1]))["errors"]))' {{quote(review_dir / "start.json")}}; \
+        exit 1; }
+    review="$({{quote(python)}} -c 'import json, sys; print(json.load(open(sys.argv[1]))["review"])' {{quote(review_dir / "start.json")}})"; \
     extra=(); \
     if [ -n {{quote(reviewer_image)}} ]; then extra+=(--reviewer {{quote(reviewer_image)}} --reviewer-attestation {{quote(reviewer_attestation)}}); fi; \
     read -ra names <<< {{quote(reviewer_env)}}; for name in "${names[@]}"; do extra+=(--env "$name"); done; \
     if [ -n {{quote(reviewer_network)}} ]; then extra+=(--network); fi; \
-    attest review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+    {{quote(attest)}} review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
         --state-dir {{quote(state)}} --review "$review" -o {{quote(review_dir / "result.json")}} "${extra[@]}" \
         -- /bin/sh -c {{quote(reviewer)}}; \
-    attest review recheck --state-dir {{quote(state)}} --review "$review"; \
-    attest review serialize --state-dir {{quote(state)}} --review "$review" --result {{quote(review_dir / "result.json")}} \
+    {{quote(attest)}} review recheck --state-dir {{quote(state)}} --review "$review"; \
+    {{quote(attest)}} review serialize --state-dir {{quote(state)}} --review "$review" --result {{quote(review_dir / "result.json")}} \
         --key {{quote(env_var('ATTEST_KEY'))}} -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}
 
 # Static checks: mypy --strict on the package, ruff on everything. Either failing fails CI.

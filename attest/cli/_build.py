@@ -34,8 +34,20 @@ UnisolatedOption = flag("--allow-network-unisolated",
                         help="Build even when no empty network namespace can be made (recorded in the output).")
 PythonOption = option(None, "--python", metavar="PATH", help="Interpreter to build for [default: the recipe's, else this one].")
 FormatOption = option("dsse", "--format", metavar="FORMAT", help="Attestation format: dsse or bundle.")
-RuntimeRecipeOption = option("builders/runtime.toml", "--runtime-recipe", metavar="FILE", help="The runtime recipe.")
-SkillRecipeOption = option("builders/skill.toml", "--skill-recipe", metavar="FILE", help="The skill recipe.")
+_HERE_OR_CHECKOUT = " (a default path is the current directory's, else this attest checkout's)"
+RuntimeRecipeOption = option("builders/runtime.toml", "--runtime-recipe", metavar="FILE", help="The runtime recipe" + _HERE_OR_CHECKOUT + ".")
+SkillRecipeOption = option("builders/skill.toml", "--skill-recipe", metavar="FILE", help="The skill recipe" + _HERE_OR_CHECKOUT + ".")
+
+
+def _default_path(value: str, default: str) -> str:
+    """``value``, except that the default, missing here, is the one beside this attest package (its checkout's builders/)."""
+    import os
+    from pathlib import Path
+
+    if value != default or os.path.exists(value):
+        return value
+    beside = Path(__file__).resolve().parents[2] / default
+    return str(beside) if beside.exists() else value
 SkillRevOption = option(None, "--skill-rev", metavar="SHA", help="Skill source SHA [default: --toolchain-rev].")
 InstallerRevOption = option(None, "--installer-rev", metavar="SHA", help="Installer SHA [default: --toolchain-rev].")
 
@@ -119,7 +131,7 @@ def _print_build(result: object, json_mode: bool) -> None:
 
 
 def build_runtime(
-    recipe: str = argument("builders/runtime.toml", metavar="RECIPE", help="The runtime recipe."),
+    recipe: str = argument("builders/runtime.toml", metavar="RECIPE", help="The runtime recipe" + _HERE_OR_CHECKOUT + "."),
     toolchain_rev: str = option(..., "--toolchain-rev", metavar="SHA", help="Full git SHA of the toolchain."),
     state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
@@ -134,13 +146,13 @@ def build_runtime(
     from ..build import run_build_runtime
 
     with working(f"building the runtime at {toolchain_rev[:12]}", json_mode):
-        result = run_build_runtime(recipe, toolchain_rev, _state(state_dir), cache=cache, key=key,
+        result = run_build_runtime(_default_path(recipe, "builders/runtime.toml"), toolchain_rev, _state(state_dir), cache=cache, key=key,
                                    allow_unisolated_network=allow_network_unisolated, python=python, fmt=fmt, freeze_backend=backend)
     _print_build(result, json_mode)
 
 
 def build_skill(
-    recipe: str = argument("builders/skill.toml", metavar="RECIPE", help="The skill recipe."),
+    recipe: str = argument("builders/skill.toml", metavar="RECIPE", help="The skill recipe" + _HERE_OR_CHECKOUT + "."),
     skill_rev: str = option(..., "--skill-rev", metavar="SHA", help="Full git SHA of the skill source."),
     installer_rev: Optional[str] = option(None, "--installer-rev", metavar="SHA", help="Full SHA of the installer [default: --skill-rev]."),
     state_dir: Optional[str] = StateDirOption,
@@ -153,7 +165,7 @@ def build_skill(
     from ..build import run_build_skill
 
     with working(f"building the skill at {skill_rev[:12]}", json_mode):
-        result = run_build_skill(recipe, skill_rev, _state(state_dir), installer_rev=installer_rev, key=key, fmt=fmt, freeze_backend=backend)
+        result = run_build_skill(_default_path(recipe, "builders/skill.toml"), skill_rev, _state(state_dir), installer_rev=installer_rev, key=key, fmt=fmt, freeze_backend=backend)
     _print_build(result, json_mode)
 
 
@@ -211,7 +223,8 @@ def rebuild_release(
     from ..build import run_rebuild_release
 
     with working(f"rebuilding the runtime and skill at {toolchain_rev[:12]}", json_mode):
-        done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+        done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=_default_path(runtime_recipe, "builders/runtime.toml"),
+                                   skill_recipe=_default_path(skill_recipe, "builders/skill.toml"),
                                    state=_state(state_dir), cache=cache, python=python, installer_rev=installer_rev,
                                    skill_rev=skill_rev, fmt=fmt, freeze_backend=backend)
     if json_mode:
@@ -237,7 +250,8 @@ def promote(
                                     help="Allow this pinned identity to change: interpreter, lock, toolchain-repository or "
                                     "skill-source. Repeatable; every change is printed and logged."),
     fixture: str = option("builders/fixture-consumer", "--fixture", metavar="DIR",
-                          help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate."),
+                          help="The fixture consumer repository's files, bootstrapped and reviewed with the candidate"
+                               + _HERE_OR_CHECKOUT + "."),
     verify_log: bool = flag("--verify-log", help="Only verify the promotion log beside --pins under --policy, continuing the "
                                                  "checkpoint --state-dir remembers for these pins (then remember its head)."),
     log_checkpoint: Optional[str] = option(None, "--log-checkpoint", metavar="CHECKPOINT",
@@ -279,10 +293,11 @@ def promote(
     from ..review.release import promote_release
 
     with working(f"promoting {toolchain_rev[:12]}: build, rebuild-check, rebuilders, fixture", json_mode):
-        result = promote_release(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe,
+        result = promote_release(toolchain_rev, pins, key, policy, runtime_recipe=_default_path(runtime_recipe, "builders/runtime.toml"),
+                                 skill_recipe=_default_path(skill_recipe, "builders/skill.toml"),
                                  state=_state(state_dir), cache=cache, allow_unisolated_network=allow_network_unisolated, python=python,
                                  installer_rev=installer_rev, skill_rev=skill_rev, fmt=fmt, rebuild_results=rebuild_result,
-                                 unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, fixture=fixture,
+                                 unsafe_without_rebuilders=unsafe_without_rebuilders, repin=repin, fixture=_default_path(fixture, "builders/fixture-consumer"),
                                  backend=backend)
     if json_mode:
         print_json(result.to_json())

@@ -367,7 +367,7 @@ class GitHubClient:
         Nothing is retried: an answer that never came fails ``HTTP_ERROR``, and the caller,
         not this client, decides how to find out whether the write took effect.
         """
-        payload = json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(body, sort_keys=True).encode("ascii")  # \u escapes: a lone surrogate cannot fail the encoding
         status, value, _ = self._exchange(method, self.target(path), payload, ok=ok)
         return status, value
 

@@ -219,14 +219,19 @@ def progress_bar(label: str, json_mode: bool) -> Iterator[Callable[[int, int], N
 
 
 @contextmanager
-def working(label: str, json_mode: bool) -> Iterator[None]:
-    """A spinner with the elapsed time on stderr while a long step runs, on a terminal only.
+def working(label: str, json_mode: bool, *, every: float = 10.0) -> Iterator[None]:
+    """Progress on stderr while a long step runs: a spinner on a terminal, plain lines when piped.
 
-    Piped or with --json nothing is drawn: a CI log gets the result lines, in order, and no
-    control sequences.
+    Piped (a CI log), a line when the step starts, one at least every ``every`` seconds while it
+    runs, and one when it ends (done, failed, or interrupted), with the elapsed time and no
+    control sequences. With --json nothing is printed: stdout is the one JSON object and
+    stderr stays quiet.
     """
-    if json_mode or not sys.stderr.isatty():
+    if json_mode:
         yield
+        return
+    if not sys.stderr.isatty():
+        yield from _progress_lines(label, every)
         return
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -234,6 +239,40 @@ def working(label: str, json_mode: bool) -> Iterator[None]:
     with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
         bar.add_task(label)
         yield
+
+
+def _progress_lines(label: str, every: float) -> Iterator[None]:
+    import threading
+    import time
+
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def say(text: str) -> None:
+        try:
+            sys.stderr.write(f"attest: {label}: {text}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed stderr: the work goes on without progress lines
+            pass
+
+    def beat() -> None:
+        while not stop.wait(every):
+            say(f"still running ({time.monotonic() - started:.0f} s)")
+
+    say("started")
+    thread = threading.Thread(target=beat, name="attest-progress", daemon=True)
+    thread.start()
+    outcome = "failed"
+    try:
+        yield
+        outcome = "done"
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+        raise
+    finally:
+        stop.set()
+        thread.join()
+        say(f"{outcome} after {time.monotonic() - started:.1f} s")
 
 
 def line_buffered() -> None:

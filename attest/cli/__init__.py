@@ -17,7 +17,7 @@ __all__ = ["COMMAND_MODULES", "build_app", "main"]
 
 
 # Every command module; a missing one is an error (ModuleNotFoundError), never a silent omission.
-COMMAND_MODULES = ("_inventory", "_attestation", "_freeze", "_build", "_install", "_bootstrap", "_review", "_merge", "_evidence", "_policy", "_demo")
+COMMAND_MODULES = ("_inventory", "_attestation", "_freeze", "_build", "_install", "_bootstrap", "_review", "_merge", "_evidence", "_policy", "_demo", "_init")
 
 _APP: typer.Typer | None = None
 

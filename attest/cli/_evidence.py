@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, checked_output, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, checked_output, flag, new_group, option, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +29,10 @@ def trusted_producer(
     app_login: str = option(..., "--app-login", metavar="LOGIN", help="Exact App bot login, including the [bot] suffix."),
     workflow: str = option(".github/workflows/opencode-code-review.yml", "--workflow", metavar="PATH", help="Path of the base-controlled review workflow."),
     job: str = option("opencode-review-same-repo", "--job", metavar="NAME", help="Job that must have succeeded in the exact attempt."),
+    environment: str = option("attest-review-trusted", "--environment", metavar="NAME",
+                              help="Protected environment holding the App's key: it must exist and restrict deployment branches."),
+    bind_by_run_name: bool = flag("--bind-by-run-name", help="Also bind a run to the PR by its display title (run-name); weaker than the "
+                                  "API's pull_requests association (docs/evidence.md)."),
     api_url: str = option("https://api.github.com", "--api-url", metavar="URL", help="Hosting API base URL (https; http only on loopback)."),
     token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="Name of the environment variable holding the API token (never printed)."),
     timeout: float = option(15.0, "--timeout", metavar="SECONDS", help="Seconds per socket operation."),
@@ -40,7 +44,8 @@ def trusted_producer(
     from ..review.evidence import EvidenceCode, GitHubClient, HttpLimits, TrustConfig, evaluate
 
     try:
-        config = TrustConfig(repo=repo, pr=pr, app_login=app_login, workflow=workflow, job=job)
+        config = TrustConfig(repo=repo, pr=pr, app_login=app_login, workflow=workflow, job=job, environment=environment,
+                             bind_by_run_name=bind_by_run_name)
         token: str | None = None
         if token_env is not None:
             token = os.environ.get(token_env) or None

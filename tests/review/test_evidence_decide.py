@@ -14,10 +14,14 @@ from hypothesis import strategies as st
 
 from attest.errors import InputError
 from attest.review.evidence import (
+    DEFAULT_ENVIRONMENT,
     DEFAULT_JOB,
     DEFAULT_WORKFLOW,
+    AbsentEnvironment,
+    Environment,
     Evidence,
     EvidenceCode,
+    IssueComment,
     Job,
     PullRequest,
     ReadFailure,
@@ -39,12 +43,29 @@ BASE = "d670460b4b4aece5915caf5c68d12f560a9fe3e4"
 RETARGETED = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 RID = 5000
 CFG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
+# The opt-in weaker binding: a run's display title (run-name) binds it too.
+BY_NAME = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB, bind_by_run_name=True)
 CLEAN = "<!-- opencode-review: clean -->"
+DIAG = "<!-- opencode-review: diagnostic -->"
+FINDINGS = "<!-- opencode-review: findings count=2 -->"
 
 
 def body(*lines: str, run_id: int = RID, attempt: int = 1, base: str | None = BASE) -> str:
     base_line = [] if base is None else [f"<!-- opencode-review: base sha={base} -->"]
     return "\n".join(["summary", "", *lines, f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->", *base_line, ""])
+
+
+def head_line(sha: str) -> str:
+    return f"<!-- opencode-review: head sha={sha} -->"
+
+
+def cbody(*lines: str, head: str | None = HEAD) -> str:
+    """A wrapper body as an issue comment: its markers, then the head marker (``head=None``: none)."""
+    return body(*lines, *([] if head is None else [head_line(head)]))
+
+
+def cm(text: str, *, cid: int = 900, login: str | None = APP) -> IssueComment:
+    return IssueComment(cid, login, text)
 
 
 def pr(head: str = HEAD, head_repo: str | None = REPO, number: int = PR, base: str = REPO, base_sha: str = BASE) -> PullRequest:
@@ -64,7 +85,9 @@ EDITED_AT = "2026-07-24T09:00:00Z"
 
 
 def rn(rid: int = RID, attempt: int | None = 1, *, number: int = 7, status: str | None = "completed", conclusion: str | None = "success",
-       event: str = "pull_request_target", path: str = DEFAULT_WORKFLOW, title: str | None = None, refs: tuple[PullRef, ...] = ()) -> Run:
+       event: str = "pull_request_target", path: str = DEFAULT_WORKFLOW, title: str | None = None,
+       refs: tuple[PullRef, ...] = (PullRef(PR, HEAD),)) -> Run:
+    """A run titled by the run-name and, by default, bound by a ``pull_requests`` entry for PR and HEAD."""
     return Run(rid, f"OpenCode review PR #{PR} head {HEAD}" if title is None else title, event, path, number, attempt, status, conclusion, refs)
 
 
@@ -72,8 +95,12 @@ def jb(name: str = DEFAULT_JOB, *, jid: int = 1, run_id: int = RID, attempt: int
     return Job(jid, name, run_id, attempt, status, conclusion)
 
 
-GOOD = Evidence(pull_request=pr(), reviews=(rv(),), review_edits=UNEDITED, runs=(rn(),), jobs=(jb(), jb("other", jid=2, conclusion="skipped")),
-                final_pull_request=pr())
+ENV = Environment(DEFAULT_ENVIRONMENT, "protected_branches")
+# The trusted case, with comments the decision ignores: a person's, the App's no-findings
+# comment for this head and its diagnostic comment for an older head.
+GOOD = Evidence(pull_request=pr(), issue_comments=(cm("thanks", cid=1, login="alice"), cm(cbody(CLEAN), cid=2), cm(cbody(DIAG, head=OTHER), cid=3)),
+                reviews=(rv(),), review_edits=UNEDITED, runs=(rn(),), jobs=(jb(), jb("other", jid=2, conclusion="skipped")),
+                environment=ENV, final_pull_request=pr())
 FAIL = ReadFailure(EvidenceCode.HTTP_STATUS, "GET /x: HTTP 500")
 
 
@@ -96,7 +123,23 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("fork", ev(pull_request=pr(head_repo="mallory/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
     ("head repo deleted", ev(pull_request=pr(head_repo=None)), Trust.FALSE, "NOT_SAME_REPO"),
     ("head repo differs only by case", ev(pull_request=pr(head_repo="Octo/widgets")), Trust.FALSE, "NOT_SAME_REPO"),
-    # (2) reviews
+    # (2) issue comments: a diagnostic or fallback comment by the App for this head is a known failure
+    ("comments not read", ev(issue_comments=None), Trust.UNKNOWN, "NOT_READ"),
+    ("comments read failed", ev(issue_comments=ReadFailure(EvidenceCode.TOO_MANY_PAGES, "20 pages")), Trust.UNKNOWN, "TOO_MANY_PAGES"),
+    ("diagnostic comment for the head", ev(issue_comments=(cm(cbody(DIAG)),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("fallback (findings) comment for the head", ev(issue_comments=(cm(cbody(FINDINGS)),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("fallback comment and no review at all", ev(issue_comments=(cm(cbody(FINDINGS)),), reviews=()), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment beside the clean review", ev(issue_comments=(cm(cbody(CLEAN), cid=1), cm(cbody(DIAG), cid=2))), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("comment with clean and diagnostic markers", ev(issue_comments=(cm(cbody(CLEAN, DIAG)),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("comment with a malformed marker for the head", ev(issue_comments=(cm(cbody(CLEAN, "<!-- opencode-review: clean  -->")),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment naming no head", ev(issue_comments=(cm(cbody(DIAG, head=None)),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment naming another head and this one", ev(issue_comments=(cm(cbody(DIAG, head_line(OTHER))),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment naming two other heads", ev(issue_comments=(cm(cbody(DIAG, head_line(RETARGETED), head=OTHER)),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment with a malformed head marker", ev(issue_comments=(cm(cbody(DIAG, f"<!-- opencode-review: head sha={OTHER.upper()} -->", head=None)),)),
+     Trust.FALSE, "BLOCKING_COMMENT"),
+    ("diagnostic comment with crlf line ends", ev(issue_comments=(cm(cbody(DIAG).replace("\n", "\r\n")),)), Trust.FALSE, "BLOCKING_COMMENT"),
+    ("conflicting copies of a comment", ev(issue_comments=(cm(cbody(CLEAN)), cm(cbody(DIAG)))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
+    # (3) reviews
     ("reviews not read", ev(reviews=None), Trust.UNKNOWN, "NOT_READ"),
     ("reviews read failed", ev(reviews=ReadFailure(EvidenceCode.TOO_MANY_PAGES, "20 pages")), Trust.UNKNOWN, "TOO_MANY_PAGES"),
     ("no reviews", ev(reviews=()), Trust.FALSE, "NO_TRUSTED_REVIEW"),
@@ -122,7 +165,9 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("run marker with leading zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id=0{RID} attempt=1 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
     ("run marker attempt zero", ev(reviews=(rv(CLEAN + f"\n<!-- opencode-review: workflow-run id={RID} attempt=0 -->"),)), Trust.FALSE, "BLOCKING_REVIEW"),
     ("conflicting copies of a review", ev(reviews=(rv(rid=10), rv(body(CLEAN, run_id=1), rid=10))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
-    # (2c) the base the run reviewed (BASE_SHA...HEAD_SHA) is the PR's base now
+    ("review head marker names another head", ev(reviews=(rv(cbody(CLEAN, head=OTHER)),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    ("review with two head markers", ev(reviews=(rv(cbody(CLEAN, head_line(HEAD))),)), Trust.FALSE, "BLOCKING_REVIEW"),
+    # (3c) the base the run reviewed (BASE_SHA...HEAD_SHA) is the PR's base now
     ("old marker without a base", ev(reviews=(rv(body(CLEAN, base=None)),)), Trust.FALSE, "BASE_MARKER_MISSING"),
     ("two base markers", ev(reviews=(rv(body(CLEAN, f"<!-- opencode-review: base sha={RETARGETED} -->")),)), Trust.FALSE, "BASE_MARKER_AMBIGUOUS"),
     ("base marker not lowercase hex", ev(reviews=(rv(body(CLEAN, base=BASE.upper())),)), Trust.FALSE, "BLOCKING_REVIEW"),
@@ -130,7 +175,7 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("retargeted after the run", ev(pull_request=pr(base_sha=RETARGETED), final_pull_request=pr(base_sha=RETARGETED)), Trust.FALSE, "BASE_MISMATCH"),
     ("latest review for an old base", ev(reviews=(rv(rid=1, text=body(CLEAN, base=RETARGETED)), rv(rid=2, text=body(CLEAN, base=OTHER)))),
      Trust.FALSE, "BASE_MISMATCH"),
-    # (2d) no review by the App on the head was ever edited (REST has no edit marker; GraphQL does)
+    # (3d) no review by the App on the head was ever edited (REST has no edit marker; GraphQL does)
     ("edit status not read", ev(review_edits=None), Trust.UNKNOWN, "NOT_READ"),
     ("edit status read failed", ev(review_edits=ReadFailure(EvidenceCode.GRAPHQL_ERROR, "Resource not accessible by integration")), Trust.UNKNOWN, "GRAPHQL_ERROR"),
     ("edit status of the review missing", ev(review_edits=(ed(11),)), Trust.UNKNOWN, "NOT_READ"),
@@ -142,15 +187,19 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("an earlier review on the head edited (findings turned clean)", ev(reviews=(rv(rid=1), rv(rid=2)), review_edits=(ed(1, at=EDITED_AT, editor="mallory"), ed(2))),
      Trust.FALSE, "REVIEW_EDITED"),
     ("conflicting edit records", ev(review_edits=(ed(10), ed(10, at=EDITED_AT))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
-    # (3) runs
+    # (4) runs
     ("runs not read", ev(runs=None), Trust.UNKNOWN, "NOT_READ"),
     ("runs read failed", ev(runs=ReadFailure(EvidenceCode.FOREIGN_LINK, "next page elsewhere")), Trust.UNKNOWN, "FOREIGN_LINK"),
     ("no runs", ev(runs=()), Trust.FALSE, "NO_MATCHING_RUN"),
-    ("only runs for other prs", ev(runs=(rn(999, title="OpenCode review PR #41 head " + HEAD),)), Trust.FALSE, "NO_MATCHING_RUN"),
+    ("only runs for other prs", ev(runs=(rn(999, title="OpenCode review PR #41 head " + HEAD, refs=(PullRef(41, HEAD),)),)), Trust.FALSE, "NO_MATCHING_RUN"),
     ("marker run has wrong event", ev(runs=(rn(event="pull_request"),)), Trust.FALSE, "RUN_WRONG_EVENT"),
     ("marker run has wrong path", ev(runs=(rn(path=DEFAULT_WORKFLOW + "@refs/heads/main"),)), Trust.FALSE, "RUN_WRONG_WORKFLOW"),
-    ("marker run not bound", ev(runs=(rn(title="Widget frobnication"),)), Trust.FALSE, "RUN_NOT_BOUND"),
-    ("marker run bound to other head", ev(runs=(rn(title=f"OpenCode review PR #{PR} head {OTHER}"),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("marker run not bound", ev(runs=(rn(title="Widget frobnication", refs=()),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("marker run bound to other head", ev(runs=(rn(title=f"OpenCode review PR #{PR} head {OTHER}", refs=(PullRef(PR, OTHER),)),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("marker run bound to another pr with this head", ev(runs=(rn(refs=(PullRef(PR + 1, HEAD),)),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    # A display title is text the run chose, not the API's association: by default it binds nothing.
+    ("marker run bound only by its run-name", ev(runs=(rn(refs=()),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("only a run-name-bound run, not the marker's", ev(runs=(rn(RID + 1, refs=()),)), Trust.FALSE, "NO_MATCHING_RUN"),
     ("missing attempt", ev(runs=(rn(attempt=None),)), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
     ("missing attempt on another candidate", ev(runs=(rn(), rn(RID + 1, None, number=6))), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
     ("latest queued", ev(runs=(rn(status="queued", conclusion=None),)), Trust.UNKNOWN, "RUN_PENDING"),
@@ -165,7 +214,7 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("marker names unknown run", ev(reviews=(rv(body(CLEAN, run_id=1234)),)), Trust.FALSE, "MARKER_MISMATCH"),
     ("marker names wrong-event run beside real", ev(runs=(rn(number=8), rn(RID - 1, number=9, event="push")), reviews=(rv(body(CLEAN, run_id=RID - 1)),)), Trust.FALSE, "RUN_WRONG_EVENT"),
     ("conflicting copies of a run", ev(runs=(rn(), rn(attempt=2))), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
-    # (4) jobs
+    # (5) jobs
     ("jobs not read", ev(jobs=None), Trust.UNKNOWN, "NOT_READ"),
     ("jobs read failed", ev(jobs=ReadFailure(EvidenceCode.RESPONSE_SHAPE, "jobs is not an array")), Trust.UNKNOWN, "RESPONSE_SHAPE"),
     ("no jobs", ev(jobs=()), Trust.FALSE, "JOB_MISSING"),
@@ -177,7 +226,16 @@ TABLE: list[tuple[str, Evidence, Trust, str]] = [
     ("job of another attempt", ev(jobs=(jb(attempt=2),)), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
     ("job of another run", ev(jobs=(jb(run_id=RID + 1),)), Trust.UNKNOWN, "LISTING_INCONSISTENT"),
     ("job without attempt", ev(jobs=(jb(attempt=None),)), Trust.UNKNOWN, "MISSING_RUN_ATTEMPT"),
-    # (5) final re-read
+    # (6) the protected environment
+    ("environment not read", ev(environment=None), Trust.UNKNOWN, "NOT_READ"),
+    ("environment unreadable to the token", ev(environment=ReadFailure(EvidenceCode.HTTP_STATUS, "GET /x: HTTP 403: Resource not accessible by integration")),
+     Trust.UNKNOWN, "HTTP_STATUS"),
+    ("environment read failed", ev(environment=ReadFailure(EvidenceCode.HTTP_STATUS, "GET /x: HTTP 502")), Trust.UNKNOWN, "HTTP_STATUS"),
+    ("environment absent", ev(environment=AbsentEnvironment(DEFAULT_ENVIRONMENT)), Trust.FALSE, "ENVIRONMENT_MISSING"),
+    ("environment without a deployment branch policy", ev(environment=Environment(DEFAULT_ENVIRONMENT, None)), Trust.FALSE, "ENVIRONMENT_UNPROTECTED"),
+    ("environment answered for another name", ev(environment=Environment("production", "protected_branches")), Trust.UNKNOWN, "ENVIRONMENT_MISMATCH"),
+    ("environment name differs by case", ev(environment=Environment(DEFAULT_ENVIRONMENT.upper(), "protected_branches")), Trust.UNKNOWN, "ENVIRONMENT_MISMATCH"),
+    # (7) final re-read
     ("final not read", ev(final_pull_request=None), Trust.UNKNOWN, "NOT_READ"),
     ("final read failed", ev(final_pull_request=ReadFailure(EvidenceCode.HTTP_ERROR, "timed out")), Trust.UNKNOWN, "HTTP_ERROR"),
     ("head moved", ev(final_pull_request=pr(head=OTHER)), Trust.UNKNOWN, "HEAD_MOVED"),
@@ -198,6 +256,21 @@ def test_decision_table(evidence: Evidence, trusted: Trust, code: str) -> None:
 
 TRUE_TABLE: list[tuple[str, Evidence]] = [
     ("bound by pull_requests entry only", ev(runs=(rn(title="x", refs=(PullRef(PR, HEAD),)),))),
+    ("bound by one of several pull_requests entries", ev(runs=(rn(title="OpenCode code review", refs=(PullRef(PR + 1, OTHER), PullRef(PR, HEAD))),))),
+    ("a newer run bound only by its run-name is not a candidate", ev(runs=(rn(), rn(RID + 1, number=8, refs=(), conclusion="failure")))),
+    ("no comments", ev(issue_comments=())),
+    ("no-findings comment for the head", ev(issue_comments=(cm(cbody(CLEAN)),))),
+    ("diagnostic comment for another head", ev(issue_comments=(cm(cbody(DIAG, head=OTHER)),))),
+    ("fallback comment for another head", ev(issue_comments=(cm(cbody(FINDINGS, head=OTHER)),))),
+    ("diagnostic comment by a person", ev(issue_comments=(cm(cbody(DIAG), login="alice"),))),
+    ("diagnostic comment by the shared actions login", ev(issue_comments=(cm(cbody(DIAG), login="github-actions[bot]"),))),
+    ("diagnostic comment by a confusable login", ev(issue_comments=(cm(cbody(DIAG), login="opencode-reviеw[bot]"),))),
+    ("diagnostic comment by a deleted account", ev(issue_comments=(cm(cbody(DIAG), login=None),))),
+    ("app comment without markers", ev(issue_comments=(cm("Review started for this head."),))),
+    ("app comment with only a head marker", ev(issue_comments=(cm(head_line(HEAD)),))),
+    ("exact repeats of a comment are merged", ev(issue_comments=(cm(cbody(CLEAN)), cm(cbody(CLEAN))))),
+    ("review head marker names its commit", ev(reviews=(rv(cbody(CLEAN)),))),
+    ("environment restricted by custom branch policies", ev(environment=Environment(DEFAULT_ENVIRONMENT, "custom_branch_policies"))),
     ("blocking review on an older head", ev(reviews=(rv(body("<!-- opencode-review: diagnostic -->"), rid=5, commit=OTHER), rv(rid=6)))),
     ("human and other-bot reviews are ignored", ev(reviews=(rv(body(), rid=1, login="alice", state="CHANGES_REQUESTED"), rv(rid=2, login="github-actions[bot]", state="APPROVED"), rv(rid=3)))),
     ("crlf body", ev(reviews=(rv(body(CLEAN).replace("\n", "\r\n")),))),
@@ -248,6 +321,11 @@ def test_latest_generation_is_max_of_number_attempt_id() -> None:
         ({"workflow": "opencode-code-review.yml"}, "--workflow"),
         ({"workflow": ".github/workflows/a/b.yml"}, "--workflow"),
         ({"job": ""}, "--job"),
+        ({"environment": ""}, "--environment"),
+        ({"environment": ".."}, "--environment"),
+        ({"environment": "a/b"}, "--environment"),
+        ({"environment": "x" * 256}, "--environment"),
+        ({"bind_by_run_name": 1}, "bind_by_run_name"),
     ],
 )
 def test_config_is_validated(kwargs: dict[str, Any], needle: str) -> None:
@@ -268,11 +346,52 @@ def test_marker_parser() -> None:
     assert parse_markers(CLEAN).is_clean
     b = parse_markers(f"<!-- opencode-review: base sha={BASE} -->\n<!-- opencode-review: base sha={BASE[:39]} -->\n<!-- opencode-review: base ref=main -->")
     assert (b.bases, b.malformed) == ((BASE,), 2)
+    h = parse_markers(f"{head_line(HEAD)}\n{head_line(OTHER)}\n<!-- opencode-review: head sha={HEAD[:39]} -->\n<!-- opencode-review: head ref=main -->")
+    assert (h.heads, h.malformed, h.actionable) == ((HEAD, OTHER), 2, True)
+    assert not parse_markers(cbody(CLEAN)).actionable and parse_markers(cbody(FINDINGS)).actionable and parse_markers(cbody(DIAG)).actionable
+
+
+# ------------------------------------------------------------------ binding a run by its run-name (opt-in)
+
+BY_NAME_TABLE: list[tuple[str, Evidence, Trust, str]] = [
+    ("bound only by its run-name", ev(runs=(rn(refs=()),)), Trust.TRUE, "TRUSTED"),
+    ("bound by both", ev(), Trust.TRUE, "TRUSTED"),
+    ("run-name of another head", ev(runs=(rn(title=f"OpenCode review PR #{PR} head {OTHER}", refs=()),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("run-name of another pr", ev(runs=(rn(title=f"OpenCode review PR #{PR + 1} head {HEAD}", refs=()),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    ("run-name with a trailing space", ev(runs=(rn(title=f"OpenCode review PR #{PR} head {HEAD} ", refs=()),)), Trust.FALSE, "RUN_NOT_BOUND"),
+    # What the opt-in costs: anyone who can start a run titled like this PR's run-name makes it the
+    # latest candidate, and the App's marker names another run: false, never true.
+    ("a newer run titled like this pr's run-name", ev(runs=(rn(), rn(RID + 1, number=8, refs=()))), Trust.FALSE, "MARKER_MISMATCH"),
+]
+
+
+@pytest.mark.parametrize(("evidence", "trusted", "code"), [row[1:] for row in BY_NAME_TABLE], ids=[row[0] for row in BY_NAME_TABLE])
+def test_run_name_binding_only_when_opted_in(evidence: Evidence, trusted: Trust, code: str) -> None:
+    v = decide(BY_NAME, evidence)
+    assert (v.trusted, str(v.code)) == (trusted, code), v.reason
+
+
+def test_a_run_bound_only_by_its_title_is_not_bound_by_default() -> None:
+    title_only = ev(runs=(rn(refs=()),))
+    strict = decide(CFG, title_only)
+    assert (strict.trusted, strict.code) == (Trust.FALSE, EvidenceCode.RUN_NOT_BOUND)
+    assert "--bind-by-run-name" in strict.reason
+    assert decide(BY_NAME, title_only).trusted is Trust.TRUE
+    # Without the opt-in the newer title-only run is no candidate, so it cannot take true away.
+    assert decide(CFG, ev(runs=(rn(), rn(RID + 1, number=8, refs=())))).trusted is Trust.TRUE
 
 
 # ------------------------------------------------------------------ properties over the table
 
-STAGES = ("pull_request", "reviews", "review_edits", "runs", "jobs", "final_pull_request")
+STAGES = ("pull_request", "issue_comments", "reviews", "review_edits", "runs", "jobs", "environment", "final_pull_request")
+
+
+def test_the_stages_are_the_fetchers_and_the_evidences() -> None:
+    from dataclasses import fields
+
+    from attest.review.evidence._fetch import STAGES as FETCHED
+
+    assert FETCHED == STAGES == tuple(f.name for f in fields(Evidence))
 
 
 @given(stage=st.sampled_from(STAGES), code=st.sampled_from([EvidenceCode.HTTP_ERROR, EvidenceCode.HTTP_STATUS, EvidenceCode.RESPONSE_SHAPE]), missing=st.booleans())
@@ -291,19 +410,25 @@ def test_a_failed_or_missing_read_is_never_true(stage: str, code: EvidenceCode, 
     conclusion=st.sampled_from(["success", "failure", "cancelled", "skipped", "neutral", None]),
     job_conclusion=st.sampled_from(["success", "skipped", "failure"]),
     final_head=st.sampled_from([HEAD, OTHER]),
+    policy=st.sampled_from(["protected_branches", "custom_branch_policies", None, "absent"]),
 )
-@example(login=APP, state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success", final_head=HEAD)
-@example(login="OpenCode-Review[bot]", state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success", final_head=HEAD)
+@example(login=APP, state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success", final_head=HEAD,
+         policy="protected_branches")
+@example(login="OpenCode-Review[bot]", state="COMMENTED", event="pull_request_target", status="completed", conclusion="success", job_conclusion="success",
+         final_head=HEAD, policy="protected_branches")
 @settings(max_examples=300, deadline=None)
-def test_true_only_when_every_predicate_holds(login: str, state: str, event: str, status: str | None, conclusion: str | None, job_conclusion: str, final_head: str) -> None:
+def test_true_only_when_every_predicate_holds(login: str, state: str, event: str, status: str | None, conclusion: str | None, job_conclusion: str,
+                                              final_head: str, policy: str | None) -> None:
     evidence = ev(
         reviews=(rv(login=login, state=state),),
         runs=(rn(event=event, status=status, conclusion=conclusion),),
         jobs=(jb(conclusion=job_conclusion),),
+        environment=AbsentEnvironment(DEFAULT_ENVIRONMENT) if policy == "absent" else Environment(DEFAULT_ENVIRONMENT, policy),
         final_pull_request=pr(head=final_head),
     )
     expect = (login == APP and state == "COMMENTED" and event == "pull_request_target" and status == "completed"
-              and conclusion == "success" and job_conclusion == "success" and final_head == HEAD)
+              and conclusion == "success" and job_conclusion == "success" and final_head == HEAD
+              and policy in ("protected_branches", "custom_branch_policies"))
     assert (decide(CFG, evidence).trusted is Trust.TRUE) == expect
 
 
@@ -319,3 +444,36 @@ def test_an_edit_can_only_take_true_away(evidence: Evidence) -> None:
     assert after.trusted is not Trust.TRUE
     if before.trusted is Trust.TRUE:
         assert after.code is EvidenceCode.REVIEW_EDITED
+
+
+@pytest.mark.parametrize("evidence", [row[1] for row in TABLE + [(n, e, Trust.TRUE, "TRUSTED") for n, e in TRUE_TABLE]] + [GOOD],
+                         ids=[row[0] for row in TABLE] + [n for n, _ in TRUE_TABLE] + ["good"])
+def test_a_blocking_comment_can_only_take_true_away(evidence: Evidence) -> None:
+    """Adding the App's diagnostic comment for the head never yields true; on evidence that was true it yields BLOCKING_COMMENT."""
+    before = decide(CFG, evidence)
+    if not isinstance(evidence.issue_comments, tuple):
+        return
+    blocked = replace(evidence, issue_comments=(*evidence.issue_comments, cm(cbody(DIAG), cid=10**6)))
+    after = decide(CFG, blocked)
+    assert after.trusted is not Trust.TRUE
+    if before.trusted is Trust.TRUE:
+        assert after.code is EvidenceCode.BLOCKING_COMMENT
+
+
+MARKER_LINES = {"clean": [CLEAN], "diagnostic": [DIAG], "findings": [FINDINGS], "malformed": ["<!-- opencode-review: clean -- >"], "none": [],
+                "clean+diagnostic": [CLEAN, DIAG]}
+
+
+@given(
+    login=st.sampled_from([APP, "alice", "github-actions[bot]", "OpenCode-Review[bot]", "opencode-review", None]),
+    kind=st.sampled_from(sorted(MARKER_LINES)),
+    heads=st.lists(st.sampled_from([HEAD, OTHER, RETARGETED]), max_size=3),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_comment_blocks_exactly_when_it_is_the_apps_actionable_comment_not_about_another_head(login: str | None, kind: str, heads: list[str]) -> None:
+    text = "\n".join(["note", *MARKER_LINES[kind], *(head_line(h) for h in heads), ""])
+    v = decide(CFG, ev(issue_comments=(cm(text, login=login),)))
+    about_another_head = len(heads) == 1 and heads[0] != HEAD
+    blocks = login == APP and kind not in ("clean", "none") and not about_another_head
+    assert (v.code is EvidenceCode.BLOCKING_COMMENT) == blocks, v.reason
+    assert (v.trusted is Trust.TRUE) == (not blocks)

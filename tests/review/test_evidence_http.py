@@ -14,6 +14,8 @@ import pytest
 from support.github_replay import (
     APP,
     BASE_SHA,
+    COMMENTS_PATH,
+    ENV_PATH,
     HEAD,
     NEW_HEAD,
     OLD_HEAD,
@@ -27,6 +29,9 @@ from support.github_replay import (
     ReplayServer,
     Response,
     clean_body,
+    comment,
+    diagnostic_body,
+    environment,
     error,
     findings_body,
     install_trusted,
@@ -54,7 +59,12 @@ from attest.review.evidence import (
 
 CONFIG = TrustConfig(REPO, PR, APP, DEFAULT_WORKFLOW, DEFAULT_JOB)
 GRAPHQL = "POST /graphql"
-FULL_ORDER = [PR_PATH, REVIEWS_PATH, f"{REVIEWS_PATH}&page=2", GRAPHQL, RUNS_PATH, jobs_path(), PR_PATH]
+# docs/evidence.md "The decision, step by step": the pull request, its issue comments, its
+# reviews (two pages) and their edit status, the runs, the jobs, the environment, and last the
+# authoritative final head read.
+FULL_ORDER = [PR_PATH, COMMENTS_PATH, REVIEWS_PATH, f"{REVIEWS_PATH}&page=2", GRAPHQL, RUNS_PATH, jobs_path(), ENV_PATH, PR_PATH]
+UPTO_REVIEWS = FULL_ORDER[:4]  # through the last review page
+UPTO_GRAPHQL = FULL_ORDER[:5]  # through the edit status
 
 
 def verdict_of(api: ReplayServer, *, token: str | None = None, **limits: Any) -> Verdict:
@@ -132,6 +142,9 @@ def test_token_with_header_breaking_characters_is_refused_without_echo(api: Repl
         ["--api-url", "https://user:pw@api.github.com"],
         ["--max-pages", "0"],
         ["--pr", "0"],
+        ["--environment", "a/b"],
+        ["--environment", ".."],
+        ["--environment", ""],
     ],
 )
 def test_bad_configuration_is_usage_error(api: ReplayServer, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
@@ -183,14 +196,14 @@ def test_later_clean_review_after_blocking_one_on_same_head_still_blocks(api: Re
 
 
 def test_blocking_review_on_older_head_does_not_block_new_head(api: ReplayServer) -> None:
-    install_trusted(api, review_pages=[[review(findings_body(), commit=OLD_HEAD), review("<!-- opencode-review: diagnostic -->", commit=OLD_HEAD), review()]])
+    install_trusted(api, review_pages=[[review(findings_body(head=OLD_HEAD), commit=OLD_HEAD), review("<!-- opencode-review: diagnostic -->", commit=OLD_HEAD), review()]])
     assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
 
 
 def test_blocking_review_on_page_two(api: ReplayServer) -> None:
     install_trusted(api, review_pages=[[review()], [review("<!-- opencode-review: diagnostic -->\n" + clean_body())]])
     assert_verdict(verdict_of(api), Trust.FALSE, "BLOCKING_REVIEW")
-    assert api.targets[:3] == FULL_ORDER[:3]
+    assert api.targets[:4] == UPTO_REVIEWS
 
 
 def test_failed_page_read_is_unknown(api: ReplayServer) -> None:
@@ -199,7 +212,7 @@ def test_failed_page_read_is_unknown(api: ReplayServer) -> None:
     v = verdict_of(api)
     assert_verdict(v, Trust.UNKNOWN, "HTTP_STATUS")
     assert "502" in v.reason
-    assert api.targets == FULL_ORDER[:3]  # stops: no Actions reads, no final read
+    assert api.targets == UPTO_REVIEWS  # stops: no Actions reads, no final read
 
 
 def test_review_changed_between_pages_is_unknown(api: ReplayServer) -> None:
@@ -309,6 +322,33 @@ def test_jobs_are_read_for_the_exact_attempt(api: ReplayServer) -> None:
     install_trusted(api, review_pages=[[review(clean_body(attempt=3))]], runs=[run(attempt=3)], attempt=3)
     assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
     assert jobs_path(RUN_ID, 3) in api.targets
+
+
+def test_run_with_a_pull_requests_entry_for_another_pr_is_not_bound(api: ReplayServer) -> None:
+    install_trusted(api, runs=[run(pr_refs=[(PR + 1, HEAD)])])
+    assert_verdict(verdict_of(api), Trust.FALSE, "RUN_NOT_BOUND")
+
+
+def test_run_bound_only_by_its_title_is_bound_only_with_the_opt_in(api: ReplayServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run-name is text the run chose; only the API's pull_requests association binds by default."""
+    install_trusted(api, runs=[run(pr_refs=[])])  # display_title is exactly the run-name, no pull_requests entry
+    rc, out, _ = cli(api.url, capsys)
+    assert (rc, out["trusted_producer"], out["reason_code"]) == (1, "false", "RUN_NOT_BOUND")
+    assert "--bind-by-run-name" in out["reason"] and jobs_path() not in api.targets
+    api.log.clear()
+    rc, out, _ = cli(api.url, capsys, "--bind-by-run-name")
+    assert (rc, out["trusted_producer"], out["reason_code"]) == (0, "true", "TRUSTED")
+    assert api.targets == FULL_ORDER
+
+
+def test_the_opt_in_lets_a_run_titled_like_the_run_name_take_true_away(api: ReplayServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """What --bind-by-run-name costs: a newer run whose title only claims this PR and head becomes
+    the latest candidate, and the App's marker names another run (false, never true)."""
+    install_trusted(api, runs=[run(), run(RUN_ID + 1, run_number=RUN_NUMBER + 1, pr_refs=[])])
+    rc, out, _ = cli(api.url, capsys)
+    assert (rc, out["reason_code"]) == (0, "TRUSTED")
+    rc, out, _ = cli(api.url, capsys, "--bind-by-run-name")
+    assert (rc, out["trusted_producer"], out["reason_code"]) == (1, "false", "MARKER_MISMATCH")
 
 
 def test_runs_read_failure_is_unknown(api: ReplayServer) -> None:
@@ -484,8 +524,8 @@ def test_review_edited_by_a_maintainer_is_not_evidence(api: ReplayServer) -> Non
     assert_verdict(v, Trust.FALSE, "REVIEW_EDITED")
     assert "mallory" in v.reason and EDITED_AT in v.reason
     # Only the App's reviews on the head are asked about, through GraphQL, after the REST pages.
-    assert api.targets == FULL_ORDER[:4] and graphql_ids(api) == [[edited["node_id"]]]
-    post = api.log[3]
+    assert api.targets == UPTO_GRAPHQL and graphql_ids(api) == [[edited["node_id"]]]
+    post = api.log[len(UPTO_GRAPHQL) - 1]
     assert post.headers["Authorization"] == "Bearer ghs_token123" and post.headers["Content-Type"] == "application/json"
     assert "lastEditedAt" in json.loads(post.body)["query"]
 
@@ -511,7 +551,7 @@ def test_graphql_error_with_status_200_is_unknown(api: ReplayServer) -> None:
     api.set(GRAPHQL, ok({"data": {"nodes": [None]}, "errors": [{"type": "FORBIDDEN", "message": "Resource not accessible by integration"}]}))
     v = verdict_of(api)
     assert_verdict(v, Trust.UNKNOWN, "GRAPHQL_ERROR")
-    assert "Resource not accessible" in v.reason and api.targets == FULL_ORDER[:4]  # no Actions reads after it
+    assert "Resource not accessible" in v.reason and api.targets == UPTO_GRAPHQL  # no Actions reads after it
 
 
 def test_node_answered_as_null_or_for_another_id_is_unknown(api: ReplayServer) -> None:
@@ -585,7 +625,7 @@ def test_pull_request_retargeted_after_the_run_is_false(api: ReplayServer) -> No
     v = verdict_of(api)
     assert_verdict(v, Trust.FALSE, "BASE_MISMATCH")
     assert BASE_SHA in v.reason and RETARGETED in v.reason
-    assert api.targets == FULL_ORDER[:3]  # decided from the reviews: no GraphQL, no Actions reads
+    assert api.targets == UPTO_REVIEWS  # decided from the reviews: no GraphQL, no Actions reads
 
 
 def test_review_from_a_wrapper_without_the_base_marker_is_false(api: ReplayServer) -> None:
@@ -604,3 +644,169 @@ def test_base_retargeted_during_the_evaluation_is_unknown(api: ReplayServer) -> 
     v = verdict_of(api)
     assert_verdict(v, Trust.UNKNOWN, "BASE_MOVED")
     assert api.targets == FULL_ORDER
+
+
+# --------------------------------------------------------------------------- issue comments
+
+def test_diagnostic_comment_for_the_head_blocks_beside_a_clean_review(api: ReplayServer) -> None:
+    install_trusted(api, comment_pages=[[comment(clean_body()), comment(diagnostic_body())]])
+    v = verdict_of(api)
+    assert_verdict(v, Trust.FALSE, "BLOCKING_COMMENT")
+    assert "diagnostic comment" in v.reason and HEAD in v.reason
+    assert api.targets == [PR_PATH, COMMENTS_PATH]  # decided from the comments: nothing more is read
+
+
+def test_fallback_comment_when_the_review_could_not_be_posted(api: ReplayServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The wrapper's findings review could not be posted, so its body was posted as an issue
+    comment: a known failure with its own code, not a mere missing review."""
+    install_trusted(api, review_pages=[[]], comment_pages=[[comment(findings_body())]])
+    rc, out, _ = cli(api.url, capsys)
+    assert (rc, out["trusted_producer"], out["reason_code"]) == (1, "false", "BLOCKING_COMMENT")
+    assert "fallback (findings) comment" in out["reason"]
+
+
+def test_actionable_comment_on_page_two(api: ReplayServer) -> None:
+    install_trusted(api, comment_pages=[[comment("Thanks!", login="alice", user_type="User")], [comment(diagnostic_body())]])
+    assert_verdict(verdict_of(api), Trust.FALSE, "BLOCKING_COMMENT")
+    assert api.targets == [PR_PATH, COMMENTS_PATH, f"{COMMENTS_PATH}&page=2"]
+
+
+def test_diagnostic_comment_naming_no_head_blocks(api: ReplayServer) -> None:
+    install_trusted(api, comment_pages=[[comment(diagnostic_body(head=None))]])
+    v = verdict_of(api)
+    assert_verdict(v, Trust.FALSE, "BLOCKING_COMMENT")
+    assert "names no head" in v.reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        clean_body(),  # a no-findings comment for this head: historical, non-actionable
+        clean_body(head=None),
+        diagnostic_body(head=OLD_HEAD),  # about an older head: a new head recovers
+        findings_body(head=NEW_HEAD),
+        "Review started.",  # the App, but no marker
+        "",
+    ],
+    ids=["no-findings", "no-findings-without-head", "diagnostic-older-head", "fallback-other-head", "no-marker", "empty"],
+)
+def test_non_actionable_comments_by_the_app_are_ignored(api: ReplayServer, body: str) -> None:
+    install_trusted(api, comment_pages=[[comment(body)]])
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+    assert api.targets == FULL_ORDER
+
+
+@pytest.mark.parametrize("login", ["mallory", "github-actions[bot]", "OpenCode-Review[bot]", "opencode-review", "opencode-reviеw[bot]"])
+def test_a_comment_by_another_login_never_counts(api: ReplayServer, login: str) -> None:
+    """Display names never authenticate: a look-alike's diagnostic comment neither blocks nor helps."""
+    forged = comment(diagnostic_body(), login=login)
+    forged["user"]["name"] = APP
+    install_trusted(api, comment_pages=[[forged]])
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+    install_trusted(api, review_pages=[[]], comment_pages=[[comment(clean_body(), login=login)]])
+    assert_verdict(verdict_of(api), Trust.FALSE, "NO_TRUSTED_REVIEW")  # nor does its no-findings comment stand in for a review
+
+
+def test_comment_by_a_deleted_account_is_ignored(api: ReplayServer) -> None:
+    ghost = comment(diagnostic_body())
+    ghost["user"] = None
+    install_trusted(api, comment_pages=[[ghost]])
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+
+
+def test_comments_read_failure_is_unknown(api: ReplayServer) -> None:
+    install_trusted(api)
+    api.set(COMMENTS_PATH, error(500))
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "HTTP_STATUS")
+    assert api.targets == [PR_PATH, COMMENTS_PATH]
+
+
+def test_comment_of_the_wrong_shape_is_unknown(api: ReplayServer) -> None:
+    bad = comment(diagnostic_body())
+    bad["id"] = "1"
+    install_trusted(api, comment_pages=[[bad]])
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "RESPONSE_SHAPE")
+
+
+def test_comment_changed_between_pages_is_unknown(api: ReplayServer) -> None:
+    first = comment(clean_body(), comment_id=55)
+    install_trusted(api, comment_pages=[[first], [dict(first, body=diagnostic_body())]])
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "LISTING_INCONSISTENT")
+
+
+# --------------------------------------------------------------------------- the protected environment
+
+def test_missing_environment_is_false(api: ReplayServer) -> None:
+    install_trusted(api, env=error(404, "Not Found"))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.FALSE, "ENVIRONMENT_MISSING")
+    assert api.targets == FULL_ORDER[:-1]  # decided: no final read
+
+
+def test_environment_without_a_deployment_branch_policy_is_false(api: ReplayServer) -> None:
+    install_trusted(api, env=ok(environment(unrestricted=True)))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.FALSE, "ENVIRONMENT_UNPROTECTED")
+    assert "any branch may deploy" in v.reason
+
+
+@pytest.mark.parametrize("status", [403, 500, 502])
+def test_environment_read_failure_is_unknown(api: ReplayServer, status: int) -> None:
+    """403: the token cannot read environments, which says nothing about whether it is protected."""
+    install_trusted(api, env=error(status, "Resource not accessible by integration"))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "HTTP_STATUS")
+    assert f"HTTP {status}" in v.reason and api.targets == FULL_ORDER[:-1]
+
+
+def test_a_404_that_is_not_the_apis_json_is_unknown(api: ReplayServer) -> None:
+    install_trusted(api, env=raw(b"<html>not found</html>", status=404, content_type="text/html"))
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "RESPONSE_NOT_JSON")
+
+
+def test_custom_branch_policies_qualify(api: ReplayServer) -> None:
+    install_trusted(api, env=ok(environment(protected_branches=False, custom_branch_policies=True)))
+    assert_verdict(verdict_of(api), Trust.TRUE, "TRUSTED")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": False}},
+        {"deployment_branch_policy": {"protected_branches": True, "custom_branch_policies": True}},
+        {"deployment_branch_policy": {"protected_branches": "true", "custom_branch_policies": False}},
+        {"deployment_branch_policy": []},
+        {"name": None},
+    ],
+    ids=["neither", "both", "not-a-boolean", "not-an-object", "no-name"],
+)
+def test_malformed_environment_is_unknown(api: ReplayServer, change: dict[str, Any]) -> None:
+    install_trusted(api, env=ok({**environment(), **change}))
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "RESPONSE_SHAPE")
+
+
+def test_environment_without_the_policy_field_is_unknown(api: ReplayServer) -> None:
+    """Absent is not null: the API did not say whether deployments are restricted."""
+    env = environment()
+    del env["deployment_branch_policy"]
+    install_trusted(api, env=ok(env))
+    v = verdict_of(api)
+    assert_verdict(v, Trust.UNKNOWN, "RESPONSE_SHAPE")
+    assert "deployment_branch_policy is missing" in v.reason
+
+
+def test_environment_answered_for_another_name_is_unknown(api: ReplayServer) -> None:
+    install_trusted(api, env=ok(environment("Attest-Review-Trusted")))
+    assert_verdict(verdict_of(api), Trust.UNKNOWN, "ENVIRONMENT_MISMATCH")
+
+
+def test_environment_named_on_the_command_line(api: ReplayServer, capsys: pytest.CaptureFixture[str]) -> None:
+    install_trusted(api)
+    custom = f"/repos/{REPO}/environments/review.prod_1"
+    api.set(custom, ok(environment("review.prod_1")))
+    rc, out, _ = cli(api.url, capsys, "--environment", "review.prod_1")
+    assert (rc, out["reason_code"]) == (0, "TRUSTED")
+    assert custom in api.targets and ENV_PATH not in api.targets
+    api.log.clear()
+    rc, out, _ = cli(api.url, capsys, "--environment", "staging")  # the replay server has none: 404
+    assert (rc, out["trusted_producer"], out["reason_code"]) == (1, "false", "ENVIRONMENT_MISSING")

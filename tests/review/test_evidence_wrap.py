@@ -13,11 +13,15 @@ from hypothesis import strategies as st
 
 from attest.cli import main
 from attest.errors import InputError
+from attest.review.evidence._model import PullRef
 from attest.review.evidence import (
+    DEFAULT_ENVIRONMENT,
     DEFAULT_JOB,
     DEFAULT_WORKFLOW,
+    Environment,
     Evidence,
     EvidenceCode,
+    IssueComment,
     Job,
     PullRequest,
     Review,
@@ -60,7 +64,7 @@ def test_valid_outputs(raw: bytes, outcome: str, count: int) -> None:
     assert (r.outcome, r.code, len(r.findings), r.ok) == (outcome, None, count, True)
     assert r.review["commit_id"] == HEAD and r.review["event"] == "COMMENT"
     m = parse_markers(r.review["body"])
-    assert m.runs == ((777, 2),) and m.bases == (BASE,)
+    assert m.runs == ((777, 2),) and m.bases == (BASE,) and m.heads == (HEAD,)
     if outcome == "clean":
         assert m.is_clean
     else:
@@ -119,7 +123,7 @@ def test_diagnostic_outputs(raw: bytes, code: str) -> None:
     assert (r.outcome, str(r.code), r.ok) == ("diagnostic", code, False)
     assert r.review["commit_id"] == HEAD and r.review["event"] == "COMMENT"
     m = parse_markers(r.review["body"])
-    assert (m.diagnostic, m.clean, m.findings, m.runs, m.malformed, m.bases) == (1, 0, (), ((777, 2),), 0, (BASE,))
+    assert (m.diagnostic, m.clean, m.findings, m.runs, m.malformed, m.bases, m.heads) == (1, 0, (), ((777, 2),), 0, (BASE,), (HEAD,))
     assert r.to_json()["errors"][0]["code"] == code
 
 
@@ -130,8 +134,8 @@ def test_findings_review_lists_every_finding_and_neutralizes_markup() -> None:
     assert r.outcome == "findings"
     assert "1. **major** `src/app.py`:12: " in body and "2. **nit** `docs/x.md`: Typo" in body and "3. **nit** ```we`ird``path```" in body
     assert "<img" not in body and "&lt;img" in body
-    assert parse_markers(body).runs == ((777, 2),) and parse_markers(body).findings == (3,)
-    assert body.count("opencode-review:") == 3
+    assert parse_markers(body).runs == ((777, 2),) and parse_markers(body).findings == (3,) and parse_markers(body).heads == (HEAD,)
+    assert body.count("opencode-review:") == 4  # findings, workflow-run, base and head markers: nothing from the model
 
 
 def test_identity_is_validated() -> None:
@@ -149,21 +153,36 @@ def test_wrapper_clean_review_is_accepted_by_the_decision() -> None:
     diag = wrap_failure(EvidenceCode.OUTPUT_UNREADABLE, "model crashed", **IDENT).review
     cfg = TrustConfig("octo/widgets", 42, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB)
     pr = PullRequest(42, HEAD, "octo/widgets", "octo/widgets", BASE)
-    run = Run(777, f"OpenCode review PR #42 head {HEAD}", "pull_request_target", DEFAULT_WORKFLOW, 9, 2, "completed", "success", ())
+    run = Run(777, f"OpenCode review PR #42 head {HEAD}", "pull_request_target", DEFAULT_WORKFLOW, 9, 2, "completed", "success",
+              (PullRef(42, HEAD),))
     job = Job(1, DEFAULT_JOB, 777, 2, "completed", "success")
+    env = Environment(DEFAULT_ENVIRONMENT, "protected_branches")
 
-    def verdict(*bodies: str, base: str = BASE) -> Trust:
+    def verdict(*bodies: str, base: str = BASE, comments: tuple[str, ...] = (), head: str = HEAD) -> tuple[Trust, str]:
         reviews = tuple(Review(i, "opencode-review[bot]", "COMMENTED", HEAD, b, f"PRR_{i}") for i, b in enumerate(bodies, 1))
         edits = tuple(ReviewEdit(i, f"PRR_{i}", None, None, False) for i in range(1, len(bodies) + 1))
-        now = PullRequest(42, HEAD, "octo/widgets", "octo/widgets", base)
-        return decide(cfg, Evidence(now, reviews, edits, (run,), (job,), now)).trusted
+        posted = tuple(IssueComment(100 + i, "opencode-review[bot]", b) for i, b in enumerate(comments))
+        now = PullRequest(42, head, "octo/widgets", "octo/widgets", base)
+        v = decide(cfg, Evidence(pull_request=now, issue_comments=posted, reviews=reviews, review_edits=edits, runs=(run,), jobs=(job,),
+                                 environment=env, final_pull_request=now))
+        return v.trusted, str(v.code)
 
-    assert verdict(clean["body"]) is Trust.TRUE
-    assert verdict(findings["body"]) is Trust.FALSE
-    assert verdict(diag["body"]) is Trust.FALSE
-    assert verdict(diag["body"], clean["body"]) is Trust.FALSE
-    assert verdict(clean["body"], base="0" * 40) is Trust.FALSE  # the PR was retargeted after the run
+    assert verdict(clean["body"]) == (Trust.TRUE, "TRUSTED")
+    assert verdict(findings["body"]) == (Trust.FALSE, "BLOCKING_REVIEW")
+    assert verdict(diag["body"]) == (Trust.FALSE, "BLOCKING_REVIEW")
+    assert verdict(diag["body"], clean["body"]) == (Trust.FALSE, "BLOCKING_REVIEW")
+    assert verdict(clean["body"], base="0" * 40) == (Trust.FALSE, "BASE_MISMATCH")  # the PR was retargeted after the run
     assert pr.base_sha == BASE
+    # The same bodies posted as issue comments (the review could not be posted): a findings
+    # body is a fallback comment and a diagnostic one a diagnostic comment, both blocking on
+    # their head, even beside a clean review; a no-findings comment is ignored.
+    assert verdict(clean["body"], comments=(findings["body"],)) == (Trust.FALSE, "BLOCKING_COMMENT")
+    assert verdict(clean["body"], comments=(diag["body"],)) == (Trust.FALSE, "BLOCKING_COMMENT")
+    assert verdict(comments=(findings["body"],)) == (Trust.FALSE, "BLOCKING_COMMENT")
+    assert verdict(clean["body"], comments=(clean["body"],)) == (Trust.TRUE, "TRUSTED")
+    # About an older head (the body names HEAD, the PR is now at another head): ignored there.
+    other = "89e6c98d92887913cadf06b2adb97f26cde4849b"
+    assert verdict(comments=(findings["body"], diag["body"]), head=other) == (Trust.FALSE, "NO_TRUSTED_REVIEW")
 
 
 @given(st.text(max_size=200))
@@ -171,7 +190,7 @@ def test_wrapper_clean_review_is_accepted_by_the_decision() -> None:
 def test_arbitrary_output_never_yields_a_clean_review_unless_it_is_an_empty_block(text: str) -> None:
     r = wrap_output(text.encode("utf-8", "surrogatepass"), **IDENT)
     m = parse_markers(r.review["body"])
-    assert m.runs == ((777, 2),) and m.bases == (BASE,) and m.malformed == 0
+    assert m.runs == ((777, 2),) and m.bases == (BASE,) and m.heads == (HEAD,) and m.malformed == 0
     if m.is_clean:
         assert r.outcome == "clean" and text.strip(" \t\r\n").startswith("<findings>")
 

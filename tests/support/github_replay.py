@@ -1,5 +1,6 @@
 """A local HTTP server replaying recorded GitHub REST API response sequences, and builders
-for responses shaped like the public API (pull request, reviews, workflow runs, jobs).
+for responses shaped like the public API (pull request, issue comments, reviews, workflow runs,
+jobs, environments).
 
 Each request target (path?query, byte for byte; ``"POST /graphql"`` for a POST) maps to a
 sequence of responses served in order; the last one repeats. A GraphQL ``nodes(ids:)`` POST
@@ -28,11 +29,14 @@ BASE_SHA = "d670460b4b4aece5915caf5c68d12f560a9fe3e4"
 APP = "opencode-review[bot]"
 WORKFLOW = ".github/workflows/opencode-code-review.yml"
 JOB = "opencode-review-same-repo"
+ENVIRONMENT = "attest-review-trusted"
 RUN_ID = 9_876_543_210
 RUN_NUMBER = 318
 
 PR_PATH = f"/repos/{REPO}/pulls/{PR}"
 REVIEWS_PATH = f"{PR_PATH}/reviews?per_page=100"
+COMMENTS_PATH = f"/repos/{REPO}/issues/{PR}/comments?per_page=100"
+ENV_PATH = f"/repos/{REPO}/environments/{ENVIRONMENT}"
 RUNS_PATH = f"/repos/{REPO}/actions/workflows/opencode-code-review.yml/runs?event=pull_request_target&per_page=100"
 
 
@@ -211,22 +215,37 @@ def _base_line(base: str | None) -> str:
     return "" if base is None else f"<!-- opencode-review: base sha={base} -->\n"
 
 
-def clean_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA) -> str:
-    """The wrapper's clean review; ``base=None`` is the body of a wrapper from before the base marker."""
+def _head_line(head: str | None) -> str:
+    return "" if head is None else f"<!-- opencode-review: head sha={head} -->\n"
+
+
+def clean_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA, head: str | None = HEAD) -> str:
+    """The wrapper's clean body; ``base=None`` (``head=None``) is a body from before the base (head) marker."""
     return (
-        f"**OpenCode review**: no findings for head `{HEAD[:12]}`.\n\n"
+        f"**OpenCode review**: no findings for head `{(head or HEAD)[:12]}`.\n\n"
         "<!-- opencode-review: clean -->\n"
         f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->\n"
-        + _base_line(base)
+        + _base_line(base) + _head_line(head)
     )
 
 
-def findings_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA) -> str:
+def findings_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA, head: str | None = HEAD) -> str:
+    """The wrapper's findings body; posted as an issue comment it is a fallback comment."""
     return (
         "**OpenCode review**: 1 finding. Action required.\n\n1. **major** `a.py`:3: bug\n\n"
         "<!-- opencode-review: findings count=1 -->\n"
         f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->\n"
-        + _base_line(base)
+        + _base_line(base) + _head_line(head)
+    )
+
+
+def diagnostic_body(run_id: int = RUN_ID, attempt: int = 1, base: str | None = BASE_SHA, head: str | None = HEAD) -> str:
+    """The wrapper's diagnostic body (the model result was not one valid findings block)."""
+    return (
+        f"**OpenCode review**: diagnostic for head `{(head or HEAD)[:12]}`: the model result was not one valid findings block.\n\n"
+        "<!-- opencode-review: diagnostic -->\n"
+        f"<!-- opencode-review: workflow-run id={run_id} attempt={attempt} -->\n"
+        + _base_line(base) + _head_line(head)
     )
 
 
@@ -245,6 +264,45 @@ def review(body: str | None = None, *, login: str = APP, state: str = "COMMENTED
         "commit_id": commit,
         "submitted_at": "2026-07-23T15:00:00Z",
         "author_association": "NONE",
+    }
+
+
+_comment_ids = iter(range(3_000_000_001, 3_100_000_000))
+
+
+def comment(body: str, *, login: str = APP, comment_id: int | None = None, user_type: str = "Bot") -> dict[str, Any]:
+    """An issue comment of the pull request, as ``GET /repos/{repo}/issues/{n}/comments`` lists it."""
+    cid = comment_id if comment_id is not None else next(_comment_ids)
+    return {
+        "id": cid,
+        "node_id": f"IC_kwDOAAAB{cid}",
+        "url": f"https://api.github.com/repos/{REPO}/issues/comments/{cid}",
+        "html_url": f"https://github.com/{REPO}/pull/{PR}#issuecomment-{cid}",
+        "issue_url": f"https://api.github.com/repos/{REPO}/issues/{PR}",
+        "user": {"login": login, "id": 41898283, "type": user_type},
+        "body": body,
+        "created_at": "2026-07-23T15:01:00Z",
+        "updated_at": "2026-07-23T15:01:00Z",
+        "author_association": "NONE",
+        "performed_via_github_app": None,
+    }
+
+
+def environment(name: str = ENVIRONMENT, *, protected_branches: bool = True, custom_branch_policies: bool = False,
+                unrestricted: bool = False) -> dict[str, Any]:
+    """A deployment environment as ``GET /repos/{repo}/environments/{name}`` answers it;
+    ``unrestricted`` gives ``deployment_branch_policy: null`` (any branch may deploy)."""
+    policy = None if unrestricted else {"protected_branches": protected_branches, "custom_branch_policies": custom_branch_policies}
+    return {
+        "id": 161088068,
+        "node_id": "EN_kwDOAAAB",
+        "name": name,
+        "url": f"https://api.github.com/repos/{REPO}/environments/{name}",
+        "html_url": f"https://github.com/{REPO}/deployments/activity_log?environments_filter={name}",
+        "created_at": "2026-07-01T10:00:00Z",
+        "updated_at": "2026-07-01T10:00:00Z",
+        "protection_rules": [{"id": 3736, "node_id": "GA_kwDOAAAB", "type": "branch_policy"}],
+        "deployment_branch_policy": policy,
     }
 
 
@@ -275,6 +333,9 @@ def run(
     title: str | None = None,
     pr_refs: list[tuple[int, str]] | None = None,
 ) -> dict[str, Any]:
+    """A workflow run; by default bound to PR #42 head HEAD through ``pull_requests`` (pass
+    ``pr_refs=[]`` for a run the API associates with no pull request) and titled by the run-name."""
+    refs = [(PR, HEAD)] if pr_refs is None else pr_refs
     obj: dict[str, Any] = {
         "id": run_id,
         "name": "OpenCode code review",
@@ -287,7 +348,7 @@ def run(
         "status": status,
         "conclusion": conclusion,
         "workflow_id": 161335,
-        "pull_requests": [{"id": 1, "number": n, "head": {"ref": "frob", "sha": sha}, "base": {"ref": "main", "sha": BASE_SHA}} for n, sha in (pr_refs or [])],
+        "pull_requests": [{"id": 1, "number": n, "head": {"ref": "frob", "sha": sha}, "base": {"ref": "main", "sha": BASE_SHA}} for n, sha in refs],
         "created_at": "2026-07-23T14:58:00Z",
     }
     if attempt is not None:
@@ -319,29 +380,41 @@ def jobs_page(*jobs: dict[str, Any]) -> dict[str, Any]:
     return {"total_count": len(jobs), "jobs": list(jobs)}
 
 
+def _install_pages(srv: ReplayServer, path: str, pages: list[list[dict[str, Any]]]) -> None:
+    for i, page in enumerate(pages):
+        target = path if i == 0 else f"{path}&page={i + 1}"
+        link = None
+        if i + 1 < len(pages):
+            link = f'<{srv.url}{path}&page={i + 2}>; rel="next", <{srv.url}{path}&page={len(pages)}>; rel="last"'
+        srv.set(target, ok(page, link=link))
+
+
 def install_trusted(srv: ReplayServer, *, review_pages: list[list[dict[str, Any]]] | None = None, runs: list[dict[str, Any]] | None = None,
                     jobs: list[dict[str, Any]] | None = None, first_pr: dict[str, Any] | None = None, final_pr: dict[str, Any] | None = None,
-                    attempt: int = 1) -> None:
-    """The trusted case (two review pages, a human review, an unrelated run), overridable per stage.
+                    attempt: int = 1, comment_pages: list[list[dict[str, Any]]] | None = None, env: Response | None = None) -> None:
+    """The trusted case (two review pages, a human review, an unrelated run, non-actionable
+    comments, the protected environment), overridable per stage.
 
     Every review is also a GraphQL node, unedited; edit one with ``srv.nodes[id] = review_node(..., edited_at=...)``.
+    The default comments are all ignored by the decision: a person's, the App's no-findings
+    comment for this head, and the App's diagnostic comment for an older head.
     """
+    if comment_pages is None:
+        comment_pages = [[comment("Thanks, looks good.", login="alice", user_type="User"), comment(clean_body()),
+                          comment(diagnostic_body(head=OLD_HEAD))]]
     if review_pages is None:
         review_pages = [
             [review("Looks fine to me.", login="alice", user_type="User", state="APPROVED")],
             [review()],
         ]
     if runs is None:
-        runs = [run(RUN_ID + 5, 1, run_number=RUN_NUMBER + 1, title=f"OpenCode review PR #{PR + 1} head {NEW_HEAD}"), run()]
+        runs = [run(RUN_ID + 5, 1, run_number=RUN_NUMBER + 1, title=f"OpenCode review PR #{PR + 1} head {NEW_HEAD}", pr_refs=[(PR + 1, NEW_HEAD)]), run()]
     if jobs is None:
         jobs = [job("opencode-review-fork", conclusion="skipped", attempt=attempt), job(attempt=attempt)]
     first = pull() if first_pr is None else first_pr
     srv.set(PR_PATH, ok(first), ok(first if final_pr is None else final_pr))
-    for i, page in enumerate(review_pages):
-        target = REVIEWS_PATH if i == 0 else f"{REVIEWS_PATH}&page={i + 1}"
-        link = None
-        if i + 1 < len(review_pages):
-            link = f'<{srv.url}{REVIEWS_PATH}&page={i + 2}>; rel="next", <{srv.url}{REVIEWS_PATH}&page={len(review_pages)}>; rel="last"'
-        srv.set(target, ok(page, link=link))
+    _install_pages(srv, COMMENTS_PATH, comment_pages)
+    _install_pages(srv, REVIEWS_PATH, review_pages)
     srv.set(RUNS_PATH, ok(runs_page(*runs)))
     srv.set(jobs_path(RUN_ID, attempt), ok(jobs_page(*jobs)))
+    srv.set(ENV_PATH, ok(environment()) if env is None else env)

@@ -2,8 +2,10 @@
 
 Implements docs/evidence.md "attest evidence trusted-producer" and "attest evidence wrap".
 :func:`decide` is the pure trust decision over parsed evidence, in the steps of docs/evidence.md
-"The decision, step by step"; :func:`evaluate` reads that evidence from the GitHub REST API (and,
-through GraphQL, whether a review was edited) in the required order and decides;
+"The decision, step by step"; :func:`evaluate` reads that evidence from the GitHub REST API (the
+pull request, its issue comments and reviews, the workflow's runs, the latest attempt's jobs,
+the protected environment, the pull request again; through GraphQL, whether a review was
+edited) in the required order and decides;
 :func:`wrap_output` turns a model's raw output into the exact-head review the trusted wrapper
 posts.
 
@@ -16,14 +18,18 @@ posts.
 from __future__ import annotations
 
 from ._codes import EvidenceCode
-from ._decide import decide, is_bound, latest_run, qualifying_runs
+from ._decide import blocking_comment, decide, is_bound, latest_run, qualifying_runs
 from ._fetch import collect, evaluate
 from ._http import DEFAULT_API_URL, GitHubClient, HttpLimits
 from ._markers import Markers, parse_markers
 from ._model import (
+    DEFAULT_ENVIRONMENT,
     DEFAULT_JOB,
     DEFAULT_WORKFLOW,
+    AbsentEnvironment,
+    Environment,
     Evidence,
+    IssueComment,
     Job,
     PullRequest,
     ReadFailure,
@@ -38,13 +44,17 @@ from ._wrap import MAX_OUTPUT_BYTES, ReviewFinding, WrapResult, wrap_failure, wr
 
 __all__ = [
     "DEFAULT_API_URL",
+    "DEFAULT_ENVIRONMENT",
     "DEFAULT_JOB",
     "DEFAULT_WORKFLOW",
     "MAX_OUTPUT_BYTES",
+    "AbsentEnvironment",
+    "Environment",
     "Evidence",
     "EvidenceCode",
     "GitHubClient",
     "HttpLimits",
+    "IssueComment",
     "Job",
     "Markers",
     "PullRequest",
@@ -57,6 +67,7 @@ __all__ = [
     "TrustConfig",
     "Verdict",
     "WrapResult",
+    "blocking_comment",
     "collect",
     "decide",
     "evaluate",

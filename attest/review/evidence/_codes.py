@@ -18,6 +18,8 @@ class EvidenceCode(ReasonCode):
     # Pull request: it must be explicitly known same-repository (docs/evidence.md "The decision, step by step").
     NOT_SAME_REPO = "NOT_SAME_REPO"
     PR_MISMATCH = "PR_MISMATCH"
+    # Issue comments by the configured App login: a diagnostic or fallback (findings) comment for the head.
+    BLOCKING_COMMENT = "BLOCKING_COMMENT"
     # Reviews by the configured App login on the exact head.
     NO_TRUSTED_REVIEW = "NO_TRUSTED_REVIEW"
     BLOCKING_REVIEW = "BLOCKING_REVIEW"
@@ -44,6 +46,10 @@ class EvidenceCode(ReasonCode):
     JOB_AMBIGUOUS = "JOB_AMBIGUOUS"
     JOB_PENDING = "JOB_PENDING"
     JOB_NOT_SUCCESS = "JOB_NOT_SUCCESS"
+    # The protected environment that holds the App's key (GET .../environments/{name}).
+    ENVIRONMENT_MISSING = "ENVIRONMENT_MISSING"
+    ENVIRONMENT_UNPROTECTED = "ENVIRONMENT_UNPROTECTED"
+    ENVIRONMENT_MISMATCH = "ENVIRONMENT_MISMATCH"
     # Final authoritative head read.
     HEAD_MOVED = "HEAD_MOVED"
     BASE_MOVED = "BASE_MOVED"

@@ -1,10 +1,14 @@
 """The trusted-producer decision: a pure function from parsed evidence to a verdict.
 
-No I/O, no clock. The steps follow docs/evidence.md "The decision, step by step" in order
-and the first step that fails decides: a known failure is ``false``, incomplete evidence or
-a failed read is ``unknown``, and ``true`` is reachable only through the last line.
+No I/O, no clock. The steps follow docs/evidence.md "The decision, step by step" in order:
+(1) the pull request, (2) the App's issue comments, (3) the App's reviews on the head and
+their edit status, (4) the workflow runs, (5) the jobs of the latest attempt, (6) the
+protected environment, (7) the final head read. The first step that fails decides: a known
+failure is ``false``, incomplete evidence or a failed read is ``unknown``, and ``true`` is
+reachable only through the last line.
 
-    >>> decide(config, Evidence(pull_request=pr, reviews=(...), review_edits=(...), runs=(...), jobs=(...), final_pull_request=pr))
+    >>> decide(config, Evidence(pull_request=pr, issue_comments=(...), reviews=(...), review_edits=(...), runs=(...),
+    ...                         jobs=(...), environment=env, final_pull_request=pr))
     Verdict(trusted=<Trust.TRUE: 'true'>, code=<EvidenceCode.TRUSTED: 'TRUSTED'>, ...)
 """
 
@@ -17,7 +21,9 @@ from ._codes import EvidenceCode as C
 from ._markers import parse_markers
 from ._model import (
     TRUSTED_EVENT,
+    AbsentEnvironment,
     Evidence,
+    IssueComment,
     Job,
     PullRequest,
     ReadFailure,
@@ -31,7 +37,7 @@ from ._model import (
     unknown,
 )
 
-_T = TypeVar("_T", Review, ReviewEdit, Run, Job)
+_T = TypeVar("_T", IssueComment, Review, ReviewEdit, Run, Job)
 _S = TypeVar("_S")
 COMPLETED = "completed"
 SUCCESS = "success"
@@ -81,15 +87,49 @@ def app_reviews(config: TrustConfig, reviews: Iterable[Review], head_sha: str) -
     return tuple(sorted((r for r in reviews if r.login == config.app_login and r.commit_id == head_sha), key=lambda r: r.id))
 
 
-def is_bound(config: TrustConfig, run: Run, head_sha: str) -> bool:
-    """The run belongs to this pull request and exact head: by run-name or a PR entry.
+def blocking_comment(config: TrustConfig, comment: IssueComment, head_sha: str) -> str | None:
+    """Why an issue comment keeps the evidence from being ``true`` on ``head_sha``, or None.
+
+    Only a comment by exactly the configured App login counts (the raw login, byte for byte:
+    display names never authenticate). It blocks when its body is actionable (the diagnostic
+    marker; a findings marker, which makes it a fallback comment; or a malformed marker line)
+    and it is not about another head. It is about another head only when it has exactly one head
+    marker and that names another commit; with none, or several, it cannot be placed on
+    another head and blocks (fail closed). A no-findings comment never blocks, and never
+    counts as evidence either.
 
     Raises:
         Nothing.
     """
-    if run.display_title == config.run_name(head_sha):
+    if comment.login != config.app_login:
+        return None
+    m = parse_markers(comment.body)
+    if not m.actionable:
+        return None
+    if len(m.heads) == 1 and m.heads[0] != head_sha:
+        return None
+    kind = "a diagnostic comment" if m.diagnostic else "a fallback (findings) comment" if m.findings else \
+        f"a comment with {m.malformed} malformed opencode-review marker line(s)"
+    if not m.heads:
+        return f"{kind} that names no head (no head marker), so it cannot be placed on another head"
+    if len(m.heads) > 1:
+        return f"{kind} that names {len(m.heads)} heads, so it cannot be placed on another head"
+    return f"{kind} for head {head_sha}: only a new head recovers"
+
+
+def is_bound(config: TrustConfig, run: Run, head_sha: str) -> bool:
+    """The run belongs to this pull request and exact head, by the API's association.
+
+    A ``pull_requests[]`` entry with this number and head sha binds it. Its display title
+    (the workflow's ``run-name``) binds it only when ``config.bind_by_run_name`` opts in: a
+    title is text the run chose, not an association the API made.
+
+    Raises:
+        Nothing.
+    """
+    if any(ref.number == config.pr and ref.head_sha == head_sha for ref in run.pull_requests):
         return True
-    return any(ref.number == config.pr and ref.head_sha == head_sha for ref in run.pull_requests)
+    return config.bind_by_run_name and run.display_title == config.run_name(head_sha)
 
 
 def qualifying_runs(config: TrustConfig, runs: Iterable[Run], head_sha: str) -> tuple[Run, ...]:
@@ -118,7 +158,14 @@ def _why_not_qualifying(config: TrustConfig, run: Run, head_sha: str) -> Verdict
         return false(C.RUN_WRONG_EVENT, f"run {run.id} named by the marker has event {run.event!r}, not {TRUSTED_EVENT!r}")
     if run.path != config.workflow:
         return false(C.RUN_WRONG_WORKFLOW, f"run {run.id} named by the marker has path {run.path!r}, not {config.workflow!r}")
-    return false(C.RUN_NOT_BOUND, f"run {run.id} named by the marker is not bound to PR #{config.pr} head {head_sha}")
+    if config.bind_by_run_name:
+        why = f", nor is its display title {config.run_name(head_sha)!r}"
+    elif run.display_title == config.run_name(head_sha):
+        why = " (only its display title names them, and the run-name binds only with --bind-by-run-name)"
+    else:
+        why = ""
+    return false(C.RUN_NOT_BOUND, f"run {run.id} named by the marker is not bound to PR #{config.pr} head {head_sha}: "
+                                  f"no pull_requests entry has this number and head{why}")
 
 
 def _blocking_reason(review: Review) -> str | None:
@@ -134,6 +181,9 @@ def _blocking_reason(review: Review) -> str | None:
         return f"it carries {m.malformed} malformed opencode-review marker line(s)"
     if m.clean != 1:
         return "it has no clean marker" if m.clean == 0 else "it has more than one clean marker"
+    # A head marker is optional in a review (its commit_id binds it); one that contradicts it is not.
+    if m.heads and m.heads != (review.commit_id,):
+        return "its head marker does not name exactly its commit"
     return None
 
 
@@ -156,17 +206,28 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     _check_pr(config, pr, "the pull request")
     head = pr.head_sha
 
-    # (2) Every review by exactly the configured App login on exactly the current head.
+    # (2) The issue comments: a diagnostic or fallback (findings) comment by exactly the App for
+    #     this head is a known failure, even beside a clean review: the trusted job leaves such a
+    #     comment when it could not post its review, so the comment is that run's outcome. Read
+    #     before the reviews so the comment, not the missing review, is what is reported.
+    #     No-findings comments and comments about another head are ignored (non-actionable).
+    comments = _unique(_read(ev.issue_comments, "the issue comments"), "issue comment")
+    for comment in sorted(comments, key=lambda c: c.id):
+        why = blocking_comment(config, comment, head)
+        if why is not None:
+            return false(C.BLOCKING_COMMENT, f"issue comment {comment.id} by {config.app_login} is {why}")
+
+    # (3) Every review by exactly the configured App login on exactly the current head.
     reviews = _unique(_read(ev.reviews, "the reviews"), "review")
     mine = app_reviews(config, reviews, head)
     if not mine:
         return false(C.NO_TRUSTED_REVIEW, f"no review by {config.app_login} on head {head}")
-    # (2a) Any non-clean one blocks, even if a later clean review exists: only a new head recovers.
+    # (3a) Any non-clean one blocks, even if a later clean review exists: only a new head recovers.
     for review in mine:
         why = _blocking_reason(review)
         if why is not None:
             return false(C.BLOCKING_REVIEW, f"review {review.id} by {config.app_login} on head {head} is not clean: {why}")
-    # (2b) The latest clean review names exactly one workflow run and attempt.
+    # (3b) The latest clean review names exactly one workflow run and attempt.
     latest_review = mine[-1]
     run_markers = parse_markers(latest_review.body).runs
     if not run_markers:
@@ -174,7 +235,7 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     if len(run_markers) > 1:
         return false(C.RUN_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(run_markers)} workflow-run markers")
     marker_id, marker_attempt = run_markers[0]
-    # (2c) The run reviewed BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base
+    # (3c) The run reviewed BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base
     #      is its base marker, and both must be the pull request's now. A PR retargeted after
     #      the run (say from a stacked branch to main) brings in commits the run never saw.
     #      The base *sha* is bound, not the ref name: the sha decides what BASE...HEAD covers,
@@ -190,7 +251,7 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
         return false(C.BASE_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(bases)} base markers")
     if bases[0] != pr.base_sha:
         return false(C.BASE_MISMATCH, f"review {latest_review.id} reviewed base {bases[0]}; the pull request's base is now {pr.base_sha} (retargeted or updated after the run)")
-    # (2d) None of those reviews was ever edited. Anyone with write access to the repository
+    # (3d) None of those reviews was ever edited. Anyone with write access to the repository
     #      can edit a review's body, the App's included, so an edited body proves nothing about
     #      what the App posted (a findings review turned clean, a marker rewritten). Checked
     #      after the body checks: an edit can only take `true` away, never give it.
@@ -204,8 +265,8 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
             at = f" at {edit.last_edited_at}" if edit.last_edited_at else ""
             return false(C.REVIEW_EDITED, f"review {review.id} by {config.app_login} on head {head} was edited{by}{at}; an edited review is never evidence")
 
-    # (3) Runs of the configured workflow only: pull_request_target, base workflow path,
-    #     bound to this PR and head; the latest (run_number, run_attempt, id) generation.
+    # (4) Runs of the configured workflow only: pull_request_target, base workflow path,
+    #     bound to this PR and head (is_bound); the latest (run_number, run_attempt, id) generation.
     runs = _unique(_read(ev.runs, "the workflow runs"), "workflow run")
     candidates = qualifying_runs(config, runs, head)
     named = next((r for r in runs if r.id == marker_id), None)
@@ -218,12 +279,12 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
         return unknown(C.MISSING_RUN_ATTEMPT, f"run {missing[0]} has no run_attempt; the latest generation cannot be known")
     latest = latest_run(candidates)
     assert latest is not None and latest.run_attempt is not None  # every candidate has an attempt
-    # (3a) Pending, cancelled, skipped, neutral or failed latest attempts invalidate old evidence.
+    # (4a) Pending, cancelled, skipped, neutral or failed latest attempts invalidate old evidence.
     if latest.status != COMPLETED or latest.conclusion is None:
         return unknown(C.RUN_PENDING, f"latest run {latest.id} attempt {latest.run_attempt} is {latest.status or 'without status'}")
     if latest.conclusion != SUCCESS:
         return false(C.RUN_NOT_SUCCESS, f"latest run {latest.id} attempt {latest.run_attempt} concluded {latest.conclusion!r}")
-    # (3b) The marker names exactly that run and attempt.
+    # (4b) The marker names exactly that run and attempt.
     if (marker_id, marker_attempt) != (latest.id, latest.run_attempt):
         if marker_id == latest.id and marker_attempt < latest.run_attempt:
             return false(C.STALE_ATTEMPT, f"marker names attempt {marker_attempt} of run {marker_id}; the latest attempt is {latest.run_attempt}")
@@ -231,7 +292,7 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
             return _why_not_qualifying(config, named, head)
         return false(C.MARKER_MISMATCH, f"marker names run {marker_id} attempt {marker_attempt}; the latest is run {latest.id} attempt {latest.run_attempt}")
 
-    # (4) The jobs of exactly that attempt: the configured job exactly once, completed/success.
+    # (5) The jobs of exactly that attempt: the configured job exactly once, completed/success.
     jobs = _unique(_read(ev.jobs, f"the jobs of run {latest.id} attempt {latest.run_attempt}"), "job")
     for job in jobs:
         if job.run_attempt is None:
@@ -249,7 +310,18 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     if job.conclusion != SUCCESS:
         return false(C.JOB_NOT_SUCCESS, f"job {config.job!r} ({job.id}) concluded {job.conclusion!r}")
 
-    # (5) The authoritative final head read, made only after the Actions reads.
+    # (6) The protected environment that holds the App's key must exist and restrict which
+    #     branches may deploy to it. The API shows that much; it does not show where the
+    #     secret lives (docs/evidence.md "What the environment check shows").
+    env = _read(ev.environment, f"the environment {config.environment!r}")
+    if isinstance(env, AbsentEnvironment):
+        return false(C.ENVIRONMENT_MISSING, f"the API answers 404 for environment {config.environment!r}: the protected environment that should hold the App's key does not exist")
+    if env.name != config.environment:
+        return unknown(C.ENVIRONMENT_MISMATCH, f"the API answered for environment {env.name!r}, not {config.environment!r}")
+    if env.branch_policy is None:
+        return false(C.ENVIRONMENT_UNPROTECTED, f"environment {config.environment!r} has no deployment branch policy: any branch may deploy to it")
+
+    # (7) The authoritative final head read, made only after the Actions and environment reads.
     final = _read(ev.final_pull_request, "the pull request (final re-read)")
     _check_pr(config, final, "the re-read pull request")
     if final.head_sha != head:
@@ -259,5 +331,6 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
 
     return true(
         f"clean, unedited review {latest_review.id} by {config.app_login} on head {head} and base {pr.base_sha}, "
-        f"run {latest.id} attempt {latest.run_attempt} and job {config.job!r} succeeded"
+        f"run {latest.id} attempt {latest.run_attempt} and job {config.job!r} succeeded, "
+        f"environment {config.environment!r} restricts deployments ({env.branch_policy})"
     )

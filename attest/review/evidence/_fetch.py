@@ -1,11 +1,13 @@
 """The thin fetcher: hosting-API reads in the order the decision requires, fed to :func:`decide`.
 
 Order (docs/evidence.md "The decision, step by step"): (1) the pull request, (2) every page of
-its reviews, then, through GraphQL, whether any of the App's reviews on the head was edited (REST
-has no edit marker), (3) the runs of the configured workflow, (4) the jobs of exactly the latest
-attempt, and only then (5) the authoritative final re-read of the pull request. Before each
-read the decision is taken on what was read so far; once an earlier step decides, later reads
-cannot change the verdict and are skipped. A read that fails becomes a :class:`ReadFailure`, hence ``unknown``.
+its issue comments, (3) every page of its reviews, then, through GraphQL, whether any of the
+App's reviews on the head was edited (REST has no edit marker), (4) the runs of the configured
+workflow, (5) the jobs of exactly the latest attempt, (6) the protected environment (a 404 is
+an answer: it does not exist), and only then (7) the authoritative final re-read of the pull
+request. Before each read the decision is taken on what was read so far; once an earlier step
+decides, later reads cannot change the verdict and are skipped. A read that fails becomes a
+:class:`ReadFailure`, hence ``unknown``.
 
     >>> client = GitHubClient(DEFAULT_API_URL, token=os.environ["GH_TOKEN"], limits=HttpLimits())
     >>> evaluate(TrustConfig("octo/repo", 7, "opencode-review[bot]", DEFAULT_WORKFLOW, DEFAULT_JOB), client)  # doctest: +SKIP
@@ -20,7 +22,21 @@ from urllib.parse import quote
 from ._codes import EvidenceCode as C
 from ._decide import app_reviews, decide, latest_run, qualifying_runs
 from ._http import FetchFailed, GitHubClient
-from ._model import REVIEW_EDIT_SELECTION, Evidence, Job, PullRequest, ReadFailure, Review, ReviewEdit, Run, TrustConfig, Verdict
+from ._model import (
+    REVIEW_EDIT_SELECTION,
+    AbsentEnvironment,
+    Environment,
+    Evidence,
+    IssueComment,
+    Job,
+    PullRequest,
+    ReadFailure,
+    Review,
+    ReviewEdit,
+    Run,
+    TrustConfig,
+    Verdict,
+)
 
 _PAGE = "per_page=100"
 
@@ -33,6 +49,9 @@ def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evide
     repo = config.repo
     if stage in ("pull_request", "final_pull_request"):
         return client.get_object(_pr_path(config), PullRequest.from_json)
+    if stage == "issue_comments":
+        # A pull request is an issue: its conversation comments are the issue's.
+        return client.get_list(f"/repos/{repo}/issues/{config.pr}/comments?{_PAGE}", None, IssueComment.from_json)
     if stage == "reviews":
         return client.get_list(f"{_pr_path(config)}/reviews?{_PAGE}", None, Review.from_json)
     if stage == "review_edits":
@@ -50,10 +69,14 @@ def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evide
         run = latest_run(qualifying_runs(config, ev.runs, ev.pull_request.head_sha))
         assert run is not None and run.run_attempt is not None
         return client.get_list(f"/repos/{repo}/actions/runs/{run.id}/attempts/{run.run_attempt}/jobs?{_PAGE}", "jobs", Job.from_json)
+    if stage == "environment":
+        name = quote(config.environment, safe="")
+        found = client.get_object_or_absent(f"/repos/{repo}/environments/{name}", Environment.from_json)
+        return AbsentEnvironment(config.environment) if found is None else found
     raise AssertionError(stage)
 
 
-STAGES = ("pull_request", "reviews", "review_edits", "runs", "jobs", "final_pull_request")
+STAGES = ("pull_request", "issue_comments", "reviews", "review_edits", "runs", "jobs", "environment", "final_pull_request")
 
 
 def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdict]:

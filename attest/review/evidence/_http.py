@@ -261,10 +261,11 @@ class GitHubClient:
             origin, carries a query, or uses http for a non-loopback host), ``TOKEN_MISSING``
             (a token a header cannot carry).
         FetchFailed: (``attest.review.evidence._http``; :func:`collect` turns it into an
-            ``unknown`` verdict) from ``get_object`` / ``get_list`` / ``get_nodes``:
-            ``HTTP_ERROR``, ``HTTP_STATUS``, ``RESPONSE_TOO_LARGE``, ``RESPONSE_NOT_JSON``,
-            ``RESPONSE_SHAPE``, ``TOO_MANY_PAGES``, ``BAD_LINK``, ``FOREIGN_LINK``,
-            ``GRAPHQL_ERROR``. ``target`` and ``graphql_target`` raise nothing.
+            ``unknown`` verdict) from ``get_object`` / ``get_object_or_absent`` (which answers
+            None for a 404) / ``get_list`` / ``get_nodes``: ``HTTP_ERROR``, ``HTTP_STATUS``,
+            ``RESPONSE_TOO_LARGE``, ``RESPONSE_NOT_JSON``, ``RESPONSE_SHAPE``, ``TOO_MANY_PAGES``,
+            ``BAD_LINK``, ``FOREIGN_LINK``, ``GRAPHQL_ERROR``. ``target`` and ``graphql_target``
+            raise nothing.
     """
 
     def __init__(self, api_url: str, *, token: str | None, limits: HttpLimits) -> None:
@@ -381,6 +382,21 @@ class GitHubClient:
             return parse(value)
         except ShapeError as e:
             raise self._fail(C.RESPONSE_SHAPE, f"GET {self.target(path)}: {e}") from e
+
+    def get_object_or_absent(self, path: str, parse: Callable[[Any], _T]) -> _T | None:
+        """Like :meth:`get_object`, but a 404 is an answer (None: there is no such object), not a failure.
+
+        Every other status still fails (``HTTP_STATUS``): a 403 says the token cannot look,
+        not that the object is absent.
+        """
+        target = self.target(path)
+        status, value, _ = self._exchange("GET", target, None, ok=(200, 404))
+        if status == 404:
+            return None
+        try:
+            return parse(value)
+        except ShapeError as e:
+            raise self._fail(C.RESPONSE_SHAPE, f"GET {target}: {e}") from e
 
     def graphql_target(self) -> str:
         """The GraphQL endpoint beside the REST base: ``/graphql``, or ``/api/graphql`` beside

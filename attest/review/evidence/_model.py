@@ -18,6 +18,9 @@ from ._codes import EvidenceCode
 
 DEFAULT_WORKFLOW = ".github/workflows/opencode-code-review.yml"
 DEFAULT_JOB = "opencode-review-same-repo"
+# The protected environment holding the App's private key: only same-repository review attaches
+# it, and its deployment branches are restricted to the protected default branch.
+DEFAULT_ENVIRONMENT = "attest-review-trusted"
 TRUSTED_EVENT = "pull_request_target"
 # The shared Actions identity: any workflow can post as it, so it can never be the producer.
 SHARED_ACTIONS_LOGIN = "github-actions[bot]"
@@ -26,6 +29,7 @@ _OWNER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,10
 _APP_LOGIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,98})\[bot\]")
 _WORKFLOW = re.compile(r"\.github/workflows/[A-Za-z0-9._-]{1,200}\.ya?ml")
 _JOB = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
+_ENVIRONMENT = re.compile(r"[A-Za-z0-9._-]{1,255}")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _NODE_ID = re.compile(r"[A-Za-z0-9_=+/-]{1,200}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
@@ -98,14 +102,19 @@ class ReadFailure:
 
 @dataclass(frozen=True, slots=True)
 class TrustConfig:
-    """The explicit policy: which repository, pull request, App login, workflow and job.
+    """The explicit policy: which repository, pull request, App login, workflow, job and environment.
 
-    No field has a default here (the CLI supplies the documented defaults); every field is
-    validated so a typo cannot silently widen what is trusted.
+    The first five fields have no default here (the CLI supplies the documented defaults).
+    ``environment`` defaults to :data:`DEFAULT_ENVIRONMENT` and ``bind_by_run_name`` to the
+    strict ``False``: a run is bound to the pull request by the API's ``pull_requests``
+    association only, and its display title (``run-name``) binds it only when the caller opts
+    in (docs/evidence.md "Binding a run by its run-name"). Every field is validated so a typo
+    cannot silently widen what is trusted.
 
     Raises:
         InputError: ``BAD_CONFIG`` from the constructor, one finding per bad field (repo, pr,
-            App login, the shared Actions login, workflow, job). ``run_name`` raises nothing.
+            App login, the shared Actions login, workflow, job, environment, bind_by_run_name).
+            ``run_name`` raises nothing.
     """
 
     repo: str
@@ -113,6 +122,8 @@ class TrustConfig:
     app_login: str
     workflow: str
     job: str
+    environment: str = DEFAULT_ENVIRONMENT
+    bind_by_run_name: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -128,6 +139,10 @@ class TrustConfig:
             problems.append(f"--workflow must be .github/workflows/<file>.yml, got {_printable(self.workflow)!r}")
         if not _JOB.fullmatch(self.job):
             problems.append(f"--job must be a workflow job id, got {_printable(self.job)!r}")
+        if not isinstance(self.environment, str) or not _ENVIRONMENT.fullmatch(self.environment) or not self.environment.strip("."):
+            problems.append(f"--environment must be an environment name of 1..255 ASCII letters, digits, '.', '_' or '-', not only dots, got {_printable(str(self.environment))!r}")
+        if not isinstance(self.bind_by_run_name, bool):
+            problems.append(f"bind_by_run_name must be a boolean, got {self.bind_by_run_name!r}")
         if problems:
             raise InputError(findings=[Finding(EvidenceCode.BAD_CONFIG, None, p) for p in problems])
 
@@ -136,7 +151,7 @@ class TrustConfig:
         return self.workflow.rsplit("/", 1)[1]
 
     def run_name(self, head_sha: str) -> str:
-        """The run-name the trusted workflow sets, binding a run to this PR and head."""
+        """The run-name the trusted workflow sets; it binds a run only with ``bind_by_run_name``."""
         return f"OpenCode review PR #{self.pr} head {head_sha}"
 
 
@@ -249,6 +264,30 @@ class Review:
             _opt_str(obj, "body", "review") or "",
             node_id,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class IssueComment:
+    """One issue comment of the pull request (``GET /repos/{repo}/issues/{n}/comments``): author login and body.
+
+    An issue comment has no commit: it names its head only through a head marker in its body.
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object; :class:`GitHubClient` turns it into a
+            ``RESPONSE_SHAPE`` read failure.
+    """
+
+    id: int
+    login: str | None  # None: the author account is gone
+    body: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> IssueComment:
+        obj = _obj(value, "issue comment")
+        user = obj.get("user")
+        login = None if user is None else _str(_obj(user, "issue comment.user"), "login", "issue comment.user")
+        return cls(_int(obj, "id", "issue comment"), login, _opt_str(obj, "body", "issue comment") or "")
 
 
 # The GraphQL selection ReviewEdit.from_json parses (a `nodes(ids:)` lookup of review node ids).
@@ -373,17 +412,71 @@ class Job:
         )
 
 
+BRANCH_POLICIES = ("protected_branches", "custom_branch_policies")
+
+
 @dataclass(frozen=True, slots=True)
+class Environment:
+    """A deployment environment (``GET /repos/{repo}/environments/{name}``): its name and deployment branch policy.
+
+    ``branch_policy`` is ``None`` when ``deployment_branch_policy`` is ``null`` (any branch may
+    deploy), else which restriction the API shows: ``"protected_branches"`` (only branches
+    with branch protection rules) or ``"custom_branch_policies"`` (only branches matching name
+    patterns, which live at a further endpoint not read here).
+
+    Raises:
+        ShapeError: (a ``ValueError``, ``attest.review.evidence._model``) from ``from_json`` when
+            the value is not shaped like the API object, ``deployment_branch_policy`` absent,
+            or both or neither of its flags set (the API sets exactly one); :class:`GitHubClient`
+            turns it into a ``RESPONSE_SHAPE`` read failure.
+    """
+
+    name: str
+    branch_policy: str | None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Environment:
+        obj = _obj(value, "environment")
+        name = _str(obj, "name", "environment")
+        if "deployment_branch_policy" not in obj:
+            # Absent is not null: the API did not say whether deployments are restricted.
+            raise ShapeError("environment.deployment_branch_policy is missing")
+        policy = obj["deployment_branch_policy"]
+        if policy is None:
+            return cls(name, None)
+        policy = _obj(policy, "environment.deployment_branch_policy")
+        flags = []
+        for key in BRANCH_POLICIES:
+            flag = policy.get(key)
+            if not isinstance(flag, bool):
+                raise ShapeError(f"environment.deployment_branch_policy.{key} is not a boolean")
+            if flag:
+                flags.append(key)
+        if len(flags) != 1:
+            raise ShapeError("environment.deployment_branch_policy sets neither or both of protected_branches and custom_branch_policies")
+        return cls(name, flags[0])
+
+
+@dataclass(frozen=True, slots=True)
+class AbsentEnvironment:
+    """The API answered 404 for the environment: the repository has no environment of that name."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
     """Everything the decision looks at, in the order it reads it (docs/evidence.md "The decision, step by step").
 
     Each stage is the parsed value, the :class:`ReadFailure` that stopped it, or ``None``
-    when it was not read (yet).
+    when it was not read (yet). Keyword-only: the stages are named, never positional.
     """
 
     pull_request: PullRequest | ReadFailure | None = None
+    issue_comments: tuple[IssueComment, ...] | ReadFailure | None = None
     reviews: tuple[Review, ...] | ReadFailure | None = None
     review_edits: tuple[ReviewEdit, ...] | ReadFailure | None = None
     runs: tuple[Run, ...] | ReadFailure | None = None
     jobs: tuple[Job, ...] | ReadFailure | None = None
+    environment: Environment | AbsentEnvironment | ReadFailure | None = None
     final_pull_request: PullRequest | ReadFailure | None = None

@@ -9,8 +9,10 @@ The model's whole trimmed output must be exactly one findings block::
 whose trimmed content is a JSON array, optionally inside one ```json fence. An empty array
 gives a clean review, a valid non-empty array an action-required review listing every
 finding, and anything else a diagnostic review (never clean) and a non-zero exit. Every
-review is a ``COMMENT`` on the exact head and carries the workflow-run marker and the base
-marker (the base commit of the ``BASE_SHA...HEAD_SHA`` range the run reviewed).
+review is a ``COMMENT`` on the exact head and carries the workflow-run marker, the base
+marker (the base commit of the ``BASE_SHA...HEAD_SHA`` range the run reviewed) and the head
+marker, so that the same body, posted as an issue comment when the review cannot be posted
+(a fallback comment), still names the head it is about.
 
     >>> wrap_output(b"<findings>[]</findings>", head_sha="a" * 40, base_sha="b" * 40, run_id=5, run_attempt=1).outcome
     'clean'
@@ -25,7 +27,7 @@ from typing import Any, Literal
 from ..._json import loads_strict
 from ...errors import InputError
 from ._codes import EvidenceCode as C
-from ._markers import CLEAN, DIAGNOSTIC, MARKER_TAG, Markers, base_marker, findings_marker, parse_markers, run_marker
+from ._markers import CLEAN, DIAGNOSTIC, MARKER_TAG, Markers, base_marker, findings_marker, head_marker, parse_markers, run_marker
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 MAX_FINDINGS = 100
@@ -210,14 +212,14 @@ def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Revie
     run = ((run_id, run_attempt),)
     if outcome == "clean":
         lines = [f"**OpenCode review**: no findings for head `{short}` (base `{base_sha[:12]}`).", "", CLEAN]
-        expected = Markers(1, 0, (), run, 0, (base_sha,))
+        expected = Markers(1, 0, (), run, 0, (base_sha,), (head_sha,))
     elif outcome == "findings":
         n = len(findings)
         lines = [f"**OpenCode review**: {n} finding{'s' if n != 1 else ''} for head `{short}`. Action required.", ""]
         for i, f in enumerate(findings, 1):
             lines.extend(_render_finding(i, f))
         lines += ["", findings_marker(n)]
-        expected = Markers(0, 0, (n,), run, 0, (base_sha,))
+        expected = Markers(0, 0, (n,), run, 0, (base_sha,), (head_sha,))
     else:
         lines = [
             f"**OpenCode review**: diagnostic for head `{short}`: the model result was not one valid findings block "
@@ -225,10 +227,12 @@ def _result(outcome: Outcome, code: C | None, reason: str, findings: tuple[Revie
             "",
             DIAGNOSTIC,
         ]
-        expected = Markers(0, 1, (), run, 0, (base_sha,))
+        expected = Markers(0, 1, (), run, 0, (base_sha,), (head_sha,))
     lines.append(run_marker(run_id, run_attempt))
     # What was reviewed is BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base this.
     lines.append(base_marker(base_sha))
+    # The head is the review's commit_id; said again in the body for a fallback issue comment.
+    lines.append(head_marker(head_sha))
     body = "\n".join(lines) + "\n"
     # The body is read back by the trust decision: it must say exactly what we mean, no more.
     if parse_markers(body) != expected:

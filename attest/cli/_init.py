@@ -53,7 +53,7 @@ def github(
     json_mode: bool = JsonOption,
 ) -> None:
     """Write .github/workflows/attest-review.yml: the base-controlled review, publish and merge-gate workflow."""
-    from ..review.platform._workflow import options_from, write_workflow
+    from ..review.platform import options_from, write_workflow
 
     options = options_from(labels=runner_label, checks=require_check, attest=attest, state_dir=state_dir, pins=pins,
                            policy=policy, skill=skill, installation=installation, key=key, reviewer_image=reviewer_image,

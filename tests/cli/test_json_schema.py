@@ -63,6 +63,7 @@ CASES: dict[str, Case] = {
     "store gc": lambda t: ["store", "gc", "--state-dir", str(t / "m")],
     "build runtime": lambda t: ["build", "runtime", str(t / "m.toml"), "--toolchain-rev", SHA, "--state-dir", str(t / "s")],
     "build skill": lambda t: ["build", "skill", str(t / "m.toml"), "--skill-rev", SHA, "--state-dir", str(t / "s")],
+    "init github": lambda t: ["init", "github", "--repo", str(t / "m")],
     "install skill": lambda t: ["install", "skill", "--pins", str(t / "m.toml"), "--state-dir", str(t / "m"), "--dest", str(t / "d"),
                                 "--key", str(t / "m.pem")],
     "review start": lambda t: ["review", "start", "--handoff", str(t / "m.json"), "--policy", str(t / "m.toml"), "--state-dir", str(t / "m"),

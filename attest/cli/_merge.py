@@ -81,7 +81,7 @@ def merge(
 ) -> None:
     """Run the gate on GitHub and, only when it authorizes, merge pinned to the exact head, then check the merge commit."""
     from ..errors import VerificationError
-    from ..review.platform import merge_pull_request
+    from ..review.platform import PlatformCode, merge_pull_request
 
     gate, _ = _run_gate(record=record, policy=policy, ci=ci, require_check=require_check, identity=None, github=github, pr=pr,
                         token_env=token_env, api_url=api_url, trusted_producer_app=trusted_producer_app, state_dir=state_dir,
@@ -92,8 +92,12 @@ def merge(
     try:
         merged = merge_pull_request(gate, platform, base=gate.base, method=method)
     except VerificationError as e:
-        raise ReportedFailure(e, document={"ok": False, "merged": False, "head": gate.head, "errors": [f.to_json() for f in e.findings]},
-                              text=f"NOT MERGED: head {gate.head}\n" + "".join(f"  {f.code}: {f.detail}\n" for f in e.findings)) from e
+        # MERGE_COMMIT_MISMATCH: GitHub merged, but not (known to be) as reviewed; every other refusal merged nothing.
+        merged_anyway = any(f.code == PlatformCode.MERGE_COMMIT_MISMATCH for f in e.findings)
+        verdict = "MERGED, NOT AS REVIEWED" if merged_anyway else "NOT MERGED"
+        raise ReportedFailure(e, document={"ok": False, "merged": merged_anyway, "head": gate.head,
+                                           "errors": [f.to_json() for f in e.findings]},
+                              text=f"{verdict}: head {gate.head}\n" + "".join(f"  {f.code}: {f.detail}\n" for f in e.findings)) from e
     if json_mode:
         print_json(merged.to_json())
         return

@@ -4,9 +4,14 @@ One :class:`GitHubPlatform` per pull request, over the review layer's one client
 (:class:`~attest.review.evidence.GitHubClient`). Every answer is parsed into a small frozen
 value of exactly the fields attest decides on; a field of the wrong type or a missing one is
 ``PLATFORM_RESPONSE_SHAPE``, a request without a complete answer ``PLATFORM_REQUEST_FAILED``
-(nothing is retried, no redirect is followed). A write whose answer never came raises
-:class:`NoAnswer`: whether it took effect is for the caller to find out by reading, never by
-writing again.
+(nothing is retried, no redirect is followed). A write whose answer never came whole raises
+:class:`NoAnswer` (no answer in time, a server error, an answer too large or not JSON, one
+holding the token): GitHub may have done it all the same, and whether it took effect is for the
+caller to find out by reading, never by writing again.
+
+Nothing GitHub answers holds the token; an answer that does is refused whole (every string of
+it becomes messages, files and the JSON output), and so is a review answered for another pull
+request (its ``pull_request_url``).
 
     >>> gh = GitHubPlatform.for_host(host)  # host: attest.review.bootstrap.GitHubIdentity
     >>> gh.pull().head_sha  # doctest: +SKIP
@@ -18,6 +23,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, urlsplit
 
 from ...errors import EnvironmentFailure
 from ..evidence._codes import EvidenceCode
@@ -31,6 +37,9 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _MAX_ID = 2**63 - 1
+#: A write's failures after which GitHub may have done it: no whole answer, or one that is not JSON (a proxy's page).
+_MAYBE_DONE = frozenset({EvidenceCode.HTTP_ERROR, EvidenceCode.RESPONSE_TOO_LARGE, EvidenceCode.RESPONSE_NOT_JSON})
+_SERVER_ERRORS = frozenset(range(500, 600))
 #: The one GraphQL query of review threads (cursor-paginated, 100 per page).
 THREADS_QUERY = (
     "query($owner: String!, $name: String!, $number: Int!, $cursor: String) { repository(owner: $owner, name: $name) { "
@@ -93,6 +102,21 @@ def _bool(doc: Any, dotted: str) -> bool:
     return value
 
 
+def _holds(value: Any, scrub: Callable[[str], str]) -> bool:
+    """Whether any string of a JSON value (keys too) holds what ``scrub`` removes: the token."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            if scrub(item) != item:
+                return True
+        elif isinstance(item, Mapping):
+            todo += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            todo += item
+    return False
+
+
 # -- the values ----------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +168,7 @@ class PostedReview:
     commit_id: str | None
     state: str
     body: str
+    pull_request_url: str | None = None  # whose review it is (GitHubPlatform compares it with the pull request)
 
     @classmethod
     def from_json(cls, doc: Any) -> PostedReview:
@@ -152,7 +177,7 @@ class PostedReview:
         if commit is not None and not _SHA.match(commit):
             raise ShapeError("commit_id is not a full lowercase commit id")
         return cls(_int(doc, "id"), None if user is None else _str(doc, "user.login"), commit, _str(doc, "state"),
-                   _opt_str(doc, "body") or "")
+                   _opt_str(doc, "body") or "", _str(doc, "pull_request_url"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +235,11 @@ class PostedStatus:
     state: str
     context: str
     description: str | None
+    url: str | None = None  # names the commit it is on: .../statuses/{sha}
 
     @classmethod
     def from_json(cls, doc: Any) -> PostedStatus:
-        return cls(_int(doc, "id"), _str(doc, "state"), _str(doc, "context"), _opt_str(doc, "description"))
+        return cls(_int(doc, "id"), _str(doc, "state"), _str(doc, "context"), _opt_str(doc, "description"), _str(doc, "url"))
 
 
 # -- the adapter ---------------------------------------------------------------------------------------------------
@@ -243,25 +269,48 @@ class GitHubPlatform:
         code = PlatformCode.PLATFORM_RESPONSE_SHAPE if e.code is EvidenceCode.RESPONSE_SHAPE else PlatformCode.PLATFORM_REQUEST_FAILED
         return EnvironmentFailure(code, f"{e.detail} ({e.code}; not retried)")
 
+    def _clean(self, parse: Callable[[Any], _T]) -> Callable[[Any], _T]:
+        """``parse``, refusing (ShapeError) an answer that holds the token anywhere."""
+        def parse_clean(value: Any) -> _T:
+            if _holds(value, self.client._scrub):
+                raise ShapeError("the answer holds the token (not shown)")
+            return parse(value)
+
+        return parse_clean
+
     def _read(self, path: str, parse: Callable[[Any], _T]) -> _T:
         try:
-            return self.client.get_object(path, parse)
+            return self.client.get_object(path, self._clean(parse))
         except FetchFailed as e:
             raise self._fail(e) from e
 
     def _list(self, path: str, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
         try:
-            return self.client.get_list(path, None, parse)
+            return self.client.get_list(path, None, self._clean(parse))
         except FetchFailed as e:
             raise self._fail(e) from e
 
     def _write(self, method: str, path: str, body: Any, *, ok: Collection[int]) -> tuple[int, Any]:
+        where = f"{method} {self.client.target(path)}"
         try:
-            return self.client.send(method, path, body, ok=ok)
+            status, answer = self.client.send(method, path, body, ok=set(ok) | _SERVER_ERRORS)
         except FetchFailed as e:
-            if e.code is EvidenceCode.HTTP_ERROR:  # sent, perhaps; the answer never came whole
+            if e.code in _MAYBE_DONE:  # sent, perhaps done; the answer never came whole, or not as JSON
                 raise NoAnswer(e.detail) from e
-            raise self._fail(e) from e
+            raise self._fail(e) from e  # a refusal (4xx), a redirect (never followed): not done
+        if status not in ok:  # a server error: GitHub may have done it before failing to answer
+            raise NoAnswer(f"{where}: HTTP {status}")
+        if _holds(answer, self.client._scrub):
+            raise NoAnswer(f"{where}: the answer holds the token (not shown)")
+        return status, answer
+
+    def _of_this_pull(self, what: str, review: PostedReview) -> PostedReview:
+        """``review``, when it is a review of this pull request (its ``pull_request_url``)."""
+        url = review.pull_request_url or ""
+        if urlsplit(url).path.lower() != self.client.target(self.pr_path).lower():
+            raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, f"{what} answered review {review.id} of "
+                                     f"{_printable(url, 200)!r}, not of {self.full_name} pull request {self.number}")
+        return review
 
     def _parse(self, what: str, parse: Callable[[Any], _T], value: Any) -> _T:
         try:
@@ -278,10 +327,24 @@ class GitHubPlatform:
         return pr
 
     def reviews(self) -> tuple[PostedReview, ...]:
-        return self._list(f"{self.pr_path}/reviews?per_page=100", PostedReview.from_json)
+        path = f"{self.pr_path}/reviews?per_page=100"
+        return tuple(self._of_this_pull(f"GET {path}", r) for r in self._list(path, PostedReview.from_json))
 
     def review(self, review_id: int) -> PostedReview:
-        return self._read(f"{self.pr_path}/reviews/{review_id}", PostedReview.from_json)
+        path = f"{self.pr_path}/reviews/{review_id}"
+        return self._of_this_pull(f"GET {path}", self._read(path, PostedReview.from_json))
+
+    def branch(self, name: str) -> str:
+        """The commit ``refs/heads/{name}`` points at now (``GET .../git/ref/heads/{name}``)."""
+        if not name or any(part in ("", ".", "..") for part in name.split("/")):
+            raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, f"the branch name {_printable(name, 100)!r} "
+                                     "is not a branch name")
+        path = f"{self.repo_path}/git/ref/heads/{quote(name, safe='/')}"
+        ref, kind, sha = self._read(path, lambda d: (_str(d, "ref"), _str(d, "object.type"), _sha(d, "object.sha")))
+        if (ref, kind) != (f"refs/heads/{name}", "commit"):
+            raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, f"GET {path} answered the {_printable(kind, 20)} "
+                                     f"{_printable(ref, 100)!r}, not the branch {_printable(name, 100)!r}")
+        return sha
 
     def commit(self, sha: str) -> GitCommit:
         got = self._read(f"{self.repo_path}/git/commits/{sha}", GitCommit.from_json)
@@ -301,6 +364,7 @@ class GitHubPlatform:
                 answer = self.client.graphql(THREADS_QUERY, variables)
             except FetchFailed as e:
                 raise self._fail(e) from e
+            answer = self._parse("the review-threads query", self._clean(lambda a: a), answer)
             page = self._parse("the review-threads query", lambda a: _get(a, "repository.pullRequest.reviewThreads"), answer)
             nodes = self._parse("the review-threads query", lambda p: _get(p, "nodes"), page)
             if not isinstance(nodes, list):
@@ -316,7 +380,8 @@ class GitHubPlatform:
     # writes
     def create_review(self, payload: Mapping[str, Any]) -> PostedReview:
         _, answer = self._write("POST", f"{self.pr_path}/reviews", dict(payload), ok=(200,))
-        return self._parse(f"POST {self.pr_path}/reviews", PostedReview.from_json, answer)
+        what = f"POST {self.pr_path}/reviews"
+        return self._of_this_pull(what, self._parse(what, PostedReview.from_json, answer))
 
     def post_status(self, sha: str, *, state: str, description: str, context: str, target_url: str | None) -> PostedStatus:
         body: dict[str, Any] = {"state": state, "description": description, "context": context}
@@ -325,8 +390,12 @@ class GitHubPlatform:
         _, answer = self._write("POST", f"{self.repo_path}/statuses/{sha}", body, ok=(201,))
         return self._parse(f"POST {self.repo_path}/statuses/{sha}", PostedStatus.from_json, answer)
 
+    def statuses_path(self, sha: str) -> str:
+        """The path a commit status of ``sha`` is posted to, and which its answer's ``url`` names (with the API's base)."""
+        return self.client.target(f"{self.repo_path}/statuses/{sha}")
+
     def merge(self, sha: str, method: str) -> tuple[int, Any]:
-        """``PUT .../merge`` pinned to ``sha``: (200, answer), or 405/409 with GitHub's answer (the caller decides)."""
+        """``PUT .../merge`` pinned to ``sha``: (200, answer), or 405/409/422 with GitHub's answer (the caller decides)."""
         return self._write("PUT", f"{self.pr_path}/merge", {"sha": sha, "merge_method": method}, ok=(200, 405, 409, 422))
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ...errors import Finding, VerificationError
+from ..evidence._model import _printable
 from ..merge import MergeGateCode
 from ._api import GitHubPlatform, PostedStatus, PullRequestState, ReviewThread
 from ._codes import PlatformCode as C
@@ -130,7 +132,7 @@ def decide_status(authorized: bool, findings: Sequence[Finding]) -> tuple[str, s
 
 def publish_gate_status(gh: GitHubPlatform, sha: str, authorized: bool, findings: Sequence[Finding], *,
                         target_url: str | None = None) -> GateStatus:
-    """Post the decision as the ``attest/merge-gate`` status on ``sha``; the answer must be that status.
+    """Post the decision as the ``attest/merge-gate`` status on ``sha``; the answer must be that status, on ``sha``.
 
     Raises:
         VerificationError: ``STATUS_READBACK_MISMATCH``.
@@ -149,7 +151,11 @@ def publish_gate_status(gh: GitHubPlatform, sha: str, authorized: bool, findings
                                  "it may or may not be there: run the gate again") from e
     if (posted.state, posted.context) != (state, STATUS_CONTEXT):
         raise VerificationError(C.STATUS_READBACK_MISMATCH, f"GitHub answered the {state!r} {STATUS_CONTEXT} status with a "
-                                f"{posted.state!r} status of context {posted.context!r}")
+                                f"{_printable(posted.state, 40)!r} status of context {_printable(posted.context, 100)!r}")
+    on = urlsplit(posted.url or "").path
+    if on.lower() != gh.statuses_path(sha).lower():
+        raise VerificationError(C.STATUS_READBACK_MISMATCH, f"GitHub answered the {state!r} {STATUS_CONTEXT} status of {sha} "
+                                f"with status {posted.id} at {_printable(on, 200)!r}: on another commit")
     return GateStatus(sha, state, description, posted.id)
 
 

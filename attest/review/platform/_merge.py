@@ -1,18 +1,21 @@
 """`attest merge-gate merge`: merge an authorized pull request through the head-pinned merge call only, then check the merge commit.
 
 1. **authorized**: the caller passes the merge gate's decision; nothing else merges;
-2. **before**: the pull request is read: still the decided head and base (``MERGE_HEAD_MOVED``),
+2. **before**: the pull request is read: still the gate's pull request by GitHub's ids
+   (``PLATFORM_RESPONSE_SHAPE``, as every read of it here), the decided head and base (``MERGE_HEAD_MOVED``),
    and GitHub's test merge (``merge_commit_sha``) is of exactly that base and head
    (``MERGE_MERGEABILITY_UNKNOWN`` while GitHub has not recomputed it); its tree is what the merge
    must produce;
 3. **merge**: ``PUT /repos/{repo}/pulls/{n}/merge`` with ``sha`` = the decided head, so GitHub
    refuses if the head moved (409: ``MERGE_HEAD_MOVED``; 405 or 422: ``MERGE_REFUSED``). A lost
-   answer is resolved by reading the pull request back (``MERGE_UNCONFIRMED`` when not merged);
-   the merge is never sent twice;
+   answer (none in time, a server error, one too large or not JSON, or a 200 without
+   ``merged: true`` and the commit) is resolved by reading the pull request back
+   (``MERGE_UNCONFIRMED`` when not merged); the merge is never sent twice;
 4. **after**: the merge commit, read from the API, must be the reviewed head merged into the
    decided base (:func:`decide_merge_commit`: parents ``[base, head]`` for a merge, ``[base]`` for
-   a squash, and the test merge's tree), and the pull request must say merged by that commit
-   (``MERGE_COMMIT_MISMATCH`` otherwise: it is merged, but not as reviewed).
+   a squash, and the test merge's tree), the pull request must say merged by that commit, and the
+   base branch must be at it (``MERGE_COMMIT_MISMATCH`` otherwise, and when these cannot be read
+   back: it is merged, but not known to be as reviewed).
 
 GitHub's merge call pins the head, not the base: a push to the base between step 2 and step 3
 is merged under; step 4 reports it (the first parent is not the decided base).
@@ -24,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InputError, VerificationError
+from ...errors import EnvironmentFailure, InputError, VerificationError
 from ..evidence._model import _printable
-from ._api import GitCommit, GitHubPlatform, NoAnswer
+from ._api import GitCommit, GitHubPlatform, NoAnswer, PullRequestState
 from ._codes import PlatformCode as C
 
 if TYPE_CHECKING:
@@ -70,11 +73,31 @@ class Merged:
                 "tree": self.tree, "post_merge": {"parents": "ok", "tree": "ok", "pull_request": "merged"}}
 
 
-def _merge_sha(answer: Any) -> str:
+def _merge_sha(answer: Any) -> str | None:
     if not (isinstance(answer, dict) and answer.get("merged") is True and isinstance(answer.get("sha"), str)
             and _SHA.match(answer["sha"])):
-        raise VerificationError(C.MERGE_UNCONFIRMED, "GitHub answered the merge without `merged: true` and a full commit id")
+        return None
     return str(answer["sha"])
+
+
+def _pull(gh: GitHubPlatform, gate: MergeGate, when: str) -> PullRequestState:
+    """The pull request read now, which must be the gate's by GitHub's ids (not only by number and name)."""
+    pr = gh.pull()
+    want = (gate.record.pull_request_id, gate.record.repository_id)
+    if (pr.id, pr.base_repository_id) != want:
+        raise EnvironmentFailure(C.PLATFORM_RESPONSE_SHAPE, f"{when}, GET {gh.pr_path} answered pull request id {pr.id} of "
+                                 f"repository id {pr.base_repository_id}; the gate decided on pull request id {want[0]} of "
+                                 f"repository id {want[1]}")
+    return pr
+
+
+def _merged_by(gh: GitHubPlatform, gate: MergeGate, why: str) -> str:
+    """The merge commit of a merge call without a usable answer, read back (``MERGE_UNCONFIRMED``: not merged)."""
+    after = _pull(gh, gate, "after the merge call")
+    if not after.merged or after.merge_commit_sha is None:
+        raise VerificationError(C.MERGE_UNCONFIRMED, f"{why} and the pull request is not merged: nothing is sent again; look "
+                                "at the pull request, then run the gate again")
+    return after.merge_commit_sha
 
 
 def merge_pull_request(gate: MergeGate, gh: GitHubPlatform, *, base: str, method: str = "merge") -> Merged:
@@ -94,7 +117,7 @@ def merge_pull_request(gate: MergeGate, gh: GitHubPlatform, *, base: str, method
         raise VerificationError(C.MERGE_REFUSED, "the merge gate did not authorize this merge")
     head = gate.head
     # 2. Before: the decided head and base, and GitHub's test merge of exactly them.
-    pr = gh.pull()
+    pr = _pull(gh, gate, "before the merge")
     if (pr.head_sha, pr.base_sha) != (head, base):
         raise VerificationError(C.MERGE_HEAD_MOVED, f"the pull request is now head {pr.head_sha} on base {pr.base_sha}; the gate "
                                 f"authorized head {head} on base {base}: run the gate again")
@@ -108,11 +131,7 @@ def merge_pull_request(gate: MergeGate, gh: GitHubPlatform, *, base: str, method
     try:
         status, answer = gh.merge(head, method)
     except NoAnswer as e:
-        after = gh.pull()
-        if not after.merged or after.merge_commit_sha is None:
-            raise VerificationError(C.MERGE_UNCONFIRMED, f"the merge call got no answer ({e.detail}) and the pull request is not "
-                                    "merged: nothing is sent again; look at the pull request, then run the gate again") from e
-        sha = after.merge_commit_sha
+        sha = _merged_by(gh, gate, f"the merge call got no answer ({e.detail})")
     else:
         message = answer.get("message") if isinstance(answer, dict) else None
         why = f": {_printable(message, 200)}" if isinstance(message, str) else ""
@@ -121,13 +140,23 @@ def merge_pull_request(gate: MergeGate, gh: GitHubPlatform, *, base: str, method
                                     "moved; nothing was merged")
         if status != 200:
             raise VerificationError(C.MERGE_REFUSED, f"GitHub refused the merge ({status}{why}): nothing was merged")
-        sha = _merge_sha(answer)
-    # 4. After: the merge commit is the reviewed head merged into the decided base, and the pull request says so.
-    commit = gh.commit(sha)
+        sha = _merge_sha(answer) or _merged_by(gh, gate, "GitHub answered the merge (200) without `merged: true` and a full "
+                                                         "commit id")
+    # 4. After: the merge commit is the reviewed head merged into the decided base, the pull request says so, and the
+    # base branch is at it (an API that says merged, by a commit that is nowhere on the base, is not believed).
+    try:
+        commit = gh.commit(sha)
+        after = _pull(gh, gate, "after the merge")
+        branch = gh.branch(pr.base_ref)
+    except EnvironmentFailure as e:
+        raise VerificationError(C.MERGE_COMMIT_MISMATCH, f"MERGED (GitHub says by {sha}), but the post-merge check could not "
+                                f"read it back ({e.code}: {e.detail}): it is not known to be the reviewed head merged into the "
+                                "base. Investigate the base branch now") from e
     wrong = decide_merge_commit(method, commit, base=base, head=head, tree=trial.tree)
-    after = gh.pull()
     if not after.merged or after.merge_commit_sha != sha:
         wrong.append(f"the pull request says merged={after.merged} by {after.merge_commit_sha}, not by {sha}")
+    if branch != sha:
+        wrong.append(f"the base branch {_printable(pr.base_ref, 100)} is at {branch}, not at it")
     if wrong:
         raise VerificationError(C.MERGE_COMMIT_MISMATCH, f"MERGED, but not as reviewed: the merge commit {sha} " + "; ".join(wrong)
                                 + ". Investigate the base branch now")

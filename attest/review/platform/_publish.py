@@ -14,7 +14,10 @@
    the answer is lost, the reviews are read again and the marker decides whether it was
    created (``PUBLISH_UNCONFIRMED`` when it is not there: nothing is posted twice);
 6. **read back**: the created review is read by its id and must be exactly what was posted:
-   the record's head as ``commit_id``, the event's state, the body (``PUBLISH_READBACK_MISMATCH``);
+   the record's head as ``commit_id``, the event's state, the body, and with ``--app-login`` that
+   author (``PUBLISH_READBACK_MISMATCH``: a token that is not the App's is caught on its first
+   post, not by a second review on every run). The reviews are then read once more: another
+   review with the marker (a second publisher posting at the same time) is ``PUBLISH_DUPLICATE``;
 7. **note**: ``<record>.published.json`` beside the record says which review it is.
 
 The body GitHub holds is the signed payload's body followed by one line, the marker; removing
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ..._fs import read_bounded, write_atomic
 from ..._json import loads_strict
 from ...errors import InputError, VerificationError
+from ..evidence._model import _printable
 from ._api import GitHubPlatform, NoAnswer, PostedReview
 from ._codes import PlatformCode as C
 
@@ -60,19 +64,23 @@ def record_marker(record_digest: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Expected:
-    """The review GitHub must hold for a record: on its head, in its event's state, with this body."""
+    """The review GitHub must hold for a record: on its head, in its event's state, with this body (by ``login``, if given)."""
 
     commit_id: str
     state: str
     body: str
     marker: str
+    login: str | None = None
 
     def differences(self, review: PostedReview) -> list[str]:
         out = []
         if review.commit_id != self.commit_id:
             out.append(f"its commit is {review.commit_id}, not the record's head {self.commit_id}")
         if review.state != self.state:
-            out.append(f"its state is {review.state!r}, not {self.state!r}")
+            out.append(f"its state is {_printable(review.state, 40)!r}, not {self.state!r}")
+        if self.login is not None and review.login != self.login:
+            out.append(f"it was posted by {_printable(str(review.login), 100)}, not {self.login} (--app-login): the token is "
+                       "not the App's")
         if review.body != self.body:
             out.append("its body is not the signed payload's body followed by the marker (edited, or not attest's)")
         return out
@@ -193,7 +201,7 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
     # 2. The payload, the record's subject.
     doc, payload_digest = _payload(payload, statement, parsed, event)
     marker = record_marker(record_digest)
-    expected = Expected(parsed.head, _STATES[event], doc["body"] + marker + "\n", marker)
+    expected = Expected(parsed.head, _STATES[event], doc["body"] + marker + "\n", marker, app_login)
     gh = GitHubPlatform.for_host(host)
     # 3. The pull request, again: the same repository and pull request, the record's head and base.
     pr = gh.pull()
@@ -220,6 +228,11 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
                                         "not shown it yet. Run publish again later: it reads first and never posts twice") from e
             created = found
         existing = _confirm(gh, created, expected)
+        # Posted once by this run; another run posting at the same time made a second one: say so, now.
+        listed = decide_existing(gh.reviews(), expected, app_login=app_login)
+        if listed is not None and listed.id != existing.id:
+            raise VerificationError(C.PUBLISH_DUPLICATE, f"this run created review {existing.id}, and review {listed.id} "
+                                    "also carries this record's marker: another publisher posted it at the same time")
     note = _note_path(record)
     out = Published(existing.id, posted, expected.commit_id, existing.state, existing.login, record_digest, payload_digest,
                     host.full_name, host.number, note)

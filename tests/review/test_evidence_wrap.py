@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from attest.cli import main
 from attest.errors import InputError
-from attest.review.evidence._model import PullRef
 from attest.review.evidence import (
     DEFAULT_ENVIRONMENT,
     DEFAULT_JOB,
@@ -34,6 +33,7 @@ from attest.review.evidence import (
     wrap_failure,
     wrap_output,
 )
+from attest.review.evidence._model import PullRef
 
 HEAD = "3f786850e387550fdab836ed7e6dc881de23001b"
 BASE = "d670460b4b4aece5915caf5c68d12f560a9fe3e4"

@@ -15,13 +15,14 @@ reachable only through the last line.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ._codes import EvidenceCode as C
 from ._markers import parse_markers
 from ._model import (
     TRUSTED_EVENT,
     AbsentEnvironment,
+    Environment,
     Evidence,
     IssueComment,
     Job,
@@ -313,7 +314,8 @@ def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
     # (6) The protected environment that holds the App's key must exist and restrict which
     #     branches may deploy to it. The API shows that much; it does not show where the
     #     secret lives (docs/evidence.md "What the environment check shows").
-    env = _read(ev.environment, f"the environment {config.environment!r}")
+    # mypy infers `object` for a union of two results through _read's TypeVar; the value is one of the two.
+    env = cast("Environment | AbsentEnvironment", _read(ev.environment, f"the environment {config.environment!r}"))
     if isinstance(env, AbsentEnvironment):
         return false(C.ENVIRONMENT_MISSING, f"the API answers 404 for environment {config.environment!r}: the protected environment that should hold the App's key does not exist")
     if env.name != config.environment:

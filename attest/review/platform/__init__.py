@@ -24,7 +24,15 @@ from ._codes import PlatformCode
 from ._gate import STATUS_CONTEXT, GateStatus, decide_gate_facts, decide_status, github_gate_facts, publish_gate_status
 from ._merge import MERGE_METHODS, Merged, decide_merge_commit, merge_pull_request
 from ._publish import Published, decide_existing, publish_review, record_marker
-from ._workflow import WORKFLOW_PATH, WorkflowCode, WorkflowOptions, WrittenWorkflow, options_from, render_workflow, write_workflow
+from ._workflow import (
+    WORKFLOW_PATH,
+    WorkflowCode,
+    WorkflowOptions,
+    WrittenWorkflow,
+    options_from,
+    render_workflow,
+    write_workflow,
+)
 
 __all__ = [
     "MERGE_METHODS",

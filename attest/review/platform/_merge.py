@@ -106,8 +106,8 @@ def merge_pull_request(gate: MergeGate, gh: GitHubPlatform, *, base: str, method
     Raises:
         InputError: ``MERGE_BAD_METHOD``.
         VerificationError: ``MERGE_HEAD_MOVED``, ``MERGE_MERGEABILITY_UNKNOWN``, ``MERGE_REFUSED``,
-            ``MERGE_UNCONFIRMED``, ``MERGE_COMMIT_MISMATCH``; and ``MERGE_NOT_AUTHORIZED`` is the
-            caller's (this function refuses an unauthorized gate with ``MERGE_REFUSED``).
+            ``MERGE_UNCONFIRMED``, ``MERGE_COMMIT_MISMATCH``; an unauthorized ``gate`` is refused with
+            ``MERGE_REFUSED`` before anything is read or sent.
         EnvironmentFailure: ``PLATFORM_REQUEST_FAILED``, ``PLATFORM_RESPONSE_SHAPE``.
     """
     if method not in MERGE_METHODS:

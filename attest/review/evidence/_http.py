@@ -432,15 +432,8 @@ class GitHubClient:
         query = f"query($ids: [ID!]!) {{ nodes(ids: $ids) {{ __typename id {selection} }} }}"
         items: list[_T] = []
         for batch in batches:
-            payload = json.dumps({"query": query, "variables": {"ids": list(batch)}}, sort_keys=True).encode()
-            value, _ = self._request("POST", target, payload)
-            errors = value.get("errors") if isinstance(value, dict) else None
-            if errors:
-                first = errors[0] if isinstance(errors, list) and errors else errors
-                message = first.get("message") if isinstance(first, dict) else first
-                raise self._fail(C.GRAPHQL_ERROR, f"POST {target}: {_printable(str(message), 200)}")
+            data = self.graphql(query, {"ids": list(batch)})
             try:
-                data = value.get("data") if isinstance(value, dict) else None
                 nodes = data.get("nodes") if isinstance(data, dict) else None
                 if not isinstance(nodes, list) or len(nodes) != len(batch):
                     raise ShapeError(f"data.nodes is not an array of {len(batch)} nodes")

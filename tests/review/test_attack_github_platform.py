@@ -19,7 +19,7 @@ import test_github_flow
 import test_review_serialize as ts
 from support.fake_github import FakeGitHub
 from support.gitrepo import git
-from test_github_flow import APP_LOGIN, APP_TOKEN, LIMITS, PR, REPO, Flow, codes, copy_of, dep_trust
+from test_github_flow import APP_LOGIN, APP_TOKEN, LIMITS, PR, REPO, Flow, codes, copy_of
 
 from attest.attestation import load_policy
 from attest.errors import AttestError
@@ -48,7 +48,7 @@ def gate_args(flow: Flow) -> list[str]:
 
 
 def publish_args(flow: Flow) -> list[str]:
-    return ["review", "publish", "--record", str(flow.record), "--payload", str(flow.payload), "--policy", str(dep_trust(flow)),
+    return ["review", "publish", "--record", str(flow.record), "--payload", str(flow.payload), "--policy", str(flow.trust),
             *host_args(flow)]
 
 
@@ -94,7 +94,7 @@ def push(repo: Path, branch: str, name: str) -> str:
 
 
 def record_digest(flow: Flow) -> str:
-    return verify_review_record(flow.record, load_policy(dep_trust(flow)))[0].digest
+    return verify_review_record(flow.record, load_policy(flow.trust))[0].digest
 
 
 # -- writes whose answer is not usable: processed, perhaps; resolved by reading (fixed) ----------------------------

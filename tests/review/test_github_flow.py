@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,8 @@ class Flow:
     gate_trust: Path
     ci_key: Path
     tmp: Path
+    state: Path  # the deployment's state directory
+    trust: Path  # the deployment's TRUST (review records verify under it)
 
     @property
     def head(self) -> str:
@@ -88,21 +91,13 @@ class Flow:
 
     def publish(self, **kw: Any) -> Any:
         return publish_review(record=kw.pop("record", self.record), payload=kw.pop("payload", self.payload),
-                              policy=load_policy(dep_trust(self)), host=kw.pop("host", self.host), **kw)
+                              policy=load_policy(self.trust), host=kw.pop("host", self.host), **kw)
 
     def gate(self, *, record: Path | None = None, host: GitHubIdentity | None = None, ci: list[Path] | None = None) -> Any:
         host = host or self.host
         return merge_gate_check(record=record or self.record, policy=load_policy(self.gate_trust), host=host,
                                 ci=[self.ci()] if ci is None else ci, required_checks=("test",), state_dir=self.state,
                                 host_facts=github_gate_facts(GitHubPlatform.for_host(host)))
-
-    @property
-    def state(self) -> Path:
-        return self._state  # type: ignore[attr-defined,no-any-return]
-
-
-def dep_trust(flow: Flow) -> Path:
-    return flow._trust  # type: ignore[attr-defined,no-any-return]
 
 
 def make_pr(path: Path, dep: Any, content: str, *, conflict: bool = False) -> Any:
@@ -140,29 +135,16 @@ def reviewed(dep: Any, skill: Any, tmp: Path, fake_factory: Any, *, content: str
     done = serialize_review(state_dir=dep.state, review=start.review, result=out, out=tmp / "payload.json",
                             signer=load_signer(str(dep.key)), token_env="REVIEW_TOKEN", environ=env, record=tmp / "record.json")
     gate_trust, ci_key = tm.gate_trust(dep, tmp)
-    flow = Flow(c, fake, host, GitHubPlatform.for_host(host), handoff, start.review, Path(done.record_path), tmp / "payload.json",
-                gate_trust, ci_key, tmp)
-    flow._state = dep.state  # type: ignore[attr-defined]
-    flow._trust = dep.trust  # type: ignore[attr-defined]
-    return flow
+    return Flow(c, fake, host, GitHubPlatform.for_host(host), handoff, start.review, Path(done.record_path), tmp / "payload.json",
+                gate_trust, ci_key, tmp, dep.state, dep.trust)
 
 
 @pytest.fixture(scope="module")
 def template(dep: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
     """One clean pull request reviewed up to its record, once per module; each test works on a copy of its repository."""
     tmp = tmp_path_factory.mktemp("github-flow")
-    started: list[FakeGitHub] = []
-
-    def make(repo: Path, **kw: Any) -> FakeGitHub:
-        fake = FakeGitHub(repo, full_name=REPO, repository_id=REPO_ID, **kw)
-        fake.__enter__()
-        started.append(fake)
-        return fake
-
-    flow = reviewed(dep, skill_for(dep, tmp), tmp, make, content="def template():\n    return 0\n")
-    for fake in started:
-        fake.__exit__(None, None, None)
-        assert fake.schema_errors == [], fake.schema_errors
+    with fake_factory() as make:
+        flow = reviewed(dep, skill_for(dep, tmp), tmp, make, content="def template():\n    return 0\n")
     yield flow
 
 
@@ -184,15 +166,14 @@ def copy_of(template: Flow, tmp: Path, fakes: Any, **kw: Any) -> Flow:
     host = GitHubIdentity(REPO, PR, fake.url, APP_TOKEN, LIMITS)
     for name in ("record.json", "payload.json"):
         shutil.copyfile(template.tmp / name, tmp / name)
-    flow = Flow(Consumer(repo, template.base, template.head), fake, host, GitHubPlatform.for_host(host), template.handoff,
-                template.review, tmp / "record.json", tmp / "payload.json", template.gate_trust, template.ci_key, tmp)
-    flow._state = template.state  # type: ignore[attr-defined]
-    flow._trust = dep_trust(template)  # type: ignore[attr-defined]
-    return flow
+    return Flow(Consumer(repo, template.base, template.head), fake, host, GitHubPlatform.for_host(host), template.handoff,
+                template.review, tmp / "record.json", tmp / "payload.json", template.gate_trust, template.ci_key, tmp,
+                template.state, template.trust)
 
 
-@pytest.fixture
-def fakes() -> Iterator[Any]:
+@contextmanager
+def fake_factory() -> Iterator[Any]:
+    """Start fakes of the repository on demand; on the way out stop each, and none may have sent or accepted an off-schema body."""
     started: list[FakeGitHub] = []
 
     def make(repo: Path, **kw: Any) -> FakeGitHub:
@@ -205,6 +186,12 @@ def fakes() -> Iterator[Any]:
     for fake in started:
         fake.__exit__(None, None, None)
         assert fake.schema_errors == [], fake.schema_errors
+
+
+@pytest.fixture
+def fakes() -> Iterator[Any]:
+    with fake_factory() as make:
+        yield make
 
 
 # -- the clean path -----------------------------------------------------------------------------------------------
@@ -523,7 +510,7 @@ def test_the_commands_publish_gate_with_status_and_merge(template: Flow, tmp_pat
     monkeypatch.setenv("ATTEST_APP_TOKEN", APP_TOKEN)
     host = ["--github", REPO, "--pr", str(PR), "--api-url", flow.fake.url, "--token-env", "ATTEST_APP_TOKEN"]
     assert main(["review", "publish", "--record", str(flow.record), "--payload", str(flow.payload), "--policy",
-                 str(dep_trust(flow)), *host, "--json"]) == 0
+                 str(flow.trust), *host, "--json"]) == 0
     published = json.loads(capsys.readouterr().out)
     assert published["posted"] is True and published["commit_id"] == flow.head
     gate = ["--record", str(flow.record), "--policy", str(flow.gate_trust), "--ci", str(flow.ci()), "--require-check", "test",

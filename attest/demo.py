@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import CommonCode, EnvironmentFailure, VerificationError
 
 if TYPE_CHECKING:
-    from .build import BuildResult, RebuildReport
+    from .builder import BuildResult, RebuildReport
 
 Say = Callable[[str], None]
 
@@ -243,7 +243,7 @@ def _head(repo: Path) -> str:
 
 
 def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
-    from .build import run_rebuild
+    from .builder import run_rebuild
 
     report, _ = run_rebuild(str(recipe), sha, str(state))
     _say_rebuilt(report, say)
@@ -257,7 +257,7 @@ def _say_rebuilt(report: RebuildReport, say: Say, by: str = "") -> None:
 
 def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, str] | None:
     """Build, rebuild-check and promote; return the promoted SHA and the backend its images were frozen with, or None."""
-    from .build import run_build_runtime, run_build_skill, run_fetch
+    from .builder import run_build_runtime, run_build_skill, run_fetch
 
     repo = _repository()
     if repo is None:
@@ -278,7 +278,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
         _rebuild(repo / "builders" / "skill.toml", sha, state, say)
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
         return None
-    from .build import BuildCode, Sandbox
+    from .builder import BuildCode, Sandbox
 
     try:
         # Root confines the build steps rootful; anyone else rootless (a user namespace), where the kernel allows it.
@@ -333,7 +333,7 @@ def _verified_promotion(state: Path, sha: str, runtime: BuildResult, skill: Buil
     rebuild-checks.
     """
     from .attestation import load_policy
-    from .build import RELEASE_POLICY_EXTENSIONS, log_path, verify_promotion_log
+    from .builder import RELEASE_POLICY_EXTENSIONS, log_path, verify_promotion_log
 
     pins = state / "pins.toml"
     if not (pins.exists() and os.path.isdir(log_path(pins))):
@@ -363,7 +363,7 @@ REBUILDERS = ("rebuilder-a", "rebuilder-b")
 def demo_release_policy(state: Path) -> Path:
     """The release policy: the release key, and two rebuilders of which both must agree (``[rebuilders]``, k = n = 2)."""
     from .attestation import load_signer
-    from .build import REBUILD_PREDICATE
+    from .builder import REBUILD_PREDICATE
 
     keys = state / "keys"
     text = 'threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
@@ -382,7 +382,7 @@ def demo_release_policy(state: Path) -> Path:
 def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = "immutable") -> list[str]:
     """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results."""
     from .attestation import generate_key
-    from .build import run_rebuild_release
+    from .builder import run_rebuild_release
 
     out = []
     (state / "rebuilds").mkdir(mode=0o700, exist_ok=True)
@@ -558,7 +558,7 @@ def demo_trust(state: Path) -> Path:
     """One trust policy, two roles: the deployment key signs installations, handoffs, its reviewer image, review records
     and CI results; the release key runtimes and the promotion log's entries."""
     from .attestation import CLOSED_TREE_PREDICATE, INSTALLATION_PREDICATE, RUNTIME_PREDICATE
-    from .build import PROMOTION_PREDICATE
+    from .builder import PROMOTION_PREDICATE
     from .review.handoff import HANDOFF_PREDICATE
     from .review.merge import CI_RESULT_PREDICATE
     from .review.procedure import REVIEW_RECORD_PREDICATE
@@ -631,7 +631,7 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
     import tempfile
 
     from .attestation import generate_key, load_policy, load_signer
-    from .build import install_skill
+    from .builder import install_skill
     from .review.bootstrap import IMAGE_NAMES, DeploymentPins
 
     pins = state / "pins.toml"

@@ -59,8 +59,8 @@ def _store_identities(state: Path) -> list[str]:
 def _set_up(work: Path, sha: str) -> dict[str, Any] | None:
     """Fetch, promote ``sha``, install the skill, make the consumer; return the paths (None: cannot run here)."""
     from attest.attestation import generate_key, load_policy, load_signer
-    from attest.build import Sandbox, fetch, install_skill, load_lock, load_recipe
-    from attest.build._promote import promote
+    from attest.builder import Sandbox, fetch, install_skill, load_lock, load_recipe
+    from attest.builder._promote import promote
     from attest.errors import AttestError, EnvironmentFailure
     from attest.freeze import run_from_images
     from attest.review.bootstrap import DeploymentPins

@@ -29,7 +29,7 @@ def _remove(path: Path) -> None:
 
 
 def run(work: Path, args: BenchArgs) -> list[Row]:
-    from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+    from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
     from attest.errors import AttestError
 
     recipe = load_recipe(ROOT / "builders" / "runtime.toml")

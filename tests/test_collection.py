@@ -1,6 +1,6 @@
 """Every test file in the tree is collected by the suite's own configuration.
 
-pytest's default ``norecursedirs`` skips folders named ``build``, which once hid tests/build/
+pytest's default ``norecursedirs`` skips folders named ``build``, which once hid tests/builder/
 from every run while the suite was called green. This runs the configured collection in a
 fresh process and requires it to reach every ``tests/**/test_*.py``.
 """
@@ -25,6 +25,6 @@ def _collected_files() -> set[str]:
 
 def test_every_test_file_is_collected() -> None:
     on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")}
-    assert "tests/build/test_build.py" in on_disk
+    assert "tests/builder/test_build.py" in on_disk
     missing = sorted(on_disk - _collected_files())
     assert missing == [], f"test files the configured collection never reaches: {missing}"

@@ -11,7 +11,7 @@ from attest.cli import main
 
 def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     for _ in range(2):
-        # --offline: the suite needs no network; the runtime build is covered by tests/build.
+        # --offline: the suite needs no network; the runtime build is covered by tests/builder.
         assert main(["demo", "--state-dir", str(tmp_path / "state"), "--offline"]) == 0
         out = capfd.readouterr().out
         assert "refused, as it must be (one changed byte)" in out

@@ -20,14 +20,14 @@ import pytest
 from support.build import registry_reachable
 
 from attest.attestation import load_policy, load_signer
-from attest.build import install_skill
+from attest.builder import install_skill
 from attest.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sandbox_available() -> bool:
-    from attest.build import Sandbox
+    from attest.builder import Sandbox
     from attest.errors import EnvironmentFailure
 
     try:

@@ -70,7 +70,7 @@ def _ids(sandbox: dict[str, object]) -> str:
 
 def _state(state_dir: Optional[str]) -> str:
     from .._fs import check_directory_path
-    from ..build import default_state
+    from ..builder import default_state
 
     state = state_dir or default_state()
     check_directory_path(state, what="--state-dir")
@@ -85,7 +85,7 @@ def fetch(
     json_mode: bool = JsonOption,
 ) -> None:
     """Download exactly the locked wheels and check every hash (the only networked step)."""
-    from ..build import default_cache, run_fetch
+    from ..builder import default_cache, run_fetch
 
     into = cache or default_cache(_state(state_dir))
     with working(f"fetching the locked wheels into {into}", json_mode):
@@ -97,7 +97,7 @@ def fetch(
 
 
 def _print_build(result: object, json_mode: bool) -> None:
-    from ..build import BuildResult
+    from ..builder import BuildResult
 
     assert isinstance(result, BuildResult)
     if json_mode:
@@ -143,7 +143,7 @@ def build_runtime(
     json_mode: bool = JsonOption,
 ) -> None:
     """Build the runtime (toolchain at a full SHA plus its locked wheels) into the store."""
-    from ..build import run_build_runtime
+    from ..builder import run_build_runtime
 
     with working(f"building the runtime at {toolchain_rev[:12]}", json_mode):
         result = run_build_runtime(_default_path(recipe, "builders/runtime.toml"), toolchain_rev, _state(state_dir), cache=cache, key=key,
@@ -162,7 +162,7 @@ def build_skill(
     json_mode: bool = JsonOption,
 ) -> None:
     """Install the skill subtree of the source repository at a full SHA, from git objects."""
-    from ..build import run_build_skill
+    from ..builder import run_build_skill
 
     with working(f"building the skill at {skill_rev[:12]}", json_mode):
         result = run_build_skill(_default_path(recipe, "builders/skill.toml"), skill_rev, _state(state_dir), installer_rev=installer_rev, key=key, fmt=fmt, freeze_backend=backend)
@@ -184,7 +184,7 @@ def rebuild(
     _check: bool = flag("--check", hidden=True, help="No effect (the recipe was once its value): `rebuild --check RECIPE` still reads."),
 ) -> None:
     """Build RECIPE again in another staging context; exit 0 only if the output is bit-identical to the stored build."""
-    from ..build import run_rebuild
+    from ..builder import run_rebuild
     from ..errors import VerificationError
 
     with working(f"rebuilding {recipe} at {rev[:12]}", json_mode):
@@ -220,7 +220,7 @@ def rebuild_release(
     json_mode: bool = JsonOption,
 ) -> None:
     """Rebuild a candidate's runtime and skill independently and sign a rebuild result for `attest promote`."""
-    from ..build import run_rebuild_release
+    from ..builder import run_rebuild_release
 
     with working(f"rebuilding the runtime and skill at {toolchain_rev[:12]}", json_mode):
         done = run_rebuild_release(toolchain_rev, key, out, runtime_recipe=_default_path(runtime_recipe, "builders/runtime.toml"),
@@ -274,7 +274,7 @@ def promote(
     from ..errors import CommonCode, InputError
 
     if verify_log:
-        from ..build import verify_log_checked
+        from ..builder import verify_log_checked
 
         checked = verify_log_checked(pins, policy, _state(state_dir), checkpoint=log_checkpoint)
         if json_mode:

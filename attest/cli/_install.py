@@ -33,7 +33,7 @@ def install_skill(
 ) -> None:
     """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
     from ..attestation import load_policy, load_signer, signing_keys
-    from ..build import install_skill as install
+    from ..builder import install_skill as install
 
     existing_directory(state_dir)
     # Every key is opened and the set checked (no key twice) before anything is copied.

@@ -60,7 +60,7 @@ from ._state import (
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 # Where the build layer keeps its staging under the same state directory, each entry flock-ed
-# by the build that uses it (attest.build._common.make_staging); gc removes the unlocked ones.
+# by the build that uses it (attest.builder._common.make_staging); gc removes the unlocked ones.
 HELD_STAGING = "build-staging"
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
 RENAME_NOREPLACE = 1

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "attest"
-LAYERS = {"inventory", "git", "attestation", "freeze", "build", "policy", "review"}
+LAYERS = {"inventory", "git", "attestation", "freeze", "builder", "policy", "review"}
 
 
 def _private_imports(path: Path) -> list[str]:

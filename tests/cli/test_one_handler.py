@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from attest.build import BuildResult, RebuildReport
+from attest.builder import BuildResult, RebuildReport
 from attest.cli import main
 from attest.cli._app import ReportedFailure, render_error
 from attest.errors import EnvironmentFailure, Finding, InputError, VerificationError
@@ -34,13 +34,13 @@ DEAD_API = ["--api-url", "http://127.0.0.1:1", "--timeout", "2"]
 
 
 def _fake_rebuild(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
-    """``attest.build.run_rebuild`` reporting an unreproducible build (the real one: tests/build)."""
+    """``attest.builder.run_rebuild`` reporting an unreproducible build (the real one: tests/builder)."""
     inv = Inventory.from_entries([Entry("f", EntryType.FILE, 0o444, 1, "1" * 64)])
     first = BuildResult("skill", "0" * 32 + "-s", str(tmp_path / "tree"), {}, "2" * 64, inv, False, False, "immutable")
     found = (Finding("NOT_REPRODUCIBLE", first.name, "the rebuilt inventory differs"),
              Finding("DIGEST_MISMATCH", "f", "sha256 differs"))
     report = RebuildReport("skill", first, first.name, "sha256:" + "3" * 64, found, {"f": "--- first/f\n+++ second/f\n"})
-    monkeypatch.setattr("attest.build.run_rebuild", lambda *a, **k: (report, None))
+    monkeypatch.setattr("attest.builder.run_rebuild", lambda *a, **k: (report, None))
     return ["rebuild", "builders/skill.toml", "--rev", HEAD, "--state-dir", str(tmp_path / "state")]
 
 

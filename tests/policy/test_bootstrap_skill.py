@@ -73,7 +73,7 @@ def test_the_manifest_is_canonical_and_maps_every_bootstrap_step_to_the_actions_
 
 
 def test_the_skill_recipe_installs_this_tree() -> None:
-    from attest.build._recipe import load_recipe
+    from attest.builder._recipe import load_recipe
     from attest.inventory import inventory_tree
 
     recipe = load_recipe(ROOT / "builders" / "skill.toml")

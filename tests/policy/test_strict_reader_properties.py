@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from attest._json import canonical_bytes, loads_strict
 from attest.attestation import generate_key, load_policy, parse_policy, parse_statement
-from attest.build import load_recipe, parse_pins, parse_pylock, parse_requirements
+from attest.builder import load_recipe, parse_pins, parse_pylock, parse_requirements
 from attest.errors import AttestError, CommonCode
 from attest.policy import PolicyConfig, PolicyLock, SkillFrontMatter, load_strict_yaml
 from attest.review.bootstrap import load_identity

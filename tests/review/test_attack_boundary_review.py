@@ -61,7 +61,7 @@ if read -r -t 15 line; then eval "$line"; fi
 def test_attack_the_reviewer_injects_a_command_into_the_callers_terminal(dep: Deployment, handoff: Path, tmp_path: Path) -> None:
     """The reviewer shares the caller's session and terminal (stdin/stderr inherited, no setsid): TIOCSTI escapes it.
 
-    Build steps run in a new session with stdin /dev/null (attest.build._capture.run_captured: "no
+    Build steps run in a new session with stdin /dev/null (attest.builder._capture.run_captured: "no
     controlling terminal"); the reviewer of `attest review exec` does not, so a command it types into the
     terminal runs outside every namespace, as the caller (root, here), after attest returns.
     """

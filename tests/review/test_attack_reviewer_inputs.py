@@ -64,7 +64,7 @@ OLD_PY = b"a = 1\reval(y)\nb = 2\n"
 def arepo(dep: Any, tmp_path_factory: pytest.TempPathFactory) -> Repo:
     """test_review_change's consumer, whose base also holds rep.txt (lines that diff ambiguously) and old.py (a \\r)."""
     from attest.attestation import load_signer
-    from attest.build import install_skill
+    from attest.builder import install_skill
 
     tmp = tmp_path_factory.mktemp("attack-inputs")
     (tmp / "skills").mkdir()

@@ -36,8 +36,8 @@ from attest.attestation import (
     statement,
     verify_attestation_file,
 )
-from attest.build import PROMOTION_PREDICATE, Sandbox, fetch, install_skill, load_lock, load_recipe
-from attest.build._promote import dump_pins, parse_pins, promote
+from attest.builder import PROMOTION_PREDICATE, Sandbox, fetch, install_skill, load_lock, load_recipe
+from attest.builder._promote import dump_pins, parse_pins, promote
 from attest.errors import AttestError, VerificationError
 from attest.policy import check_policy, generate_policy
 from attest.review.bootstrap import (

@@ -14,7 +14,7 @@ import pytest
 from support.build import registry_reachable
 from support.gitrepo import git
 
-from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.freeze import Store
 from attest.policy import generate_policy
 from attest.review.bootstrap import ImageCheckRunner, RuntimeImage, decide_check, read_authority, snapshot_base

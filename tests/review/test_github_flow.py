@@ -150,7 +150,7 @@ def template(dep: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flo
 
 def skill_for(dep: Any, tmp: Path) -> tuple[Path, Path]:
     """A fresh installation of the pinned skill (what the ``skill`` fixture makes, for a module-scoped fixture)."""
-    from attest.build import install_skill
+    from attest.builder import install_skill
 
     (tmp / "skills").mkdir()
     done = install_skill(dep.pins, dep.state, tmp / "skills" / "agent-policy", load_signer(str(dep.key)), policy=load_policy(dep.trust))

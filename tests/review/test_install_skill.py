@@ -30,7 +30,7 @@ from attest.attestation import (
     sign_statement,
     verify_attestation_file,
 )
-from attest.build import (
+from attest.builder import (
     InstallationClaim,
     InstallCode,
     Sandbox,
@@ -43,10 +43,10 @@ from attest.build import (
     load_recipe,
     verify_installation,
 )
-from attest.build._attest import attest_build, file_digest
-from attest.build._install import Ancestor, check_claim, destination_problem, installed_inventory
-from attest.build._outputs import BuildResult
-from attest.build._promote import dump_pins, parse_pins, promote
+from attest.builder._attest import attest_build, file_digest
+from attest.builder._install import Ancestor, check_claim, destination_problem, installed_inventory
+from attest.builder._outputs import BuildResult
+from attest.builder._promote import dump_pins, parse_pins, promote
 from attest.errors import AttestError, InputError, VerificationError
 from attest.inventory import Entry, EntryType, Inventory, inventory_tree
 

@@ -21,8 +21,8 @@ import test_bootstrap
 from test_bootstrap import T0, Deployment, _cli, codes, fails, make_consumer, run
 
 from attest.attestation import load_policy, load_signer, sign_statement
-from attest.build import install_skill
-from attest.build._promolog import (
+from attest.builder import install_skill
+from attest.builder._promolog import (
     LogCheckpoint,
     append_entry,
     checkpoint_path,

@@ -41,7 +41,7 @@ from support.gitrepo import git
 from test_bootstrap import DEPLOY_ROLES, RELEASE_ROLES, Consumer, config_text, identity_file, make_consumer
 
 from attest.attestation import CLOSED_TREE_PREDICATE, generate_key, load_policy, load_signer, verify_attestation_file
-from attest.build._sandbox import loopback_tool
+from attest.builder._sandbox import loopback_tool
 from attest.errors import EnvironmentFailure
 from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
@@ -98,8 +98,8 @@ def _unmake(path: Path) -> None:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealDeployment]:
     """A deployment of this checkout's HEAD: the real runtime (with bin/attest) and skill, promoted, one installation."""
-    from attest.build import RuntimeRecipe, Sandbox, SkillRecipe, fetch, install_skill, load_lock, load_recipe
-    from attest.build._promote import promote
+    from attest.builder import RuntimeRecipe, Sandbox, SkillRecipe, fetch, install_skill, load_lock, load_recipe
+    from attest.builder._promote import promote
 
     tmp = tmp_path_factory.mktemp("real-agent")
     sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

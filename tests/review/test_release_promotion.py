@@ -42,7 +42,7 @@ from attest.attestation import (
     statement,
     verify_attestation_file,
 )
-from attest.build import (
+from attest.builder import (
     DISAGREEMENT_PREDICATE,
     REBUILD_PREDICATE,
     RELEASE_POLICY_EXTENSIONS,
@@ -53,8 +53,8 @@ from attest.build import (
     load_recipe,
     verify_promotion_log,
 )
-from attest.build._promolog import LogCheckpoint, read_checkpoint
-from attest.build._rebuilders import rebuild_release
+from attest.builder._promolog import LogCheckpoint, read_checkpoint
+from attest.builder._rebuilders import rebuild_release
 from attest.errors import AttestError
 from attest.inventory import Inventory
 from attest.policy import check_policy, generate_policy
@@ -104,7 +104,7 @@ class Release:
         Made when asked: the builder's identity covers attest's own code, so a result made
         minutes earlier names other inputs if attest/ was edited meanwhile.
         """
-        from attest.build import Sandbox
+        from attest.builder import Sandbox
 
         who, rev = name[0], self.sha1 if name[1] == "1" else self.sha2
         out = self.tmp / "results" / f"{name}.json"
@@ -280,7 +280,7 @@ def test_a_changed_interpreter_needs_repin_and_is_printed(rel: Release, deployme
     """Issue 16, item 2: pins of another version are never moved to this interpreter's without a word."""
     import tomllib
 
-    from attest.build import dump_pins
+    from attest.builder import dump_pins
 
     doc = tomllib.loads(deployment.read_text())
     pinned = doc["runtime"]["python"]

@@ -34,8 +34,8 @@ from support.trees import is_immutable
 
 from attest._json import canonical_bytes
 from attest.attestation import load_policy, load_signer, verify_attestation_file
-from attest.build import install_skill
-from attest.build._sandbox import rootless_problem
+from attest.builder import install_skill
+from attest.builder._sandbox import rootless_problem
 from attest.errors import VerificationError
 from attest.freeze import Store
 from attest.git import GitRepo

@@ -23,7 +23,7 @@ from support.gitrepo import git
 from test_bootstrap import Consumer, Deployment, dep, make_consumer, run, skill
 
 from attest.attestation import Envelope, load_policy, load_signer, parse_statement, sign_statement
-from attest.build._sandbox import loopback_tool
+from attest.builder._sandbox import loopback_tool
 from attest.errors import AttestError, EnvironmentFailure, InputError, VerificationError
 from attest.review.handoff import (
     HandoffCode,

@@ -38,7 +38,7 @@ from packaging.requirements import Requirement
 from test_bootstrap import Deployment, dep, make_consumer, run, skill
 
 from attest.attestation import load_policy
-from attest.build._sandbox import SYSTEM_PATHS, confine_argv, confined_roots, loopback_tool, readonly_roots
+from attest.builder._sandbox import SYSTEM_PATHS, confine_argv, confined_roots, loopback_tool, readonly_roots
 from attest.review.handoff import run_review_step, verify_handoff
 from attest.review.handoff._run import (
     CA_BUNDLES,

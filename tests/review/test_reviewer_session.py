@@ -36,7 +36,7 @@ import pytest
 from test_bootstrap import Deployment, dep, make_consumer, run, skill
 
 from attest import _session
-from attest.build._sandbox import confine_argv, give_to_uid, pick_step_uid, rootless_problem
+from attest.builder._sandbox import confine_argv, give_to_uid, pick_step_uid, rootless_problem
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ no_new_privs, chrooted): codex runs there as is, as root's step uid or rootless,
   would start it, and the switches here leave none, but :func:`codex_command` passes
   ``--sandbox danger-full-access`` so that confinement is attest's alone;
 - the namespace's ``lo``: attest brings it up before the reviewer starts, where the host has
-  ``ip`` (``attest.build._sandbox.loopback_tool``; the record says ``"network": "loopback"``), so
+  ``ip`` (``attest.builder._sandbox.loopback_tool``; the record says ``"network": "loopback"``), so
   the reviewer serves and reaches its own 127.0.0.1, never the host's. A reviewer image then
   carries the fake itself: :func:`review_script` is the ``bin/review`` that starts
   ``fake_model.py`` with the runtime image's interpreter and execs ``attest review agent -- codex

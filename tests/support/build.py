@@ -251,7 +251,7 @@ def rewrite_wheel_hook(extra: str) -> str:
 
 def build_runtime_or_error(tmp_path: Path, recipe_path: Path, sha: str) -> object:
     """Fetch the recipe's lock and build its runtime in the sandbox (unpublished); the error instead when it is refused."""
-    from attest.build import Sandbox, build_runtime, fetch, load_lock, load_recipe
+    from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
     from attest.errors import AttestError
 
     recipe = load_recipe(recipe_path)
@@ -278,7 +278,7 @@ def hostile_runtime_project(tmp_path: Path, hook: str, recipe_text: str = RUNTIM
 def site_rel() -> str:
     """Where a runtime built for this interpreter keeps its packages, relative to the image: lib/pythonX.Y/site-packages,
     or dist-packages under an interpreter whose site.py reads that there (Debian's python3.11)."""
-    from attest.build._identity import interpreter_identity
+    from attest.builder._identity import interpreter_identity
 
     global _SITE_REL
     if _SITE_REL is None:

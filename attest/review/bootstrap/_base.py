@@ -363,8 +363,8 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
         InputError: ``NOT_FULL_SHA``, an unknown backend.
         EnvironmentFailure: the backend or staging cannot be established.
     """
-    from ...build._common import make_staging
-    from ...build._outputs import remove_tree
+    from ...builder._common import make_staging
+    from ...builder._outputs import remove_tree
     from ...freeze._state import open_state, state_lock
     from ...freeze._store import HELD_STAGING
 

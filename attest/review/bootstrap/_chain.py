@@ -117,7 +117,7 @@ class BootstrapResult:
     handoff_digest: str
     established: Established
     timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
-    promotion_log: Any = None  # attest.build._promolog.AcceptedLog: the pins' log as checked and remembered (head None: no log)
+    promotion_log: Any = None  # attest.builder._promolog.AcceptedLog: the pins' log as checked and remembered (head None: no log)
 
     def to_json(self, *, timings: bool = False) -> dict[str, Any]:
         """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
@@ -247,7 +247,7 @@ def _bootstrap(
     """
     from ..._fs import read_bounded
     from ...attestation import load_policy, load_signer, signer_key_file, signing_keys
-    from ...build._promolog import check_promotion_log, log_path, remember_log
+    from ...builder._promolog import check_promotion_log, log_path, remember_log
     from ...git import GitRepo, repository_locations
     from ._deploy import MAX_PINS_BYTES
 

@@ -3,7 +3,7 @@
 The pins file (written by `attest promote`) holds three tables: ``[toolchain]`` (the promoted
 repository and full SHA), ``[runtime]`` (the promoted runtime: name, inventory identity,
 interpreter identity, lock digest, attestation digest) and ``[skill]``
-(:class:`attest.build.SkillPins`). None of them may be selected by the repository under review,
+(:class:`attest.builder.SkillPins`). None of them may be selected by the repository under review,
 so none of the deployment's inputs may lie inside it, inside an image, or inside the installed
 Skill (:func:`check_inputs_outside`, pure; :func:`verify_inputs_outside` gathers the facts).
 
@@ -57,13 +57,13 @@ class DeploymentPins:
     toolchain_repository: str
     toolchain_revision: str
     runtime: RuntimePins
-    skill: Any  # attest.build.SkillPins (typed loosely: the build layer is imported lazily)
+    skill: Any  # attest.builder.SkillPins (typed loosely: the build layer is imported lazily)
     path: str
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str) -> DeploymentPins:
-        from ...build import SkillPins
-        from ...build._promote import parse_pins
+        from ...builder import SkillPins
+        from ...builder._promote import parse_pins
         from ...git import is_full_sha
 
         def bad(detail: str) -> InputError:

@@ -47,7 +47,7 @@ def _raise(findings: Sequence[Finding]) -> None:
 class BootstrapImage:
     """The installed Skill, authenticated by its installation attestation, frozen and verified after the seal."""
 
-    installation: Any  # attest.build.VerifiedInstallation
+    installation: Any  # attest.builder.VerifiedInstallation
     image: Image
 
 
@@ -67,7 +67,7 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
     """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified.
 
     Raises:
-        VerificationError: the codes of :func:`attest.build.verify_installation`
+        VerificationError: the codes of :func:`attest.builder.verify_installation`
             (``INSTALL_INPUT_IN_TREE``, ``INSTALL_PINS_MISMATCH``, ``INSTALLED_ROOT_MISMATCH``, the
             attestation and inventory codes); ``SKILL_IMAGE_MISMATCH``; ``NOT_IN_STORE`` and the
             codes of :func:`attest.freeze.verify_image` for the pinned skill image; those of
@@ -75,8 +75,8 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
         InputError: ``UNREADABLE``, ``TOO_LARGE``, ``UNKNOWN_BACKEND``.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
-    from ...build import installed_root_of, verify_installation
-    from ...build._install import installed_inventory
+    from ...builder import installed_root_of, verify_installation
+    from ...builder._install import installed_inventory
     from ...freeze import Store, freeze_tree
 
     verified = verify_installation(installation, policy, skill_dir, pins.skill)

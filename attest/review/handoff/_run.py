@@ -363,7 +363,7 @@ def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable
 
     Root confines it rootful (a uid of its own); anyone else rootless (a user namespace mapping
     only the caller, :func:`confine_reviewer`), where ``rootless()`` returns None; otherwise it
-    returns why not. Its default, :func:`attest.build._sandbox.rootless_problem`, asks this
+    returns why not. Its default, :func:`attest.builder._sandbox.rootless_problem`, asks this
     machine, and is called only for a non-root caller who did not pass ``unsafe_unconfined``;
     given, the decision is pure.
 
@@ -373,7 +373,7 @@ def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable
     """
     if euid == 0 or unsafe_unconfined:
         return
-    from ...build._sandbox import rootless_problem
+    from ...builder._sandbox import rootless_problem
 
     problem = (rootless or rootless_problem)()
     if problem is not None:
@@ -392,14 +392,14 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
     """A ``confine`` callback for :func:`attest.freeze.run_from_images` and a list that receives the uid it picked.
 
     The reviewer's root holds the system paths without the host's ``/etc``
-    (:func:`attest.build._sandbox.confined_roots`), ``readonly``, the run directories and the
+    (:func:`attest.builder._sandbox.confined_roots`), ``readonly``, the run directories and the
     images, and an ``/etc`` of its own (:func:`reviewer_etc`): files written by the host into
     sealed memfds and copied by the confinement into the new root's tmpfs, read-only to the
     reviewer; the host's ``/etc``, ``/home``, ``/root``, ``/var``, ``/run``, ``/tmp`` and the
     state directory are not in it unless ``readonly`` names them (then ``exposes`` says so).
     Each image is opened (``O_NOFOLLOW|O_DIRECTORY``) and must be the verified, sealed root (same
     device and inode as sealed) before its descriptor is bound read-only at its path. Root
-    confines rootful: a uid of the reviewer's own (:func:`attest.build.pick_step_uid`), which
+    confines rootful: a uid of the reviewer's own (:func:`attest.builder.pick_step_uid`), which
     the run directories are handed to. Anyone else confines rootless: the same root and
     namespaces inside a new user namespace that maps only the caller, so the reviewer runs as
     the caller (the uid recorded), who already owns the run directories; the images stay
@@ -415,8 +415,8 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
     """
     from ..._safefs import O_DIR
     from ..._session import keyring_statement
-    from ...build import confine_argv, give_to_uid, pick_step_uid
-    from ...build._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool
+    from ...builder import confine_argv, give_to_uid, pick_step_uid
+    from ...builder._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool
 
     picked: list[int] = []
 

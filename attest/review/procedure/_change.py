@@ -237,8 +237,8 @@ def review_surface(git: GitRepo, state_dir: str, merge_base: str, head: str) -> 
         VerificationError: the git layer's codes (``OBJECT_MISSING``, ``BAD_TREE_NAME``, ...).
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
     """
-    from ...build._common import make_staging
-    from ...build._outputs import remove_tree
+    from ...builder._common import make_staging
+    from ...builder._outputs import remove_tree
     from ...freeze._store import HELD_STAGING
     from ...git import changed_surface
 
@@ -338,8 +338,8 @@ def prepare_change(git: GitRepo, state_dir: str, merge_base: str, head: str, hea
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes.
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
     """
-    from ...build._common import make_staging
-    from ...build._outputs import remove_tree
+    from ...builder._common import make_staging
+    from ...builder._outputs import remove_tree
     from ...freeze._store import HELD_STAGING
 
     tree = read_head_tree(git, head_tree)
@@ -482,8 +482,8 @@ def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, prepared: Prep
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes, the freeze codes.
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``, the backend's codes.
     """
-    from ...build._common import make_staging
-    from ...build._outputs import remove_tree
+    from ...builder._common import make_staging
+    from ...builder._outputs import remove_tree
     from ...freeze import freeze_tree
     from ...freeze._store import HELD_STAGING
 

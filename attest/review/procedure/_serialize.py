@@ -806,8 +806,8 @@ def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out:
     import shutil
 
     from ..._fs import check_output_path
-    from ...build._codes import BuildCode
-    from ...build._sandbox import _TOOLS_PATH, _tools
+    from ...builder._codes import BuildCode
+    from ...builder._sandbox import _TOOLS_PATH, _tools
     from ...errors import CommonCode
     from ...freeze import FreezeCode, Store
     from ...freeze._exec import caller_environment, expand_image_refs

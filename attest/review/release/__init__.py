@@ -1,7 +1,7 @@
 """Release checks that need the review layer: `attest promote` bootstraps and reviews a fixture consumer with the candidate.
 
 :func:`promote_release` (what ``attest promote`` calls) runs the build layer's promotion
-(:func:`attest.build.run_promote`: k of n independent rebuilders, pinned identities, the
+(:func:`attest.builder.run_promote`: k of n independent rebuilders, pinned identities, the
 promotion log) with :class:`FixtureRun` as its ``before_write`` hook: the whole
 ``attest bootstrap`` and ``attest review start`` on the fixture consumer repository shipped in
 ``builders/fixture-consumer/`` (:func:`load_fixture`), with the candidate runtime and skill,

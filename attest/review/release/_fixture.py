@@ -3,7 +3,7 @@
 The fixture consumer repository is data shipped in this repository (``builders/fixture-consumer/``,
 :func:`load_fixture`): a template of the base commit's ``.agent-policy.yml``, the base commit's other
 files and the files a pull request changes. :class:`FixtureRun` is the build layer's
-``before_write`` hook of :func:`attest.build._promote.promote`; given the candidate pins it:
+``before_write`` hook of :func:`attest.builder._promote.promote`; given the candidate pins it:
 
 1. writes them, an ephemeral deployment key and a fixture trust policy (the ephemeral key for
    installations and handoffs, the release policy's runtime signers for runtimes) into a
@@ -43,7 +43,7 @@ from ...freeze import resolve_backend
 from ._codes import ReleaseCode
 
 if TYPE_CHECKING:
-    from ...build import BuildResult, PromotionCandidate
+    from ...builder import BuildResult, PromotionCandidate
     from ..bootstrap import PolicyCheckRunner
 
 TEMPLATE = "agent-policy.yml.in"
@@ -285,7 +285,7 @@ class FixtureRun:
     def _run(self, candidate: PromotionCandidate, runner: PolicyCheckRunner | None,
              generator: PolicyGenerator | None) -> Mapping[str, Any]:
         from ...attestation import generate_key, load_policy, load_signer
-        from ...build import install_skill
+        from ...builder import install_skill
         from ..bootstrap import STEP_NAMES, BootstrapError, IdentityFile, ImageCheckRunner
         from ..bootstrap._chain import _bootstrap
         from ..procedure import review_start

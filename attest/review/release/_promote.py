@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ._fixture import FixtureRun, _FixtureRunWith, _now, load_fixture
 
 if TYPE_CHECKING:
-    from ...build import BeforeWrite, PromotionResult
+    from ...builder import BeforeWrite, PromotionResult
     from ..bootstrap import PolicyCheckRunner
     from ._fixture import PolicyGenerator
 
@@ -29,7 +29,7 @@ def promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, run
                     rebuild_results: Sequence[str] = (), unsafe_without_rebuilders: bool = False, repin: Collection[str] = (),
                     fixture: str = DEFAULT_FIXTURE, backend: str | None = None,
                     clock: Callable[[], _dt.datetime] = _now) -> PromotionResult:
-    """Promote ``toolchain_rev`` (:func:`attest.build.run_promote`), running the fixture consumer's bootstrap and review start
+    """Promote ``toolchain_rev`` (:func:`attest.builder.run_promote`), running the fixture consumer's bootstrap and review start
     with the candidate before the pins and the log are written.
 
     The fixture is read (and refused if malformed) before anything is built. The fixture's
@@ -37,9 +37,9 @@ def promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, run
     ``bin/attest``; no caller replaces them.
 
     Raises:
-        InputError: ``FIXTURE_CONSUMER_BAD``, and every input code of :func:`attest.build.run_promote`.
-        VerificationError: ``PROMOTION_FIXTURE_FAILED``, and every code of :func:`attest.build.run_promote`.
-        EnvironmentFailure: the codes of :func:`attest.build.run_promote`.
+        InputError: ``FIXTURE_CONSUMER_BAD``, and every input code of :func:`attest.builder.run_promote`.
+        VerificationError: ``PROMOTION_FIXTURE_FAILED``, and every code of :func:`attest.builder.run_promote`.
+        EnvironmentFailure: the codes of :func:`attest.builder.run_promote`.
     """
     return _promote_release(toolchain_rev, pins, key, policy, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=state,
                             cache=cache, allow_unisolated_network=allow_unisolated_network, python=python,
@@ -54,7 +54,7 @@ def _promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, ru
                      repin: Collection[str], fixture: str, backend: str | None, clock: Callable[[], _dt.datetime],
                      runner: PolicyCheckRunner | None, generator: PolicyGenerator | None) -> PromotionResult:
     """:func:`promote_release` with the fixture's generator and step-6 runner given: private, for tests (never a caller's authority)."""
-    from ...build import run_promote
+    from ...builder import run_promote
     from ...git import verify_full_sha
 
     verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read

@@ -27,8 +27,6 @@ from attest.policy import generate_policy
 from attest.review.bootstrap import BootstrapError
 
 # test_bootstrap's module-scoped deployment and a fresh installed Skill, which pytest injects by name.
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 
 
 def attempt(fn: object) -> AttestError | None:

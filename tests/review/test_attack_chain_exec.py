@@ -35,8 +35,6 @@ from attest.review.bootstrap import BootstrapError, snapshot_base
 from attest.review.handoff import run_review_step, verify_handoff
 
 # test_bootstrap's module-scoped deployment and a fresh installed Skill, which pytest injects by name.
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]

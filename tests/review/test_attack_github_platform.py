@@ -30,7 +30,6 @@ from attest.review.platform import GitHubPlatform, PlatformCode, merge_pull_requ
 
 QUICK = HttpLimits(timeout=1.0, deadline=2.0)
 # test_github_flow's fixtures, injected by name: its module-scoped review of a clean pull request, and fresh fakes.
-dep = test_github_flow.dep
 template = test_github_flow.template
 fakes = test_github_flow.fakes
 

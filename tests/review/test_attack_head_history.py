@@ -48,8 +48,6 @@ from attest.review.bootstrap import IdentityFile
 from attest.review.merge import CI_RESULT_PREDICATE, decide_merge, merge_gate_check
 from attest.review.procedure import RunRecord, decide_head_history, parse_run_record, run_review
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 Started = test_review_start.Started
 fails = test_review_start.fails

@@ -27,9 +27,6 @@ from attest.errors import InputError, VerificationError
 from attest.freeze import expand_image_refs
 from attest.review.handoff import parse_result, run_review_step, verify_handoff
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
-
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]
 HOST_PYTHON = (sys.prefix, sys.base_prefix, str(ROOT))

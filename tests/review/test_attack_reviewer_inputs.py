@@ -25,6 +25,7 @@ import test_review_agent
 import test_review_change
 import test_review_serialize
 import test_review_start
+from support import deployment
 from support.caps import BACKEND
 from support.gitrepo import git
 
@@ -36,8 +37,6 @@ from attest.review.agent import decide_result, parse_output, review_agent
 from attest.review.agent._parse import AgentFinding, AgentOutput
 from attest.review.handoff import ResultFinding
 from attest.review.procedure import anchor, run_review
-
-dep = test_bootstrap.dep
 
 Repo = test_review_change.Repo
 pr = test_review_change.pr
@@ -456,8 +455,8 @@ def test_a_change_image_of_another_head_tree_is_refused(dep: Any, arepo: Repo, t
 
 def _trust_with_closed_tree(dep: Any, path: Path) -> Path:
     keys = dep.key.parent
-    return test_bootstrap._policy(path, (keys / "deploy.pub.pem", (*test_bootstrap.DEPLOY_ROLES, CLOSED_TREE_PREDICATE)),
-                                  (keys / "release.pub.pem", test_bootstrap.RELEASE_ROLES))
+    return deployment.trust_policy(path, (keys / "deploy.pub.pem", (*deployment.DEPLOY_ROLES, CLOSED_TREE_PREDICATE)),
+                                  (keys / "release.pub.pem", deployment.RELEASE_ROLES))
 
 
 def test_an_installation_attestation_is_not_a_reviewer_attestation(dep: Any, arepo: Repo, tmp_path: Path) -> None:

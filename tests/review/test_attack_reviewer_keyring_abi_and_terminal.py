@@ -4,7 +4,6 @@ Each test asserts the SECURE behaviour, so it fails while the attack works.
 """
 
 # The bootstrap fixtures (dep, skill) are imported from test_bootstrap, so their parameters shadow the imports.
-# ruff: noqa: F401, F811
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bootstrap import Deployment, dep, make_consumer, run, skill
+from test_bootstrap import Deployment, make_consumer, run
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,8 +35,6 @@ from attest.review.handoff import parse_result
 from attest.review.merge import CI_RESULT_PREDICATE, merge_gate_check
 from attest.review.procedure import REVIEW_RECORD_PREDICATE, ReviewFacts, render_github_review, run_review, serialize_review
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 CLEAN = tm.CLEAN
 SEM = test_review_start.SEM
 

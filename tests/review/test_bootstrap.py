@@ -12,23 +12,19 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, write_lock
 from support.caps import BACKEND
+from support.deployment import Deployment, trust_policy
 from support.gitrepo import git
 from support.trees import chattr
 
 from attest.attestation import (
-    INSTALLATION_PREDICATE,
     RUNTIME_PREDICATE,
     Envelope,
-    generate_key,
     load_policy,
     load_signer,
     parse_statement,
@@ -36,8 +32,7 @@ from attest.attestation import (
     statement,
     verify_attestation_file,
 )
-from attest.builder import PROMOTION_PREDICATE, Sandbox, fetch, install_skill, load_lock, load_recipe
-from attest.builder._promote import dump_pins, parse_pins, promote
+from attest.builder._promote import dump_pins, parse_pins
 from attest.errors import AttestError, VerificationError
 from attest.policy import check_policy, generate_policy
 from attest.review.bootstrap import (
@@ -50,7 +45,6 @@ from attest.review.bootstrap import (
     load_identity,
 )
 from attest.review.bootstrap._chain import _bootstrap
-from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
 # The public bootstrap() takes no step-6 runner (tests/review/test_bootstrap_seams.py); these tests run step 6
 # through HostCheck with the private function. Kept under this name for the modules that call test_bootstrap.bootstrap.
@@ -75,73 +69,6 @@ class HostCheck:
         return CheckRun(0, json.dumps(report.to_json()).encode())
 
 
-@dataclass
-class Deployment:
-    tmp: Path
-    state: Path
-    pins: Path
-    trust: Path
-    key: Path
-    release_key: Path
-    evil_key: Path
-    sha: str
-
-
-def _policy(path: Path, *pubs: Path | tuple[Path, tuple[str, ...]]) -> Path:
-    """A trust policy of keys; a (key, predicate types) pair gives that key its roles."""
-    def signer(p: Path | tuple[Path, tuple[str, ...]]) -> str:
-        key, roles = p if isinstance(p, tuple) else (p, ())
-        extra = f"predicates = {json.dumps(list(roles))}\n" if roles else ""
-        return f'[[signers]]\nkind = "key"\npublic_key = "{key}"\n{extra}'
-    path.write_text("threshold = 1\n" + "".join(signer(p) for p in pubs))
-    return path
-
-
-# The deployment's trust: its own key signs installations and handoffs, the release key runtimes and the promotion log's
-# entries; neither stands in for the other.
-DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE, REVIEW_RECORD_PREDICATE)
-RELEASE_ROLES = (RUNTIME_PREDICATE, PROMOTION_PREDICATE)
-
-
-@pytest.fixture(scope="module")
-def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    tmp = tmp_path_factory.mktemp("bootstrap")
-    root = tmp / "proj"
-    wheels = root / "lockfiles" / "wheels"
-    wheels.mkdir(parents=True)
-    write_lock(root, wheels)
-    sha = make_toolchain_repo(root / "repo")
-    (root / "builders").mkdir()
-    (root / "builders" / "runtime.toml").write_text(RUNTIME_RECIPE)
-    (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
-    keys = tmp / "keys"
-    keys.mkdir()
-    generate_key("ed25519", keys / "release.pem")
-    generate_key("ed25519", keys / "deploy.pem")
-    generate_key("ed25519", keys / "evil.pem")
-    release_policy = _policy(keys / "release-policy.toml", keys / "release.pub.pem")
-    recipe = load_recipe(root / "builders" / "runtime.toml")
-    fetch(load_lock(recipe.lock_path), tmp / "cache", lock_path=recipe.lock_path)
-    deploy = tmp / "deploy"
-    deploy.mkdir()
-    pins = deploy / "pins.toml"
-    state = tmp / "state"
-    promote(toolchain_rev=sha, pins_path=str(pins), signer=load_signer(str(keys / "release.pem")), policy_path=str(release_policy),
-            runtime_recipe=recipe, skill_recipe=load_recipe(root / "builders" / "skill.toml"),  # type: ignore[arg-type]
-            state=str(state), cache=str(tmp / "cache"), sandbox=Sandbox.establish(allow_unisolated_network=False),
-            unsafe_without_rebuilders=True)  # a one-builder deployment fixture (tests/review/test_release_promotion.py: k of n)
-    trust = _policy(deploy / "trust.toml", (keys / "deploy.pub.pem", DEPLOY_ROLES), (keys / "release.pub.pem", RELEASE_ROLES))
-    yield Deployment(tmp, state, pins, trust, keys / "deploy.pem", keys / "release.pem", keys / "evil.pem", sha)
-    subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)
-
-
-@pytest.fixture
-def skill(dep: Deployment, tmp_path: Path) -> tuple[Path, Path]:
-    """A fresh installation of the pinned skill: (installed root, installation attestation)."""
-    (tmp_path / "skills").mkdir()
-    result = install_skill(dep.pins, dep.state, tmp_path / "skills" / "agent-policy", load_signer(str(dep.key)),
-                           policy=load_policy(dep.trust))
-    return Path(result.installed_root), Path(result.attestation)
 
 
 # -- the repository under review --------------------------------------------------------------------
@@ -330,7 +257,7 @@ def test_step1_deployment_inputs_inside_the_repository_are_refused(
         kw["pins"] = inside / "pins.toml"
     elif what == "TRUST":
         shutil.copy(dep.key.with_name("deploy.pub.pem"), inside / "k.pub.pem")
-        kw["trust"] = _policy(tmp_path / "trust-in.toml", inside / "k.pub.pem", dep.release_key.with_name("release.pub.pem"))
+        kw["trust"] = trust_policy(tmp_path / "trust-in.toml", inside / "k.pub.pem", dep.release_key.with_name("release.pub.pem"))
     elif what == "ATT":
         shutil.copy(skill[1], inside / "att.json")
         kw["installation"] = inside / "att.json"
@@ -505,7 +432,7 @@ def test_step5_a_runtime_attestation_missing_or_untrusted(dep: Deployment, skill
     c = make_consumer(tmp_path / "consumer", dep.sha)
     err = fails(5, lambda: run(dep, skill, c, tmp_path, runtime_attestation=tmp_path / "absent.json"))
     assert codes(err) == {"RUNTIME_ATTESTATION_MISSING"}
-    only_deploy = _policy(tmp_path / "deploy-only.toml", dep.key.with_name("deploy.pub.pem"))
+    only_deploy = trust_policy(tmp_path / "deploy-only.toml", dep.key.with_name("deploy.pub.pem"))
     # The pins' promotion log does not verify under it either (step 1); a copy of the pins without a log reaches step 5.
     assert "PROMOTION_LOG_BAD_ENTRY" in codes(fails(1, lambda: run(dep, skill, c, tmp_path, trust=only_deploy)))
     unlogged = tmp_path / "unlogged" / "pins.toml"

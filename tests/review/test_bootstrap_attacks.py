@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.gitrepo import git
-from test_bootstrap import Deployment, codes, dep, fails, make_consumer, run, skill  # noqa: F401 - fixtures
+from test_bootstrap import Deployment, codes, fails, make_consumer, run
 
 from attest.attestation import Envelope, load_signer, sign_statement
 from attest.errors import AttestError
@@ -79,17 +79,20 @@ def test_a4_an_io_failure_inside_a_step_is_that_step_s_failure(dep: Deployment, 
 
     c = make_consumer(tmp_path / "consumer", dep.sha)
     blocker = dep.state / "bootstrap-staging"
+    aside = dep.state / "bootstrap-staging.aside"  # the shared deployment's earlier bootstraps made the real one
     existed = blocker.exists()
-    if not existed:
-        blocker.write_text("not a directory")
+    if existed:
+        blocker.rename(aside)
+    blocker.write_text("not a directory")
     try:
         with pytest.raises(BootstrapError) as ei:
             run(dep, skill, c, tmp_path)
         doc = ei.value.to_json()
         assert doc["ok"] is False and doc["step"] == 8 and doc["errors"], doc
     finally:
-        if not existed:
-            blocker.unlink()
+        blocker.unlink()
+        if existed:
+            aside.rename(blocker)
 
 
 @pytest.mark.parametrize(("signer", "code"), [("release_key", "SIGNER_NOT_FOR_PREDICATE"), ("key", "SKILL_IMAGE_MISMATCH")])

@@ -35,8 +35,6 @@ from attest.review.bootstrap import (
 from attest.review.evidence import HttpLimits
 
 # test_bootstrap's module-scoped deployment and a fresh installed Skill, which pytest injects by name.
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 
 TOKEN = "ghs_Sup3rSecretT0kenValue0123456789"
 REQUESTED = "acme/widgets"

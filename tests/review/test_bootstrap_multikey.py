@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 import test_bootstrap
+from support import deployment
 from test_bootstrap import make_consumer
 
 from attest.attestation import generate_key, load_policy, verify_attestation_file
 from attest.errors import AttestError
 from attest.review.bootstrap import BootstrapError
-
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 
 
 def test_two_keys_sign_one_handoff_and_meet_a_threshold_of_two(dep: Any, skill: Any, tmp_path: Path) -> None:
@@ -26,8 +24,8 @@ def test_two_keys_sign_one_handoff_and_meet_a_threshold_of_two(dep: Any, skill: 
     done = test_bootstrap.run(dep, skill, c, tmp_path, key=[str(dep.key), str(second)])
     envelope = json.loads(Path(done.handoff).read_bytes())
     assert len(envelope["signatures"]) == 2
-    roles = test_bootstrap.DEPLOY_ROLES
-    policy = test_bootstrap._policy(tmp_path / "two.toml", (dep.key.with_name("deploy.pub.pem"), roles),
+    roles = deployment.DEPLOY_ROLES
+    policy = deployment.trust_policy(tmp_path / "two.toml", (dep.key.with_name("deploy.pub.pem"), roles),
                                     (second.with_name("deploy2.pub.pem"), roles))
     policy.write_text(policy.read_text().replace("threshold = 1", "threshold = 2"))
     assert len(verify_attestation_file(done.handoff, load_policy(policy)).signers) == 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from test_bootstrap import Deployment, HostCheck, dep, make_consumer, run, skill  # noqa: F401 - fixtures
+from test_bootstrap import Deployment, HostCheck, make_consumer, run
 
 from attest.review.bootstrap._chain import STEP_NAMES
 
@@ -17,7 +17,7 @@ NAMES = ["skill", "identity", "base", "config", "runtime", "check", "paths", "bu
 
 
 def test_a_successful_bootstrap_lists_the_nine_steps_in_order_with_their_seconds(
-        dep: Deployment, skill: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811 - test_bootstrap's fixtures, by name
+        dep: Deployment, skill: tuple[Path, Path], tmp_path: Path) -> None:
     c = make_consumer(tmp_path / "consumer", dep.sha)
     result = run(dep, skill, c, tmp_path, runner=HostCheck())
     assert list(STEP_NAMES) == NAMES

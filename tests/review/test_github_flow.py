@@ -40,8 +40,6 @@ from attest.review.platform import (
 )
 from attest.review.procedure import recheck_review, review_start, run_review, serialize_review
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 
 REPO, REPO_ID, PR = "octo/widgets", 1296269, 42

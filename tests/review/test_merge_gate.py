@@ -35,8 +35,6 @@ from attest.review.merge import (
 )
 from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,9 +33,6 @@ from attest.builder._promolog import (
 )
 from attest.errors import AttestError
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
-
 RECORD = {"toolchain": {"repository": "https://example.org/toolchain.git", "revision": "a" * 40}, "runtime": {}, "skill": {},
           "policy": "sha256:" + "0" * 64, "rebuilders": {}, "fixture": None, "repinned": [], "changes": 0}
 

@@ -36,9 +36,10 @@ from typing import Any
 import pytest
 from support.agent_cli import CodexUnavailable, cache_root, fetch_codex, review_script
 from support.caps import BACKEND
+from support.deployment import DEPLOY_ROLES, RELEASE_ROLES
 from support.fake_model import parse_request_lines
 from support.gitrepo import git
-from test_bootstrap import DEPLOY_ROLES, RELEASE_ROLES, Consumer, config_text, identity_file, make_consumer
+from test_bootstrap import Consumer, config_text, identity_file, make_consumer
 
 from attest.attestation import CLOSED_TREE_PREDICATE, generate_key, load_policy, load_signer, verify_attestation_file
 from attest.builder._sandbox import loopback_tool

@@ -44,8 +44,6 @@ from attest.review.procedure import (
     write_review_state,
 )
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 Started = test_review_start.Started
 fails = test_review_start.fails

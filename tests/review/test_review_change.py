@@ -44,7 +44,6 @@ from attest.review.handoff import HandoffCode
 from attest.review.procedure import RecheckCode, ReviewStartCode, parse_review_state, recheck_review, review_id
 from attest.review.procedure._change import CHANGE_FORMAT, render_diff
 
-dep = test_bootstrap.dep
 Consumer = test_bootstrap.Consumer
 Started = test_review_start.Started
 fails = test_review_start.fails

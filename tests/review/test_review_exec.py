@@ -6,7 +6,6 @@ processes (a shell or Python command), and a real image tampered with after the 
 """
 
 # The bootstrap fixtures (dep, skill) are imported from test_bootstrap, so their parameters shadow the imports.
-# ruff: noqa: F401, F811
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 from support.gitrepo import git
-from test_bootstrap import Consumer, Deployment, dep, make_consumer, run, skill
+from test_bootstrap import Consumer, Deployment, make_consumer, run
 
 from attest.attestation import Envelope, load_policy, load_signer, parse_statement, sign_statement
 from attest.builder._sandbox import loopback_tool

@@ -24,8 +24,6 @@ from attest.review.bootstrap import GitHubIdentity
 from attest.review.evidence import HttpLimits
 from attest.review.procedure import recheck_review, review_start, run_review, serialize_review
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 
 

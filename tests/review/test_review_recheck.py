@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import test_bootstrap
 import test_review_start
+from support import deployment
 from support.gitrepo import git
 
 from attest._json import canonical_bytes
@@ -30,10 +31,8 @@ from attest.review.procedure import (
     review_id,
 )
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
-Deployment = test_bootstrap.Deployment
+Deployment = deployment.Deployment
 Started = test_review_start.Started
 identity_file = test_bootstrap.identity_file
 codes = test_review_start.codes

@@ -43,8 +43,6 @@ from attest.review.procedure import (
     serialize_review,
 )
 
-dep = test_bootstrap.dep
-skill = test_bootstrap.skill
 Consumer = test_bootstrap.Consumer
 Started = test_review_start.Started
 fails = test_review_start.fails

@@ -7,7 +7,7 @@ binding failure (:func:`decide_bindings` is pure).
 """
 
 # The bootstrap fixtures (dep, skill) are imported from test_bootstrap, so their parameters shadow the imports.
-# ruff: noqa: F401, F811
+# ruff: noqa: F401
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from support.gitrepo import git
 from support.trees import chattr
-from test_bootstrap import Consumer, Deployment, dep, head_changes_every_authority_file, identity_file, make_consumer, run, skill
+from test_bootstrap import Consumer, Deployment, head_changes_every_authority_file, identity_file, make_consumer, run
 
 from attest._json import canonical_bytes
 from attest._safefs import Kind

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_bootstrap
 import test_review_change
 import test_review_serialize
 import test_review_start
+from support import deployment
 from support.caps import BACKEND
 
 from attest.attestation import CLOSED_TREE_PREDICATE, closed_tree_statement, load_policy, load_signer, sign_statement
@@ -32,7 +32,6 @@ from attest.inventory import inventory_tree
 from attest.review.handoff import HandoffCode
 from attest.review.procedure import run_review
 
-dep = test_bootstrap.dep
 repo = test_review_change.repo
 Repo = test_review_change.Repo
 Started = test_review_start.Started
@@ -96,9 +95,9 @@ class Reviewer:
 def reviewer(dep: Any, tmp_path_factory: pytest.TempPathFactory) -> Reviewer:
     tmp = tmp_path_factory.mktemp("reviewer")
     keys = dep.key.parent
-    trust = test_bootstrap._policy(tmp / "trust.toml",
-                                   (keys / "deploy.pub.pem", (*test_bootstrap.DEPLOY_ROLES, CLOSED_TREE_PREDICATE)),
-                                   (keys / "release.pub.pem", test_bootstrap.RELEASE_ROLES))
+    trust = deployment.trust_policy(tmp / "trust.toml",
+                                   (keys / "deploy.pub.pem", (*deployment.DEPLOY_ROLES, CLOSED_TREE_PREDICATE)),
+                                   (keys / "release.pub.pem", deployment.RELEASE_ROLES))
     src = tree(tmp / "reviewer")
     att = tmp / "reviewer.att.json"
     identity = attest_tree(src, dep.key, att)

@@ -13,7 +13,6 @@ its root keeps the files away.
 """
 
 # The bootstrap fixtures (dep, skill) are imported from test_bootstrap, so their parameters shadow the imports.
-# ruff: noqa: F401, F811
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
-from test_bootstrap import Deployment, dep, make_consumer, run, skill
+from test_bootstrap import Deployment, make_consumer, run
 
 from attest.attestation import load_policy
 from attest.builder._sandbox import SYSTEM_PATHS, confine_argv, confined_roots, loopback_tool, readonly_roots

@@ -14,7 +14,6 @@ with attest (Ctrl-C, or attest killed).
 """
 
 # The bootstrap fixtures (dep, skill) are imported from test_bootstrap, so their parameters shadow the imports.
-# ruff: noqa: F401, F811
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_bootstrap import Deployment, dep, make_consumer, run, skill
+from test_bootstrap import Deployment, make_consumer, run
 
 from attest import _session
 from attest.builder._sandbox import confine_argv, give_to_uid, pick_step_uid, rootless_problem

@@ -22,8 +22,8 @@ def bootstrap(
     skill: Path = option(..., "--skill", metavar="DIR", help="The installed agent-policy Skill (a copy source only)."),
     installation: Path = option(..., "--installation", metavar="FILE", help="The Skill's installation attestation (ATT)."),
     repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
-    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
-                                            "\"The identity file\"; exactly one of --identity or --github)."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/formats.md, "
+                                            "\"Identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: OWNER/NAME of the repository, read from the REST API "
                                          "(needs --pr)."),
     pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),

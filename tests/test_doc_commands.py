@@ -223,3 +223,168 @@ def test_every_marked_example_is_a_known_format_and_every_format_has_one() -> No
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_the_documented_example_parses(name: str, tmp_path: Path) -> None:
     FORMATS[name](tmp_path)
+
+
+# -- 2. README.md's command blocks -----------------------------------------------------------------
+
+README = ROOT / "README.md"
+_BLOCK = re.compile(r"^```(sh|console|bash)\n(.*?)^```", re.S | re.M)
+_HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
+
+
+def readme_blocks() -> list[list[str]]:
+    """README.md's shell blocks, each a list of commands (continuation lines and here-documents joined)."""
+    blocks = []
+    for m in _BLOCK.finditer(README.read_text(encoding="utf-8")):
+        lines = m.group(2).splitlines()
+        commands: list[str] = []
+        i = 0
+        while i < len(lines):
+            command = lines[i]
+            i += 1
+            while command.rstrip().endswith("\\") and i < len(lines):
+                command += "\n" + lines[i]
+                i += 1
+            heredoc = _HEREDOC.search(command.split("#")[0])
+            if heredoc:
+                while i < len(lines):
+                    command += "\n" + lines[i]
+                    i += 1
+                    if lines[i - 1].strip() == heredoc.group(1):
+                        break
+            if command.strip():
+                commands.append(command)
+        blocks.append(commands)
+    return blocks
+
+
+def _comment_at(line: str) -> int:
+    """Where a line's trailing comment starts (a ``#`` after whitespace, outside quotes), or its length."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and i > 0 and line[i - 1] in " \t":
+            return i
+    return len(line)
+
+
+def _code(command: str) -> str:
+    """The command without the trailing comment of its first line."""
+    first, nl, rest = command.partition("\n")
+    return first[:_comment_at(first)].rstrip() + nl + rest
+
+
+def _comment(command: str) -> str:
+    first = command.partition("\n")[0]
+    return first[_comment_at(first) + 1:]
+
+
+def _subcommand(command: str) -> tuple[str, ...]:
+    """The attest (sub)command a command line runs, as the CLI names it (``("review", "start")``)."""
+    from attest.cli._helptext import TEXTS
+
+    words = shlex.split(_code(command).replace("\\\n", " "))
+    assert words[0] == "attest", f"not an attest command: {command!r}"
+    longest: tuple[str, ...] = ()
+    for n in range(1, len(words)):
+        if tuple(words[1:n + 1]) in TEXTS:
+            longest = tuple(words[1:n + 1])
+    assert longest, f"{command!r} names no attest command"
+    return longest
+
+
+#: The two expensive commands: what runs them.
+TWO_COMMANDS = ["python3 bootstrap.py demo", "python3 bootstrap.py test"]
+
+#: Each attest command a mapped README block shows, and the test module that runs it for real.
+MAPPED: dict[tuple[str, ...], str] = {
+    ("fetch",): "tests/builder/test_build_cli.py",
+    ("build", "runtime"): "tests/builder/test_build_cli.py",
+    ("build", "skill"): "tests/builder/test_build_cli.py",
+    ("rebuild",): "tests/builder/test_build_cli.py",
+    ("promote",): "tests/review/test_release_promotion.py",
+    ("policy", "check"): "tests/policy/test_self_hosting.py",
+    ("install", "skill"): "tests/review/test_install_skill.py",
+    ("bootstrap",): "tests/review/test_bootstrap.py",
+    ("review", "start"): "tests/review/test_review_start.py",
+    ("review", "exec"): "tests/review/test_review_exec.py",
+    ("review", "recheck"): "tests/review/test_review_recheck.py",
+    ("review", "serialize"): "tests/review/test_review_serialize.py",
+    ("merge-gate", "check"): "tests/review/test_merge_gate.py",
+    ("init", "github"): "tests/review/test_github_workflow.py",
+    ("review", "publish"): "tests/review/test_github_flow.py",
+}
+
+#: Every README block, by its first command: run here ("run"), the two expensive commands
+#: ("two-commands"), or mapped command by command to MAPPED ("mapped").
+BLOCKS = {
+    "python3 bootstrap.py demo": "two-commands",
+    "mkdir -p tree && printf 'hello\\n' > tree/README": "run",
+    "attest keygen --type ed25519 -o release.pem": "run",
+    "attest freeze tampered --attestation tree.intoto.json --policy policy.toml --state-dir state": "run",
+    "attest fetch": "mapped",
+    "attest policy check --root path/to/repo": "mapped",
+    "attest init github --repo path/to/consumer --require-check test --state-dir /var/lib/attest \\": "mapped",
+}
+
+
+def _kind(block: list[str]) -> str:
+    first = _code(block[0]).partition("\n")[0].rstrip()
+    assert first in BLOCKS, (f"README.md has a command block this test does not know (first line {first!r}): run it in "
+                             "test_readme_commands_run or map it in BLOCKS")
+    return BLOCKS[first]
+
+
+def test_every_readme_block_is_known() -> None:
+    kinds = [_kind(b) for b in readme_blocks()]
+    assert sorted(set(kinds)) == ["mapped", "run", "two-commands"] and len(kinds) == len(BLOCKS)
+
+
+def test_the_two_commands_are_what_ci_and_the_demo_test_run() -> None:
+    [block] = [b for b in readme_blocks() if _kind(b) == "two-commands"]
+    assert [_code(c).strip() for c in block] == TWO_COMMANDS
+    # The test command is exactly .ci/run's (a fresh clone runs it there).
+    assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].strip() == "python3 bootstrap.py test"
+    # bootstrap.py RECIPE runs `just RECIPE`; the demo recipe is `attest demo`, which tests/test_demo.py runs
+    # in-process (twice, --offline) rather than a second time here.
+    assert '[os.fspath(VENV / "bin" / "just"), *recipe]' in (ROOT / "bootstrap.py").read_text()
+    justfile = (ROOT / "Justfile").read_text()
+    assert re.search(r"^demo:\n    attest demo --state-dir \{\{state\}\}\n", justfile, re.M)
+    assert re.search(r"^test \*ARGS: check\n    python -m pytest -n 2 --durations=15 \{\{ARGS\}\}\n", justfile, re.M)
+    assert 'main(["demo", "--state-dir"' in (ROOT / "tests" / "test_demo.py").read_text()
+
+
+def test_every_mapped_command_is_run_by_its_test() -> None:
+    shown = {_subcommand(c) for b in readme_blocks() if _kind(b) == "mapped" for c in b}
+    assert shown - set(MAPPED) == set(), "a README command with no test that runs it"
+    for command in shown:
+        text = (ROOT / MAPPED[command]).read_text()
+        assert ", ".join(f'"{w}"' for w in command) in text, f"{MAPPED[command]} does not run attest {' '.join(command)}"
+
+
+def test_readme_commands_run(tmp_path: Path) -> None:
+    """The cheap blocks, in order, in one directory: each command's exit status and reason codes as its comment says."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if os.geteuid() != 0:
+        env["ATTEST_BACKEND"] = "readonly"  # as the README tells an ordinary user
+    ran = 0
+    for block in readme_blocks():
+        if _kind(block) != "run":
+            continue
+        for command in block:
+            comment = _comment(command)
+            m = re.search(r"\bexit (\d+)", comment)
+            want = int(m.group(1)) if m else 0
+            done = subprocess.run(["bash", "-c", _code(command)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=120)
+            out = done.stdout + done.stderr
+            assert done.returncode == want, f"{command!r} exited {done.returncode}, README says {want}:\n{out}"
+            for code in re.findall(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", comment):
+                assert code in out, f"{command!r} did not report {code}:\n{out}"
+            if "OK" in comment.split():
+                assert "OK" in out
+            ran += 1
+    assert ran >= 12

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def bootstrap(
-    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image)."),
+    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image; docs/formats.md \"Pins\")."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
                                 "and handoff attestations."),
     state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (the store, builds, installations)."),

@@ -2,7 +2,7 @@
 
 1. Every fenced block of docs/*.md marked ``<!-- example: NAME -->`` is fed to the strict parser
    attest itself uses for that format (the identity file, the trust and release policies, the
-   pins, a promotion-log entry, a rebuild result, ``.agent-policy.yml`` and its lock, the handoff,
+   pins, a promotion-log entry and checkpoint, a rebuild result, ``.agent-policy.yml`` and its lock, the handoff,
    a review state, a review result, a review record, a CI result, the publication note). Blocks
    marked ``<!-- example-file: PATH -->`` are files the examples name (public keys); they are
    written to PATH first. A marked example of a format this module does not know fails, and so
@@ -112,6 +112,21 @@ def check_promotion_log_entry(tmp_path: Path) -> None:
     assert entry.sequence == 1 and entry.previous is None
 
 
+def check_promotion_log_checkpoint(tmp_path: Path) -> None:
+    from attest.builder._promolog import checkpoint_path, read_checkpoint
+
+    text = _example("promotion-log-checkpoint")
+    doc = json.loads(text)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path = Path(checkpoint_path(state, doc["pins"]))
+    path.parent.mkdir(mode=0o700)
+    path.write_text(text.rstrip("\n"))
+    path.chmod(0o600)
+    checkpoint = read_checkpoint(state, doc["pins"])
+    assert checkpoint is not None and (checkpoint.sequence, checkpoint.digest) == (doc["sequence"], doc["digest"])
+
+
 def check_rebuild_result(tmp_path: Path) -> None:
     from attest.builder._rebuilders import RebuildSubject
 
@@ -204,6 +219,7 @@ FORMATS: dict[str, Callable[[Path], None]] = {
     "release-policy": check_release_policy,
     "pins": check_pins,
     "promotion-log-entry": check_promotion_log_entry,
+    "promotion-log-checkpoint": check_promotion_log_checkpoint,
     "rebuild-result": check_rebuild_result,
     "agent-policy-yml": check_agent_policy_yml,
     "agent-policy-lock": check_agent_policy_lock,

@@ -40,7 +40,7 @@ def main() -> int:
         print(f"bootstrap: creating {VENV} ...", file=sys.stderr, flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
         print("bootstrap: installing attest with its test extras and just from the package registry "
-              "(pip; about 20 s on a fresh machine) ...", file=sys.stderr, flush=True)
+              "(pip; 25 to 55 s measured on a 2-core machine) ...", file=sys.stderr, flush=True)
         run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", ".[test]", "rust-just")
         STAMP.write_text(wanted + "\n")
         print(f"bootstrap: .venv ready in {time.monotonic() - started:.0f} s; running `just {' '.join(sys.argv[1:]) or '--list'}`",

@@ -38,3 +38,12 @@ def test_cli_reference_is_current() -> None:
 
     out = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_docs_cite_no_issue_numbers() -> None:
+    """Users have README.md and docs/, not the tracker: no "issue 12", "#431" or "github/docs#22501"."""
+    pattern = re.compile(r"(?i)\bissues? #?\d+\b|(?<![\w])#\d+\b|\b[\w.-]+/[\w.-]+#\d+\b")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [f"{p.name}:{n}: {line.strip()}" for p in pages for n, line in enumerate(p.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert found == []

@@ -73,7 +73,7 @@ def load_public_key_pem(data: bytes, where: str) -> PublicKey:
 def verify_signature(key: PublicKey, signature: bytes, data: bytes) -> bool:
     """True only if ``signature`` is valid over ``data`` under ``key``.
 
-    Returns a verdict despite its name (a ``check_*`` in the naming rule; see issue 15).
+    Returns a verdict despite its name (a ``check_*`` in the naming rule).
 
     Raises:
         Nothing: an invalid or malformed signature is ``False``.

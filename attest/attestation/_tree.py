@@ -162,7 +162,7 @@ def check_policy_outside(policy: Policy, root: str | os.PathLike[str]) -> None:
     (st_dev, st_ino) of every ancestor directory against the root's, and by location in the
     filesystem through the mount table; a bind mount of the tree or of part of it is no way out.
 
-    Raises despite its name (a ``verify_*`` in the naming rule; see issue 15).
+    Raises despite its name (a ``verify_*`` in the naming rule).
 
     Raises:
         VerificationError: ``POLICY_IN_TREE``.

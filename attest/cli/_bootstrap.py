@@ -15,15 +15,15 @@ def register(app: typer.Typer) -> None:
 
 
 def bootstrap(
-    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image)."),
+    pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image; docs/formats.md \"Pins\")."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
                                 "and handoff attestations."),
     state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (the store, builds, installations)."),
     skill: Path = option(..., "--skill", metavar="DIR", help="The installed agent-policy Skill (a copy source only)."),
     installation: Path = option(..., "--installation", metavar="FILE", help="The Skill's installation attestation (ATT)."),
     repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
-    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
-                                            "\"The identity file\"; exactly one of --identity or --github)."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/formats.md, "
+                                            "\"Identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: OWNER/NAME of the repository, read from the REST API "
                                          "(needs --pr)."),
     pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),

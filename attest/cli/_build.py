@@ -238,9 +238,9 @@ def rebuild_release(
 
 def promote(
     toolchain_rev: Optional[str] = option(None, "--toolchain-rev", metavar="SHA", help="Full git SHA to promote (required unless --verify-log)."),
-    pins: str = option(..., "--pins", metavar="FILE", help="Deployment pins TOML (rewritten atomically on success only)."),
+    pins: str = option(..., "--pins", metavar="FILE", help="Deployment pins TOML (docs/formats.md \"Pins\"; rewritten atomically on success only)."),
     key: Optional[str] = option(None, "--key", metavar="KEY", help="Release signing key (required unless --verify-log)."),
-    policy: str = option(..., "--policy", metavar="FILE", help="Release policy: the trusted signers and the [rebuilders] table."),
+    policy: str = option(..., "--policy", metavar="FILE", help="Release policy: the trusted signers and the [rebuilders] table (docs/formats.md \"Release policy\")."),
     rebuild_result: list[str] = option([], "--rebuild-result", metavar="FILE",
                                              help="A rebuilder's signed result (`attest rebuild-release`). Repeatable."),
     unsafe_without_rebuilders: bool = flag("--unsafe-without-rebuilders",

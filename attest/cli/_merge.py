@@ -38,8 +38,8 @@ def check(
     policy: Path = PolicyOption,
     ci: list[Path] = CiOption,
     require_check: list[str] = RequireCheckOption,
-    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
-                                            "\"The identity file\"; exactly one of --identity or --github)."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/formats.md, "
+                                            "\"Identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: the repository, read "
                                          "from the REST API (needs --pr); the gate then also requires no unresolved review "
                                          "thread, a mergeable pull request and the head unchanged on a final read."),

@@ -45,8 +45,8 @@ def start_review(
                                  "the trusted base, exactly as configured."),
     adapter: str = option(..., "--adapter", metavar="PATH", help="The adapter projection: a configured adapter output path of the trusted "
                                 "base (github-review-json-adapter-v1), exactly as configured, of the same context."),
-    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/bootstrap.md, "
-                                            "\"The identity file\"; exactly one of --identity or --github)."),
+    identity: Optional[Path] = option(None, "--identity", metavar="FILE", help="Offline host adapter: the identity JSON file (its format: docs/formats.md, "
+                                            "\"Identity file\"; exactly one of --identity or --github)."),
     github: Optional[str] = option(None, "--github", metavar="OWNER/NAME", help="GitHub host adapter: OWNER/NAME of the repository, read from the "
                                          "REST API (needs --pr)."),
     pr: Optional[int] = option(None, "--pr", metavar="N", help="With --github: the pull request number."),

@@ -2,7 +2,7 @@
 
 A library caller of :func:`freeze_tree` must establish the expected inventory itself; this is
 the one function that does it with every precondition, so the CLI and the demo cannot forget
-one (issue: ``check_policy_outside`` was applied by the CLI only).
+one (``check_policy_outside`` among them).
 
     >>> image = freeze_attested("src", "src.intoto.json", load_policy("/etc/attest/policy.toml"), "/var/lib/attest")
 """

@@ -384,7 +384,7 @@ def check_policy(root: str | os.PathLike[str]) -> CheckReport:
     Reads only below ``root`` (never the current directory, never the network) and never
     writes, so it runs on a read-only tree or a frozen snapshot.
 
-    Raises despite its name (a ``check_*`` in the naming rule; see issue 15).
+    Raises despite its name (a ``check_*`` in the naming rule).
 
     Raises:
         InputError: ``BAD_ROOT`` (a root that is absent, not a directory, or spelled with

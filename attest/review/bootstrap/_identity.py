@@ -1,5 +1,7 @@
 """Step 2, identity: repository, pull request, base and head from the host (docs/bootstrap.md, "Step 2: identity").
 
+The identity file's fields and an example: docs/formats.md "Identity file".
+
 The offline host adapter reads them from an identity file (``--identity FILE``), a strict JSON
 object of exactly these fields, read again by every later re-resolution (:func:`load_identity`):
 

@@ -1,4 +1,4 @@
-"""Running the review step from the four frozen images of a verified handoff (issue 12, item 4).
+"""Running the review step from the four frozen images of a verified handoff (docs/review.md "`attest review exec`").
 
 1. The handoff verifies under TRUST (:func:`~attest.review.handoff.verify_handoff`).
 2. Each of the four images is taken from the store and verified (seal, every byte, seal) by

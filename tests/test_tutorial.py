@@ -72,8 +72,10 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert _stamp(stamp) == wanted, f"{ROOT / '.venv'} is not current for {python}: run `python3 bootstrap.py --list` first"
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    script = "set -euo pipefail\n" + "".join(f"printf '%s\\n' '{MARK} {i}'\n{block}" for i, block in enumerate(blocks))
-    script += f"printf '%s\\n' '{MARK} done'\n"
+    marks = [*map(str, range(len(blocks))), "done"]
+    # Each block's start is marked on both streams, so that what a block printed can be told from the others'.
+    script = "set -euo pipefail\n" + "".join(f"printf '%s\\n' '{MARK} {m}'; printf '%s\\n' '{MARK} {m}' >&2\n{block}"
+                                              for m, block in zip(marks, [*blocks, ""], strict=True))
     env = {"HOME": str(home), "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8", "TERM": "dumb"}
     started = time.monotonic()
     try:
@@ -83,29 +85,37 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
         if os.geteuid() == 0:  # a failed run may leave immutable images behind
             subprocess.run(["chattr", "-R", "-f", "-i", str(tmp_path)], check=False, capture_output=True)
     elapsed = time.monotonic() - started
-    out = proc.stdout.split(f"{MARK} ")
-    ran = [part.split("\n", 1)[0] for part in out[1:]]
+    out, err = _by_block(proc.stdout), _by_block(proc.stderr)
+    ran = list(out)
     failed = f"block {ran[-1] if ran else 0} failed (exit {proc.returncode}):\n{blocks[int(ran[-1])] if ran and ran[-1].isdigit() else ''}"
     assert proc.returncode == 0, f"{failed}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
-    assert ran == [*map(str, range(len(blocks))), "done"], ran
-    by_block = {part.split("\n", 1)[0]: part.split("\n", 1)[1] if "\n" in part else "" for part in out[1:]}
+    assert ran == marks and list(err) == marks, (ran, list(err))
     stdout = proc.stdout
     # The promotion happened once, with the rebuilder's result; the refusal before it built nothing.
-    assert "REBUILDERS_THRESHOLD_NOT_MET: 0 of the 1 required" in proc.stderr
+    refusal = next(k for k, v in err.items() if "REBUILDERS_THRESHOLD_NOT_MET" in v)
+    assert "0 of the 1 required independent rebuilders gave a result of this candidate" in err[refusal]
+    assert "attest promote" in blocks[int(refusal)] and "--rebuild-result" not in blocks[int(refusal)]
     assert re.search(r"^PROMOTED [0-9a-f]{40} into \S+/deployment/pins\.toml$", stdout, re.M), stdout
     assert re.search(r"^  rebuilders  1 of 1 agree \(threshold 1\): key:sha256:", stdout, re.M), stdout
     # The stand-in's limited record is refused; the example reviewer's complete record is authorized, for the exact head.
     assert re.search(r"^SERIALIZED review [0-9a-f]{32}: LIMITED for head [0-9a-f]{40}", stdout, re.M), stdout
-    assert "MERGE_REVIEW_NOT_COMPLETE" in stdout
+    limited = next(k for k, v in err.items() if "MERGE_REVIEW_NOT_COMPLETE" in v)
+    assert re.search(r"^NOT AUTHORIZED: review [0-9a-f]{32} \(limited\) for head [0-9a-f]{40}$", err[limited], re.M), err[limited]
     authorized = [m.group(1) for m in re.finditer(r"^AUTHORIZED: review [0-9a-f]{32} \(complete\) for head ([0-9a-f]{40})$", stdout, re.M)]
     assert len(authorized) == 1, stdout
-    gate = next(k for k, v in by_block.items() if "AUTHORIZED: review" in v and "NOT AUTHORIZED" not in v)
+    gate = next(k for k, v in out.items() if "AUTHORIZED: review" in v)
     assert f"MERGE_AUTHORIZED: a complete review with no blocking finding and every required check (test) succeeded, for the exact head " \
-           f"{authorized[0]}" in by_block[gate]
+           f"{authorized[0]}" in out[gate]
     assert "attest merge-gate check" in blocks[int(gate)] and "git -C widgets merge" in blocks[int(gate)]
     # The last block cleaned up after itself.
     assert not (home / "attest-tutorial").exists()
     print(f"the tutorial ran in {elapsed:.0f} s ({len(blocks)} blocks)")
+
+
+def _by_block(text: str) -> dict[str, str]:
+    """What each block printed on one stream, by its mark (``0``, ``1``, ..., ``done``), in order."""
+    parts = text.split(f"{MARK} ")[1:]
+    return {part.split("\n", 1)[0]: part.partition("\n")[2] for part in parts}
 
 
 def _stamp(path: Path) -> str | None:

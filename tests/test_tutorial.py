@@ -12,6 +12,7 @@ runtime built twice by the release engineer, once by the rebuilder), so it is sl
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import subprocess
@@ -74,7 +75,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     home.mkdir(mode=0o700)
     marks = [*map(str, range(len(blocks))), "done"]
     # Each block's start is marked on both streams, so that what a block printed can be told from the others'.
-    script = "set -euo pipefail\n" + "".join(f"printf '%s\\n' '{MARK} {m}'; printf '%s\\n' '{MARK} {m}' >&2\n{block}"
+    script = "set -euo pipefail\n" + "".join(f"printf '%s %s\\n' '{MARK} {m}' \"$EPOCHREALTIME\"; printf '%s\\n' '{MARK} {m}' >&2\n{block}"
                                               for m, block in zip(marks, [*blocks, ""], strict=True))
     env = {"HOME": str(home), "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8", "TERM": "dumb"}
     started = time.monotonic()
@@ -109,13 +110,19 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert "attest merge-gate check" in blocks[int(gate)] and "git -C widgets merge" in blocks[int(gate)]
     # The last block cleaned up after itself.
     assert not (home / "attest-tutorial").exists()
-    print(f"the tutorial ran in {elapsed:.0f} s ({len(blocks)} blocks)")
+    print(f"the tutorial ran in {elapsed:.0f} s ({len(blocks)} blocks; seconds per block: {_durations(stdout)})")
 
 
 def _by_block(text: str) -> dict[str, str]:
     """What each block printed on one stream, by its mark (``0``, ``1``, ..., ``done``), in order."""
     parts = text.split(f"{MARK} ")[1:]
-    return {part.split("\n", 1)[0]: part.partition("\n")[2] for part in parts}
+    return {part.split("\n", 1)[0].split(" ")[0]: part.partition("\n")[2] for part in parts}
+
+
+def _durations(stdout: str) -> dict[str, float]:
+    """How long each block ran, from the start marks' times (bash's $EPOCHREALTIME)."""
+    starts = [(m.group(1), float(m.group(2))) for m in re.finditer(rf"^{MARK} (\S+) (\d+\.\d+)$", stdout, re.M)]
+    return {mark: round(t2 - t1, 1) for (mark, t1), (_, t2) in itertools.pairwise(starts)}
 
 
 def _stamp(path: Path) -> str | None:

@@ -506,7 +506,9 @@ def promote(
 
     ``rebuild_results`` are the independent rebuilders' signed results; without a
     ``[rebuilders]`` table in the release policy the promotion is refused unless
-    ``unsafe_without_rebuilders`` (recorded in the log entry). ``before_write`` (the review
+    ``unsafe_without_rebuilders`` (recorded in the log entry). What the policy and the results
+    decide alone (no table, a result that cannot count, fewer rebuilders than the threshold:
+    :func:`decide_before_build`) is refused before anything is built. ``before_write`` (the review
     layer's fixture run for ``attest promote``) runs on the candidate pins before anything is
     written; what it returns is recorded in the log entry.
 
@@ -546,6 +548,7 @@ def promote(
     from ._rebuilders import (
         RELEASE_POLICY_EXTENSIONS,
         candidate_subject,
+        decide_before_build,
         decide_rebuilders,
         rebuilders_of,
         verify_rebuild_results,
@@ -586,6 +589,14 @@ def promote(
     accepted = AcceptedLog(os.path.abspath(pins_path), os.path.abspath(log_path(pins_path)), tuple(sorted(chain.items())),
                            LogCheckpoint(entries[-1].sequence, entries[-1].digest) if entries else None, tuple(entries))
     claims, result_problems = verify_rebuild_results(rebuild_results, policy, requirement)
+    # ... and refused now for what no build can change (no [rebuilders] table, a result that cannot count,
+    # too few rebuilders): a refusal after minutes of building would have been the same refusal.
+    early = decide_before_build(requirement, claims, (runtime_recipe.toolchain_repository, toolchain_rev,
+                                                      skill_recipe.source_repository, skill_source,
+                                                      skill_recipe.installer_repository, installer),
+                                problems=result_problems, promoter=_signer_ids(signer), unsafe=unsafe_without_rebuilders)
+    if early:
+        raise VerificationError(findings=early)
     # 3. Build (or reuse) and attest.
     runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend), signer, state, fmt=fmt)
     _require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build

@@ -140,6 +140,14 @@ class RebuiltArtifact:
         return {"name": self.name, "inputs_digest": self.inputs_digest, "inventory": self.inventory.to_json()}
 
 
+def _candidate_json(candidate: Sequence[str]) -> dict[str, Any]:
+    """A candidate key (:attr:`RebuildSubject.candidate`) as JSON."""
+    toolchain_repository, toolchain_revision, source_repository, source_revision, installer_repository, installer_revision = candidate
+    return {"toolchain": {"repository": toolchain_repository, "revision": toolchain_revision},
+            "skill_source": {"repository": source_repository, "revision": source_revision},
+            "installer": {"repository": installer_repository, "revision": installer_revision}}
+
+
 @dataclass(frozen=True, slots=True)
 class RebuildSubject:
     """A candidate (repositories and full SHAs) and the runtime and skill built from it."""
@@ -160,9 +168,7 @@ class RebuildSubject:
                 self.installer_repository, self.installer_revision)
 
     def candidate_json(self) -> dict[str, Any]:
-        return {"toolchain": {"repository": self.toolchain_repository, "revision": self.toolchain_revision},
-                "skill_source": {"repository": self.skill_source_repository, "revision": self.skill_source_revision},
-                "installer": {"repository": self.installer_repository, "revision": self.installer_revision}}
+        return _candidate_json(self.candidate)
 
     def subjects(self) -> list[dict[str, Any]]:
         from ..attestation import subject
@@ -303,6 +309,70 @@ def _first_difference(expected: RebuiltArtifact, rebuilt: RebuiltArtifact) -> Fi
     return None
 
 
+def _without_requirement(claims: Sequence[RebuildClaim], problems: Sequence[Finding], unsafe: bool) -> list[Finding]:
+    """Every reason to refuse when the release policy has no ``[rebuilders]`` table (pure)."""
+    found = list(problems)
+    if claims:
+        found.append(Finding(PromotionCode.REBUILDERS_NOT_CONFIGURED, claims[0].path, "rebuild results were given but the release "
+                             "policy has no [rebuilders] table to trust them"))
+    elif not unsafe and not found:
+        found.append(Finding(PromotionCode.REBUILDERS_NOT_CONFIGURED, None, "the release policy has no [rebuilders] table: "
+                             "promotion needs k of n independent rebuilds (or, knowingly, --unsafe-without-rebuilders, "
+                             "which the promotion log records)"))
+    return found
+
+
+def _claims_of(requirement: RebuildersRequirement, claims: Sequence[RebuildClaim], candidate: Sequence[str], promoter: Sequence[str]
+               ) -> tuple[list[tuple[RebuildClaim, list[str]]], list[Finding]]:
+    """The claims of ``candidate`` with the rebuilder identities that count for each, and a finding for every other claim."""
+    ours: list[tuple[RebuildClaim, list[str]]] = []
+    other: list[Finding] = []
+    for claim in claims:
+        counted = [s for s in claim.signers if s in requirement.identities and s not in promoter]
+        if not counted:
+            other.append(Finding(PromotionCode.REBUILD_RESULT_UNTRUSTED, claim.path, "no rebuilder identity other than the promoting "
+                                 "key signed this rebuild result: the promoter's own rebuild is not independent"))
+        elif claim.subject.candidate != tuple(candidate):
+            other.append(Finding(PromotionCode.REBUILD_RESULT_OTHER_CANDIDATE, claim.path,
+                                 f"this result rebuilt {claim.subject.candidate_json()}; the promotion is of {_candidate_json(candidate)}"))
+        else:
+            ours.append((claim, counted))
+    return ours, other
+
+
+def _threshold_not_met(requirement: RebuildersRequirement, count: Sequence[str], what: str) -> Finding:
+    missing = [i for i in requirement.identities if i not in count]
+    return Finding(PromotionCode.REBUILDERS_THRESHOLD_NOT_MET, None,
+                   f"{len(count)} of the {requirement.threshold} required independent rebuilders {what} ({', '.join(count) or 'none'}; "
+                   f"each identity counts once, however many results or signatures it gave); no agreeing result from "
+                   f"{', '.join(missing)}")
+
+
+def decide_before_build(requirement: RebuildersRequirement | None, claims: Sequence[RebuildClaim], candidate: Sequence[str], *,
+                        problems: Sequence[Finding] = (), promoter: Sequence[str] = (), unsafe: bool = False) -> tuple[Finding, ...]:
+    """What refuses the promotion whatever its builds turn out to be (pure): checked before anything is built.
+
+    ``candidate`` is the promotion's :attr:`RebuildSubject.candidate` (repositories and full
+    SHAs, known before any build). Every finding here is one :func:`decide_rebuilders` makes
+    too, for any runtime and skill: no ``[rebuilders]`` table (unless ``unsafe``), results
+    given without one, results that did not verify (``problems``), a result no rebuilder other
+    than the promoter signed, a result of another candidate, and fewer distinct rebuilder
+    identities with a result of this candidate than the threshold (even if all of them agree,
+    too few). An empty answer decides nothing: the builds must still agree.
+
+    Raises:
+        Nothing.
+    """
+    if requirement is None:
+        return tuple(_without_requirement(claims, problems, unsafe))
+    ours, other = _claims_of(requirement, claims, candidate, promoter)
+    could_agree = [i for i in requirement.identities if any(i in counted for _, counted in ours)]
+    findings = [*other, *problems]
+    if len(could_agree) < requirement.threshold:
+        findings.append(_threshold_not_met(requirement, could_agree, "gave a result of this candidate"))
+    return tuple(findings)
+
+
 def decide_rebuilders(requirement: RebuildersRequirement | None, claims: Sequence[RebuildClaim], candidate: RebuildSubject, *,
                       problems: Sequence[Finding] = (), promoter: Sequence[str] = (), unsafe: bool = False) -> RebuildersVerdict:
     """k of n independent rebuilders, from verified claims (pure).
@@ -319,28 +389,12 @@ def decide_rebuilders(requirement: RebuildersRequirement | None, claims: Sequenc
         ``REBUILDERS_NOT_CONFIGURED`` without a requirement unless ``unsafe``).
     """
     if requirement is None:
-        found = list(problems)
-        if claims:
-            found.append(Finding(PromotionCode.REBUILDERS_NOT_CONFIGURED, claims[0].path, "rebuild results were given but the release "
-                                 "policy has no [rebuilders] table to trust them"))
-        elif not unsafe and not found:
-            found.append(Finding(PromotionCode.REBUILDERS_NOT_CONFIGURED, None, "the release policy has no [rebuilders] table: "
-                                 "promotion needs k of n independent rebuilds (or, knowingly, --unsafe-without-rebuilders, "
-                                 "which the promotion log records)"))
+        found = _without_requirement(claims, problems, unsafe)
         return RebuildersVerdict(None, (), (), tuple(found), unsafe and not found)
     agreed: dict[str, str] = {}
     disagreements: list[Disagreement] = []
-    other: list[Finding] = []
-    for claim in claims:
-        counted = [s for s in claim.signers if s in requirement.identities and s not in promoter]
-        if not counted:
-            other.append(Finding(PromotionCode.REBUILD_RESULT_UNTRUSTED, claim.path, "no rebuilder identity other than the promoting "
-                                 "key signed this rebuild result: the promoter's own rebuild is not independent"))
-            continue
-        if claim.subject.candidate != candidate.candidate:
-            other.append(Finding(PromotionCode.REBUILD_RESULT_OTHER_CANDIDATE, claim.path,
-                                 f"this result rebuilt {claim.subject.candidate_json()}; the promotion is of {candidate.candidate_json()}"))
-            continue
+    ours, other = _claims_of(requirement, claims, candidate.candidate, promoter)
+    for claim, counted in ours:
         differing = [(kind, want, got, first) for kind, want, got in (("runtime", candidate.runtime, claim.subject.runtime),
                                                                        ("skill", candidate.skill, claim.subject.skill))
                      if (first := _first_difference(want, got)) is not None]
@@ -358,11 +412,7 @@ def decide_rebuilders(requirement: RebuildersRequirement | None, claims: Sequenc
                 for d in disagreements]
     findings += [*other, *problems]
     if len(count) < requirement.threshold:
-        missing = [i for i in requirement.identities if i not in count]
-        findings.append(Finding(PromotionCode.REBUILDERS_THRESHOLD_NOT_MET, None,
-                                f"{len(count)} of the {requirement.threshold} required independent rebuilders agree "
-                                f"({', '.join(count) or 'none'}; each identity counts once, however many results or signatures "
-                                f"it gave); no agreeing result from {', '.join(missing)}"))
+        findings.append(_threshold_not_met(requirement, list(count), "agree"))
     return RebuildersVerdict(requirement, tuple(count.items()), tuple(disagreements), tuple(findings))
 
 

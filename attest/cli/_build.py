@@ -78,7 +78,8 @@ def _state(state_dir: Optional[str]) -> str:
 
 
 def fetch(
-    lock: str = option("lockfiles/pylock.toml", "--lock", metavar="FILE", help="pylock.toml or requirements lock with --hash lines."),
+    lock: str = option("lockfiles/pylock.toml", "--lock", metavar="FILE",
+                       help="pylock.toml or requirements lock with --hash lines" + _HERE_OR_CHECKOUT + "."),
     cache: Optional[str] = CacheOption,
     state_dir: Optional[str] = StateDirOption,
     python: Optional[str] = PythonOption,
@@ -89,7 +90,7 @@ def fetch(
 
     into = cache or default_cache(_state(state_dir))
     with working(f"fetching the locked wheels into {into}", json_mode):
-        result = run_fetch(lock, into, python=python)
+        result = run_fetch(_default_path(lock, "lockfiles/pylock.toml"), into, python=python)
     if json_mode:
         print_json({"ok": True, "fetched": list(result.fetched), "present": list(result.present), "network_used": result.network_used})
     else:

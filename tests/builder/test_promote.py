@@ -143,6 +143,28 @@ def test_failed_promotion_leaves_pins_byte_identical(case: str, project: Project
     assert pins.read_bytes() == original and not Path(str(pins) + ".promotions").exists()
 
 
+@pytest.mark.parametrize("case", ["no-rebuilders-table", "no-rebuild-result"])
+def test_promotion_refuses_what_the_release_policy_decides_before_building(case: str, project: Project, sandbox: Sandbox,
+                                                                           keys: tuple[Path, Path], tmp_path: Path) -> None:
+    """Nothing is fetched, so any build would fail NOT_IN_CACHE: the policy's refusal must come first, with nothing built."""
+    key, policy = keys
+    code = "REBUILDERS_NOT_CONFIGURED"
+    if case == "no-rebuild-result":
+        rebuilder = tmp_path / "keys" / "rebuilder.pem"
+        generate_key("ed25519", rebuilder)
+        ident = "key:sha256:" + load_signer(str(rebuilder)).key_id
+        policy.write_text(policy.read_text() + '[[signers]]\nkind = "key"\npublic_key = "rebuilder.pub.pem"\n'
+                          f'predicates = ["https://attest.dev/rebuild/v1"]\n[rebuilders]\nthreshold = 1\nidentities = ["{ident}"]\n')
+        code = "REBUILDERS_THRESHOLD_NOT_MET"
+    pins = tmp_path / "pins.toml"
+    with pytest.raises(VerificationError) as ei:
+        promote(toolchain_rev=project.sha, pins_path=str(pins), signer=load_signer(str(key)), policy_path=str(policy),
+                runtime_recipe=load_recipe(project.recipe), skill_recipe=load_recipe(project.skill_recipe),  # type: ignore[arg-type]
+                state=str(project.store), cache=str(project.cache), sandbox=sandbox)
+    assert ei.value.code == code, [str(f) for f in ei.value.findings]
+    assert not pins.exists() and not (project.store / "builds").exists() and not project.cache.exists()
+
+
 def test_pins_writer_round_trips() -> None:
     doc = {"a": {"b": "x\"y", "n": 3, "l": ["p", "q"], "c": {"d": True}}, "top": "v", "e": {}}
     assert tomllib.loads(dump_pins(doc).decode()) == doc

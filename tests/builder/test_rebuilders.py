@@ -166,3 +166,51 @@ def test_the_rebuilders_table_is_an_extension_only_the_release_policy_allows() -
     parsed = parse_policy(data, "release.toml", extensions=RELEASE_POLICY_EXTENSIONS)
     assert parsed.extensions == (("rebuilders", {"threshold": 1, "identities": [A]}),)
     assert parse_policy(data.split(b"[rebuilders]")[0], "release.toml", extensions=RELEASE_POLICY_EXTENSIONS).extensions == ()
+
+
+BEFORE_BUILD: list[tuple[str, RebuildersRequirement | None, list[RebuildClaim], dict[str, Any], list[tuple[str, str | None]]]] = [
+    # (id, requirement, claims, keywords, the (code, path) findings known before anything is built)
+    ("two-of-two-may-agree", TWO_OF_TWO, [claim(A), claim(B, n=2)], {}, []),
+    ("no-table", None, [], {}, [("REBUILDERS_NOT_CONFIGURED", None)]),
+    ("no-table-unsafe", None, [], {"unsafe": True}, []),
+    ("no-table-but-results", None, [claim(A)], {"unsafe": True}, [("REBUILDERS_NOT_CONFIGURED", "/results/1.json")]),
+    ("no-results", TWO_OF_TWO, [], {}, [("REBUILDERS_THRESHOLD_NOT_MET", None)]),
+    ("one-of-two", TWO_OF_TWO, [claim(A)], {}, [("REBUILDERS_THRESHOLD_NOT_MET", None)]),
+    ("two-results-one-identity", TWO_OF_TWO, [claim(A), claim(A, n=2)], {}, [("REBUILDERS_THRESHOLD_NOT_MET", None)]),
+    ("the-promoter-is-not-independent", RebuildersRequirement(2, (A, PROMOTER)), [claim(A), claim(PROMOTER, n=2)],
+     {"promoter": (PROMOTER,)}, [("REBUILD_RESULT_UNTRUSTED", "/results/2.json"), ("REBUILDERS_THRESHOLD_NOT_MET", None)]),
+    ("another-toolchain-revision", TWO_OF_TWO, [claim(A), claim(B, n=2, toolchain_revision="b" * 40)], {},
+     [("REBUILD_RESULT_OTHER_CANDIDATE", "/results/2.json"), ("REBUILDERS_THRESHOLD_NOT_MET", None)]),
+    ("an-unverified-result", TWO_OF_TWO, [claim(A), claim(B, n=2)], {"problems": [PROBLEM]}, [("REBUILD_RESULT_UNTRUSTED", "/results/x.json")]),
+    # Other bytes are a disagreement only once the promoter's own build exists: nothing to refuse yet.
+    ("other-bytes-are-not-known-yet", TWO_OF_TWO, [claim(A), claim(B, n=2, runtime=OTHER_BYTES)], {}, []),
+]
+
+
+@pytest.mark.parametrize(("requirement", "claims", "kw", "findings"), [c[1:] for c in BEFORE_BUILD], ids=[c[0] for c in BEFORE_BUILD])
+def test_decide_before_build(requirement: RebuildersRequirement | None, claims: list[RebuildClaim], kw: dict[str, Any],
+                             findings: list[tuple[str, str | None]]) -> None:
+    from attest.builder import decide_before_build
+
+    assert [(f.code, f.path) for f in decide_before_build(requirement, claims, CANDIDATE.candidate, **kw)] == findings
+
+
+@pytest.mark.parametrize(("requirement", "claims", "kw", "findings", "counted"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_what_refuses_before_the_build_refuses_after_it(requirement: RebuildersRequirement | None, claims: list[RebuildClaim],
+                                                        kw: dict[str, Any], findings: list[tuple[str, str | None]],
+                                                        counted: list[str]) -> None:
+    """An early refusal is never one the builds could have turned into a promotion, and each of its findings is the verdict's."""
+    from attest.builder import decide_before_build
+
+    early = [(f.code, f.path) for f in decide_before_build(requirement, claims, CANDIDATE.candidate, **kw)]
+    assert set(early) <= set(findings)
+    if not findings:
+        assert early == []
+
+
+def test_the_early_threshold_finding_names_who_gave_no_result() -> None:
+    from attest.builder import decide_before_build
+
+    (finding,) = decide_before_build(TWO_OF_TWO, [claim(A)], CANDIDATE.candidate)
+    assert finding.detail.startswith("1 of the 2 required independent rebuilders gave a result of this candidate")
+    assert finding.detail.endswith(f"no agreeing result from {B}")

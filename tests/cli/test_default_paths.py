@@ -1,4 +1,4 @@
-"""A default recipe path works from any directory: the current directory's when it has one, else this checkout's."""
+"""A default recipe, fixture or lock path works from any directory: the current directory's when it has one, else this checkout's."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from attest.cli._build import _default_path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("default", ["builders/runtime.toml", "builders/skill.toml", "builders/fixture-consumer"])
+@pytest.mark.parametrize("default", ["builders/runtime.toml", "builders/skill.toml", "builders/fixture-consumer", "lockfiles/pylock.toml"])
 def test_a_default_missing_here_is_the_checkouts(default: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert _default_path(default, default) == str(ROOT / default)
-    (tmp_path / "builders").mkdir()
+    (tmp_path / default).parent.mkdir()
     (tmp_path / default).write_text("mine\n")
     assert _default_path(default, default) == default  # the current directory's own wins
 
@@ -25,3 +25,4 @@ def test_a_path_the_user_named_is_never_replaced(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)
     assert _default_path("recipes/runtime.toml", "builders/runtime.toml") == "recipes/runtime.toml"
     assert not os.path.exists("recipes/runtime.toml")
+

@@ -464,7 +464,7 @@ def run_from_images(
                             findings=problems,
                         )
                 for image in resolved.values():
-                    store._touch_use(state_fd, image.hex, time.time() if now is None else now)
+                    store.touch_use(state_fd, image.hex, time.time() if now is None else now)
             finally:
                 remove_tree(runs_fd, run_name)
                 os.close(runs_fd)

@@ -498,12 +498,13 @@ def freeze_tree(
         with state_lock(state_fd, exclusive=False):
             staging_fd = open_sub(state_fd, "staging", f"{store.state_dir}/staging")
             store_fd = open_sub(state_fd, "store", f"{store.state_dir}/store")
+            at = _OpenStore(store, state_fd, staging_fd, store_fd, clock)
             try:
-                reused = _try_reuse(store, state_fd, store_fd, staging_fd, expected, backend, clock)
+                reused = _try_reuse(at, expected, backend)
                 if reused is not None:
                     return reused
-                name = random_name("tmp")
-                return _freeze_into(store, state_fd, staging_fd, store_fd, name, source, expected, seal_with, progress, clock, workers)
+                return _freeze_into(at, random_name("tmp"), source=source, expected=expected, seal_with=seal_with,
+                                    progress=progress, workers=workers)
             finally:
                 os.close(staging_fd)
                 os.close(store_fd)
@@ -511,14 +512,24 @@ def freeze_tree(
         os.close(state_fd)
 
 
-def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expected: Inventory, backend: str,
-               clock: Callable[[], float]) -> Image | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _OpenStore:
+    """The store and the descriptors of its state directory a freeze holds (under the shared lock), and its clock."""
+
+    store: Store
+    state_fd: int
+    staging_fd: int
+    store_fd: int
+    clock: Callable[[], float]
+
+
+def _try_reuse(at: _OpenStore, expected: Inventory, backend: str) -> Image | None:
     hexid = expected.digest_hex
     try:
-        existing = store.load_record(store_fd, hexid, expected)
+        existing = at.store.load_record(at.store_fd, hexid, expected)
     except VerificationError:
         existing = None
-        store.discard(store_fd, staging_fd, hexid)  # an unreadable record is a stale entry
+        at.store.discard(at.store_fd, at.staging_fd, hexid)  # an unreadable record is a stale entry
     if existing is None:
         return None
     if existing.backend != backend:
@@ -528,29 +539,26 @@ def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expe
             existing.path,
         )
     if not _problems(existing):
-        store.touch_use(state_fd, hexid, clock())
+        at.store.touch_use(at.state_fd, hexid, at.clock())
         return dataclasses.replace(existing, reused=True, verified=VERIFIED)
     # The image does not hold: the stored bytes decide nothing. Remove them and freeze afresh.
-    store.discard(store_fd, staging_fd, hexid)
+    at.store.discard(at.store_fd, at.staging_fd, hexid)
     return None
 
 
 def _freeze_into(
-    store: Store,
-    state_fd: int,
-    staging_fd: int,
-    store_fd: int,
+    at: _OpenStore,
     name: str,
+    *,
     source: str | os.PathLike[str],
     expected: Inventory,
     seal_with: Any,
     progress: Progress | None,
-    clock: Callable[[], float],
     workers: int,
 ) -> Image:
     hexid = expected.digest_hex
-    wrap_path = f"{store.state_dir}/staging/{name}"
-    wrap_fd = make_private_dir(staging_fd, name, wrap_path)
+    wrap_path = f"{at.store.state_dir}/staging/{name}"
+    wrap_fd = make_private_dir(at.staging_fd, name, wrap_path)
     published = False
     try:
         seal_with.probe(wrap_fd, wrap_path)
@@ -563,7 +571,7 @@ def _freeze_into(
             os.close(tree_fd)
         if findings:
             raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
-        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed),
+        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(at.clock()), tuple(sealed),
                       inventory=expected)
         # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
         verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress, exact=True)
@@ -585,25 +593,25 @@ def _freeze_into(
                 os.close(rfd)
         # (4) Publish atomically; an identity published meanwhile by another freeze is reused if sound.
         try:
-            _rename_noreplace(staging_fd, name, store_fd, hexid)
+            _rename_noreplace(at.staging_fd, name, at.store_fd, hexid)
             published = True
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot publish: {e.strerror}", wrap_path) from e
-            other = store.load_record(store_fd, hexid, expected)
+            other = at.store.load_record(at.store_fd, hexid, expected)
             if other is None or other.backend != seal_with.name or _problems(other):
-                raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
-            store.touch_use(state_fd, hexid, clock())
+                raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", at.store.tree_path(hexid)) from e
+            at.store.touch_use(at.state_fd, hexid, at.clock())
             return dataclasses.replace(other, reused=True, verified=VERIFIED)
-        os.fsync(store_fd)
-        store.touch_use(state_fd, hexid, clock())
-        return dataclasses.replace(image, path=store.tree_path(hexid), verified=VERIFIED)
+        os.fsync(at.store_fd)
+        at.store.touch_use(at.state_fd, hexid, at.clock())
+        return dataclasses.replace(image, path=at.store.tree_path(hexid), verified=VERIFIED)
     except BaseException as failure:
         os.close(wrap_fd)
         wrap_fd = -1
         if not published:
             try:
-                remove_tree(staging_fd, name, wrap_path)
+                remove_tree(at.staging_fd, name, wrap_path)
             except EnvironmentFailure as e:  # keep the reason the freeze failed; say staging is left for gc
                 failure.add_note(f"staging {wrap_path} could not be removed ({e.detail}); attest store gc removes it")
         raise
@@ -611,4 +619,4 @@ def _freeze_into(
         if wrap_fd >= 0:
             os.close(wrap_fd)
             if not published:
-                remove_tree(staging_fd, name, wrap_path)  # REMOVAL_FAILED if it cannot be
+                remove_tree(at.staging_fd, name, wrap_path)  # REMOVAL_FAILED if it cannot be

@@ -59,6 +59,8 @@ from ._skill import build_skill
 
 if TYPE_CHECKING:
     from ..attestation import Policy, VerifiedStatement
+    from ._promolog import AcceptedLog, LogEntry
+    from ._rebuilders import RebuildClaim, RebuildersRequirement
 
 MAX_PINS_BYTES = 1 << 20
 MANAGED = ("toolchain", "runtime", "skill")
@@ -528,46 +530,84 @@ def promote(
             whatever ``before_write`` raises.
         EnvironmentFailure: a build guarantee that cannot be established here.
     """
-    from ..attestation import load_policy, sign_statement
-    from ._promolog import (
-        REMEMBERED,
-        AcceptedLog,
-        LogCheckpoint,
-        append_entry,
-        check_log_chain,
-        checkpoint_path,
-        decide_log_checkpoint,
-        entry_statement,
-        log_path,
-        read_checkpoint,
-        read_log,
-        remember_log,
-        remove_entry,
-        sha256_of,
-    )
-    from ._rebuilders import (
-        RELEASE_POLICY_EXTENSIONS,
-        candidate_subject,
-        decide_before_build,
-        decide_rebuilders,
-        rebuilders_of,
-        verify_rebuild_results,
-        write_disagreement,
-    )
+    # 1. Full SHAs only, known repin groups, a confined sandbox.
+    revs, repin_groups = _check_request(toolchain_rev, skill_rev, installer_rev, repin, sandbox, pins_path)
+    # 2. Pins, policy, log and rebuild results, read once.
+    inputs = _read_inputs(pins_path, policy_path, state, rebuild_results, unsafe_without_rebuilders)
+    # ... and refused now for what no build can change (no [rebuilders] table, a result that cannot count,
+    # too few rebuilders): a refusal after minutes of building would have been the same refusal.
+    _refuse_before_build(inputs, revs, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, signer=signer)
+    # 3-6. Build, rebuild-check, verify, and k of n independent rebuilders.
+    facts = _checked_candidate(revs, inputs, runtime_recipe=runtime_recipe, skill_recipe=skill_recipe, state=state, cache=cache,
+                               sandbox=sandbox, python=python, fmt=fmt, signer=signer, clock=clock,
+                               freeze_backend=freeze_backend)
+    # 7. The decision.
+    plan = plan_promotion(inputs.old, facts, original=inputs.original, where=pins_path, repin=repin_groups)
+    written = _write_promotion(pins_path, inputs, facts, plan, state=state, signer=signer, fmt=fmt, clock=clock,
+                               before_write=before_write)
+    previous = inputs.old.get("toolchain", {}).get("revision")
+    return PromotionResult(pins_path, facts.runtime, facts.skill, facts.rebuilds, plan.changes, runtime_recipe.toolchain_repository,
+                           toolchain_rev, previous if isinstance(previous, str) else None, facts.rebuilders, plan.repinned,
+                           written.fixture, written.entry_path, written.sequence, written.notes)
 
-    # 1. Full SHAs only.
+
+@dataclass(frozen=True, slots=True)
+class _Revisions:
+    """The three full SHAs a promotion builds: the toolchain, the skill's source, the installer."""
+
+    toolchain: str
+    skill: str
+    installer: str
+
+
+def _check_request(toolchain_rev: str, skill_rev: str | None, installer_rev: str | None, repin: Collection[str],
+                   sandbox: Sandbox, pins_path: str) -> tuple[_Revisions, frozenset[str]]:
+    """Step 1: full SHAs only (the skill and the installer default to the toolchain's), the repin groups, the sandbox."""
     verify_full_sha(toolchain_rev, what="toolchain revision")
-    skill_source = skill_rev or toolchain_rev
-    installer = installer_rev or toolchain_rev
-    verify_full_sha(skill_source, what="skill source revision")
-    verify_full_sha(installer, what="installer revision")
+    revs = _Revisions(toolchain_rev, skill_rev or toolchain_rev, installer_rev or toolchain_rev)
+    verify_full_sha(revs.skill, what="skill source revision")
+    verify_full_sha(revs.installer, what="installer revision")
     repin_groups = check_repin(repin)
     # Only a confined, network-isolated build is ever promoted (--allow-network-unisolated
     # may build, never release).
     if not (sandbox.network_isolated and sandbox.filesystem_confined):
         raise VerificationError(BuildCode.PROMOTION_REFUSED, "promotion needs a network-isolated, confined sandbox; "
                                 "this one is not (the pins are unchanged)", pins_path)
-    # 2. Pins, policy, log and rebuild results, read once.
+    return revs, repin_groups
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """Step 2: what a promotion reads once, before anything is built."""
+
+    original: bytes | None  # the pins file's bytes (None: absent); step 9 writes over exactly these
+    old: dict[str, Any]
+    policy: Policy
+    requirement: RebuildersRequirement | None
+    unsafe_without_rebuilders: bool
+    entries: list[LogEntry]
+    accepted: AcceptedLog
+    claims: list[RebuildClaim]
+    result_problems: list[Finding]
+
+
+def _read_inputs(pins_path: str, policy_path: str, state: str, rebuild_results: Sequence[str],
+                 unsafe_without_rebuilders: bool) -> _Inputs:
+    """Step 2: the pins, the release policy, the promotion log (and the head this state accepted), the rebuild results."""
+    from ..attestation import load_policy
+    from ._promolog import (
+        REMEMBERED,
+        AcceptedLog,
+        LogCheckpoint,
+        check_log_chain,
+        checkpoint_path,
+        decide_log_checkpoint,
+        log_path,
+        read_checkpoint,
+        read_log,
+    )
+    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of, verify_rebuild_results
+
     original = _read_pins(pins_path)
     old = parse_pins(original, pins_path)
     policy = load_policy(policy_path, extensions=RELEASE_POLICY_EXTENSIONS)
@@ -589,58 +629,100 @@ def promote(
     accepted = AcceptedLog(os.path.abspath(pins_path), os.path.abspath(log_path(pins_path)), tuple(sorted(chain.items())),
                            LogCheckpoint(entries[-1].sequence, entries[-1].digest) if entries else None, tuple(entries))
     claims, result_problems = verify_rebuild_results(rebuild_results, policy, requirement)
-    # ... and refused now for what no build can change (no [rebuilders] table, a result that cannot count,
-    # too few rebuilders): a refusal after minutes of building would have been the same refusal.
-    early = decide_before_build(requirement, claims, (runtime_recipe.toolchain_repository, toolchain_rev,
-                                                      skill_recipe.source_repository, skill_source,
-                                                      skill_recipe.installer_repository, installer),
-                                problems=result_problems, promoter=_signer_ids(signer), unsafe=unsafe_without_rebuilders)
+    return _Inputs(original, old, policy, requirement, unsafe_without_rebuilders, entries, accepted, claims, result_problems)
+
+
+def _refuse_before_build(inputs: _Inputs, revs: _Revisions, *, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe,
+                         signer: Any) -> None:
+    """Step 2, last: what the release policy and the rebuild results decide alone (:func:`decide_before_build`)."""
+    from ._rebuilders import decide_before_build
+
+    early = decide_before_build(inputs.requirement, inputs.claims,
+                                (runtime_recipe.toolchain_repository, revs.toolchain, skill_recipe.source_repository, revs.skill,
+                                 skill_recipe.installer_repository, revs.installer),
+                                problems=inputs.result_problems, promoter=_signer_ids(signer),
+                                unsafe=inputs.unsafe_without_rebuilders)
     if early:
         raise VerificationError(findings=early)
+
+
+def _checked_candidate(revs: _Revisions, inputs: _Inputs, *, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str,
+                       cache: str, sandbox: Sandbox, python: str | None, fmt: str, signer: Any, clock: Callable[[], _dt.datetime],
+                       freeze_backend: str | None) -> PromotionFacts:
+    """Steps 3-6: the runtime and the skill built (or reused) and attested, rebuilt, verified, and agreed by the rebuilders."""
+    from ._rebuilders import candidate_subject, decide_rebuilders, write_disagreement
+
     # 3. Build (or reuse) and attest.
-    runtime = attest_build(build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend), signer, state, fmt=fmt)
+    runtime = attest_build(build_runtime(runtime_recipe, revs.toolchain, state, cache, sandbox, python=python,
+                                         freeze_backend=freeze_backend), signer, state, fmt=fmt)
     _require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build
-    skill = attest_build(build_skill(skill_recipe, skill_source, state, installer_rev=installer, freeze_backend=freeze_backend), signer, state, fmt=fmt)
+    skill = attest_build(build_skill(skill_recipe, revs.skill, state, installer_rev=revs.installer, freeze_backend=freeze_backend),
+                         signer, state, fmt=fmt)
     # 4. Reproducible from another context.
     reports = (
-        rebuild_check(runtime_recipe, toolchain_rev, state, cache=cache, sandbox=sandbox, python=python, first=runtime),
-        rebuild_check(skill_recipe, skill_source, state, installer_rev=installer, first=skill),
+        rebuild_check(runtime_recipe, revs.toolchain, state, cache=cache, sandbox=sandbox, python=python, first=runtime),
+        rebuild_check(skill_recipe, revs.skill, state, installer_rev=revs.installer, first=skill),
     )
     _require_reproducible(reports, runtime, skill)  # decided again by plan_promotion; refused before any verification
     # 5. The attestations verify under the release policy (the pins record the digest of the verified bytes).
-    runtime_statements, skill_statements = _verified(runtime, policy), _verified(skill, policy)
+    runtime_statements, skill_statements = _verified(runtime, inputs.policy), _verified(skill, inputs.policy)
     # 6. k of n independent rebuilders; a disagreement is signed and kept before the refusal.
-    candidate = candidate_subject(runtime_recipe.toolchain_repository, toolchain_rev, skill_recipe, skill_source, installer, runtime, skill)
-    verdict = decide_rebuilders(requirement, claims, candidate, problems=result_problems, promoter=_signer_ids(signer),
-                                unsafe=unsafe_without_rebuilders)
+    candidate = candidate_subject(runtime_recipe.toolchain_repository, revs.toolchain, skill_recipe, revs.skill, revs.installer,
+                                  runtime, skill)
+    verdict = decide_rebuilders(inputs.requirement, inputs.claims, candidate, problems=inputs.result_problems,
+                                promoter=_signer_ids(signer), unsafe=inputs.unsafe_without_rebuilders)
     if verdict.disagreements:
-        negative = write_disagreement(verdict, candidate, signer, state, policy.digest, clock(), fmt=fmt)
+        negative = write_disagreement(verdict, candidate, signer, state, inputs.policy.digest, clock(), fmt=fmt)
         raise VerificationError(findings=[*verdict.findings, Finding(PromotionCode.REBUILD_DISAGREEMENT, negative,
                                           "the signed negative result naming each first differing entry; the pins and the log "
                                           "are unchanged")])
-    facts = PromotionFacts(
-        toolchain_repository=runtime_recipe.toolchain_repository, toolchain_rev=toolchain_rev,
+    return PromotionFacts(
+        toolchain_repository=runtime_recipe.toolchain_repository, toolchain_rev=revs.toolchain,
         runtime=runtime, runtime_attestations=runtime_statements,
         skill=skill, skill_attestations=skill_statements,
-        skill_root=skill_recipe.root, skill_source_repository=skill_recipe.source_repository, skill_source_rev=skill_source,
-        installer_repository=skill_recipe.installer_repository, installer_rev=installer, rebuilds=reports, rebuilders=verdict,
+        skill_root=skill_recipe.root, skill_source_repository=skill_recipe.source_repository, skill_source_rev=revs.skill,
+        installer_repository=skill_recipe.installer_repository, installer_rev=revs.installer, rebuilds=reports, rebuilders=verdict,
     )
-    # 7. The decision.
-    plan = plan_promotion(old, facts, original=original, where=pins_path, repin=repin_groups)
-    before = sha256_of(original) if original is not None else None
-    append = plan.write or not entries or entries[-1].pins_sha256 != before
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """Steps 8-10: what the fixture returned, the log entry written (None: none was needed), the notes for the user."""
+
+    fixture: Mapping[str, Any] | None
+    entry_path: str | None
+    sequence: int | None
+    notes: tuple[str, ...]
+
+
+def _notes(inputs: _Inputs, before: str | None) -> tuple[str, ...]:
+    """What the user is told beside the result: an unsafe promotion, pins changed outside promote, a log that starts now."""
+    entries = inputs.entries
     notes: list[str] = []
-    if unsafe_without_rebuilders:
+    if inputs.unsafe_without_rebuilders:
         notes.append("--unsafe-without-rebuilders: no independent rebuild was required; the log entry records it")
     if entries and entries[-1].pins_sha256 != before:
         notes.append(f"the pins were changed outside `attest promote` since log entry {entries[-1].sequence} (it wrote "
                      f"{entries[-1].pins_sha256}; the file was {before or 'absent'}); this entry records what it replaced")
-    elif not entries and original is not None:
+    elif not entries and inputs.original is not None:
         notes.append("these pins had no promotion log; it starts with this entry")
+    return tuple(notes)
+
+
+def _write_promotion(pins_path: str, inputs: _Inputs, facts: PromotionFacts, plan: PromotionPlan, *, state: str, signer: Any,
+                     fmt: str, clock: Callable[[], _dt.datetime], before_write: BeforeWrite | None) -> _Written:
+    """Steps 8-10: exercise the candidate, append the log entry and write the pins, remember the log's head."""
+    from ..attestation import sign_statement
+    from ._promolog import append_entry, entry_statement, remember_log, remove_entry, sha256_of
+
+    entries, original, accepted = inputs.entries, inputs.original, inputs.accepted
+    before = sha256_of(original) if original is not None else None
+    append = plan.write or not entries or entries[-1].pins_sha256 != before
+    notes = _notes(inputs, before)
     # 8. The candidate, exercised before anything is written.
     fixture = None
     if append and before_write is not None:
-        fixture = before_write(PromotionCandidate(pins_path, plan.data, state, policy, facts))
+        fixture = before_write(PromotionCandidate(pins_path, plan.data, state, inputs.policy, facts))
     # 9. A new log entry, then the new pins, over exactly the bytes read in step 2.
     if _read_pins(pins_path) != original:
         raise VerificationError(BuildCode.PROMOTION_REFUSED, "the pins file changed during the promotion; nothing written", pins_path)
@@ -650,7 +732,7 @@ def promote(
         sequence = (entries[-1].number if entries else 0) + 1
         statement = entry_statement(sequence=sequence, previous=entries[-1].digest if entries else None,
                                     pins_name=os.path.basename(pins_path), pins_data=plan.data, pins_before=before,
-                                    record=_log_record(facts, plan, policy, fixture), time=clock())
+                                    record=_log_record(facts, plan, inputs.policy, fixture), time=clock())
         signed = sign_statement(statement, signer, fmt=fmt)
         entry_path = append_entry(pins_path, sequence, signed)
         if plan.write:
@@ -662,7 +744,4 @@ def promote(
         accepted = accepted.extended(sequence, sha256_of(signed))
     # 10. This state directory remembers the head it wrote (or found): a later rollback or fork is refused.
     remember_log(accepted, state)
-    previous = old.get("toolchain", {}).get("revision")
-    return PromotionResult(pins_path, runtime, skill, reports, plan.changes, runtime_recipe.toolchain_repository, toolchain_rev,
-                           previous if isinstance(previous, str) else None, verdict, plan.repinned, fixture, entry_path, sequence,
-                           tuple(notes))
+    return _Written(fixture, entry_path, sequence, notes)

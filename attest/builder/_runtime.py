@@ -444,39 +444,107 @@ def build_runtime(
                 return found
         with make_staging(staging_parent or os.path.join(store_root, "build-staging")) as staging:
             try:
-                return _build_in_staging(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, inputs,
-                                         digest, name, store_root, cache, sandbox, staging, publish_output, freeze_backend)
+                build = _RuntimeBuild(recipe, repo, toolchain_rev, tree, lock, wheels, backend_wheels, ident, cache, sandbox)
+                return _build_in_staging(build, staging, inputs=inputs, digest=digest, name=name, state=store_root,
+                                         publish_output=publish_output, freeze_backend=freeze_backend)
             finally:
                 if not keep_staging:
                     remove_tree(staging)
 
 
-def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
-                      backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, inputs: dict[str, Any], digest: str,
-                      name: str, state: str, cache: str, sandbox: Sandbox, staging: str, publish_output: bool,
-                      freeze_backend: str | None) -> BuildResult:
+@dataclass(frozen=True, slots=True)
+class _RuntimeBuild:
+    """What one runtime build works from: the recipe, the toolchain's revision and tree, the lock and the wheels selected
+    from it (installed, and the build backend's), the probed interpreter, the cache and the sandbox."""
+
+    recipe: RuntimeRecipe
+    repo: GitRepo
+    rev: str
+    tree: str
+    lock: Lock
+    wheels: list[SelectedWheel]
+    backend_wheels: list[SelectedWheel]
+    ident: InterpreterIdentity
+    cache: str
+    sandbox: Sandbox
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolchainWheel:
+    """Step 3's output: the toolchain's wheel, copied into ``inputs/`` and hashed as it was copied."""
+
+    filename: str
+    path: str
+    sha256: str
+    distribution: str
+    version: str
+
+
+def _build_in_staging(b: _RuntimeBuild, staging: str, *, inputs: dict[str, Any], digest: str, name: str, state: str,
+                      publish_output: bool, freeze_backend: str | None) -> BuildResult:
     layout = _Layout.create(staging)
     # Inputs are copied out of the cache after re-hashing (the cache is never trusted) into
     # inputs/, which no step can write; the worker re-hashes each one again as it installs it.
+    wheel_inputs = [_take_wheel(b.cache, layout, w) for w in b.wheels]
+    backend_inputs = [_take_wheel(b.cache, layout, w) for w in b.backend_wheels]
+    toolchain = _build_toolchain_wheel(b, layout, backend_inputs)
+    root, host_libraries = _install_runtime(b, layout, toolchain, wheel_inputs)
+    site = os.path.join(root, "lib", f"python{b.ident.python_tag}", b.ident.site_name)
+    # 5. The validated distribution set and the exposed entry points.
+    expected = {w.name: w.version for w in b.wheels}
+    expected[toolchain.distribution] = toolchain.version
+    distributions = validate_distributions(site, expected, b.ident.marker_environment,
+                                           untrusted=str(canonicalize_name(toolchain.distribution)))
+    for ep in b.recipe.entry_points:
+        if not os.path.isfile(os.path.join(root, "bin", ep)):
+            raise VerificationError(BuildCode.BUILD_STEP_FAILED, f"the recipe exposes {ep!r}, which no installed distribution provides", f"bin/{ep}")
+    # 6. Normalize and check for staging paths, then inventory.
+    normalize_tree(root, b.sandbox.source_date_epoch)
+    leaks = find_leaks(root, [staging.encode()])
+    if leaks:
+        raise VerificationError(findings=leaks)
+    inventory = inventory_tree(root)
+    details = {
+        "toolchain": {"repository": b.recipe.toolchain_repository, "revision": b.rev, "tree": b.tree,
+                      "wheel": toolchain.filename, "distribution": toolchain.distribution, "version": toolchain.version},
+        "distributions": distributions,
+        "interpreter": b.ident.to_json(),
+        "host_libraries": host_libraries,
+        "lock": {"path": b.recipe.lock_ref, "sha256": b.lock.digest},
+        "filesystem_confined": b.sandbox.filesystem_confined,
+        "sandbox": b.sandbox.guarantees(),
+    }
+    if not publish_output:
+        return BuildResult("runtime", name, root, inputs, digest, inventory, False, b.sandbox.network_isolated,
+                           "none (not published)", (), details)
+    # 7. Freeze into the store (seal, then verify the sealed bytes), then record.
+    image_path, immutability = publish(root, state, inventory, freeze_backend)
+    result = BuildResult("runtime", name, image_path, inputs, digest, inventory, False, b.sandbox.network_isolated, immutability, (),
+                         details)
+    write_manifest(result, state)
+    return result
 
-    def take(w: SelectedWheel) -> dict[str, str]:
-        src = verified_cached_file(cache, w.sha256, what=w.filename)
-        dst = os.path.join(layout.inputs, w.filename)
-        with open(src, "rb") as f, open(dst, "xb") as g:
-            g.write(f.read())
-        os.chmod(dst, 0o444)
-        if sha256_file(dst) != w.sha256:
-            raise VerificationError(BuildCode.HASH_MISMATCH, "the wheel changed while it was copied", w.filename)
-        return {"path": dst, "sha256": w.sha256}
 
-    wheel_inputs = [take(w) for w in wheels]
-    backend_inputs = [take(w) for w in backend_wheels]
-    # 3. The toolchain tree from git objects (read by the host before any step ran), and its
-    # wheel built offline by the toolchain's own build code: the untrusted step.
+def _take_wheel(cache: str, layout: _Layout, w: SelectedWheel) -> dict[str, str]:
+    """Copy one selected wheel out of the cache (re-hashed there) into ``inputs/``, read-only, and hash the copy."""
+    src = verified_cached_file(cache, w.sha256, what=w.filename)
+    dst = os.path.join(layout.inputs, w.filename)
+    with open(src, "rb") as f, open(dst, "xb") as g:
+        g.write(f.read())
+    os.chmod(dst, 0o444)
+    if sha256_file(dst) != w.sha256:
+        raise VerificationError(BuildCode.HASH_MISMATCH, "the wheel changed while it was copied", w.filename)
+    return {"path": dst, "sha256": w.sha256}
+
+
+def _build_toolchain_wheel(b: _RuntimeBuild, layout: _Layout, backend_inputs: list[dict[str, str]]) -> _ToolchainWheel:
+    """3. The toolchain tree from git objects (read by the host before any step ran), and its
+    wheel built offline by the toolchain's own build code: the untrusted step."""
+    ident, sandbox = b.ident, b.sandbox
     src = layout.new_dir("src")
-    repo.export_tree(tree, src)
+    b.repo.export_tree(b.tree, src)
     requires, backend = _read_build_system(src)
-    provided = {w.name: w.version for w in backend_wheels}
+    provided = {w.name: w.version for w in b.backend_wheels}
     missing = _check_satisfied(requires, provided, ident.marker_environment, "build-system")
     if missing:
         raise VerificationError(findings=missing)
@@ -493,18 +561,26 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         + (f"b = getattr(b, {obj!r})\n" if obj else "")
         + f"print(b.build_wheel({out!r}))\n"
     )
-    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=layout.new_dir("home-build"), staging=staging,
+    sandbox.run([ident.executable, "-I", "-c", code], cwd=src, home=layout.new_dir("home-build"), staging=layout.staging,
                 writable=(src, out), uid=layout.uid, what="building the toolchain wheel",
                 readonly=(*_interpreter_roots(ident), backend_env))
     # After the untrusted step: dist/ is read through descriptors only, and its one wheel is
     # copied into inputs/ (hashed as copied) before anything consumes it.
     built, built_sha256 = take_single_file(out, layout.inputs, suffix=".whl", what="the build backend's output")
-    toolchain_wheel = os.path.join(layout.inputs, built)
     tname, tversion, _, _ = parse_wheel_filename(built)
-    # 4. Install. The host first copies the interpreter it probed into the tree (binary,
-    # libpython, the standard library: _closure.copy_interpreter), so the tree is a whole prefix
-    # and the image never runs a file of the host's Python. Launchers find their interpreter
-    # relative to themselves, so no file names the path the tree is built or run at.
+    return _ToolchainWheel(built, os.path.join(layout.inputs, built), built_sha256, str(tname), str(tversion))
+
+
+def _install_runtime(b: _RuntimeBuild, layout: _Layout, toolchain: _ToolchainWheel,
+                     wheel_inputs: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
+    """4. Install; return the tree taken into host-only ``taken/`` and its host libraries.
+
+    The host first copies the interpreter it probed into the tree (binary, libpython, the
+    standard library: _closure.copy_interpreter), so the tree is a whole prefix and the image
+    never runs a file of the host's Python. Launchers find their interpreter relative to
+    themselves, so no file names the path the tree is built or run at.
+    """
+    ident, sandbox = b.ident, b.sandbox
     installed = layout.new_dir("out")
     copied = copy_interpreter(ident, installed)
     _worker(sandbox, layout, {
@@ -513,50 +589,19 @@ def _build_in_staging(recipe: RuntimeRecipe, repo: GitRepo, rev: str, tree: str,
         "interpreter": ident.executable,
         "python_version": ident.python_tag,
         "full_version": ident.version,
-        "wheels": [{"path": toolchain_wheel, "sha256": built_sha256}, *wheel_inputs],
+        "wheels": [{"path": toolchain.path, "sha256": toolchain.sha256}, *wheel_inputs],
         "identity": ident.to_json(),
     }, "installing the runtime", ident, writable=(installed,))
     # The tree's own interpreter runs the last step, in a sandbox that holds none of the host's
     # Python: it starts only if the tree is a whole prefix (_SELF_CHECK), then compiles bytecode.
-    code = _SELF_CHECK.format(root=installed, stdlib=copied.stdlib, site=ident.site_name, compile=recipe.bytecode == "checked-hash")
+    code = _SELF_CHECK.format(root=installed, stdlib=copied.stdlib, site=ident.site_name, compile=b.recipe.bytecode == "checked-hash")
     sandbox.run([os.path.join(installed, "bin", "python"), "-I", "-S", "-B", "-c", code], cwd=installed,
-                home=layout.new_dir("home-compile"), staging=staging, writable=(installed,), uid=layout.uid,
+                home=layout.new_dir("home-compile"), staging=layout.staging, writable=(installed,), uid=layout.uid,
                 what="checking the runtime's own interpreter and compiling bytecode")
     # After the last step: the safe walker takes the tree into host-only taken/ (refusing any
     # link, FIFO, device or hard link); every later check reads that copy, never out/.
-    root = take_output(installed, os.path.join(staging, "taken"))
+    root = take_output(installed, os.path.join(layout.staging, "taken"))
     verify_carried(root, copied)
     host_libraries, unresolved = host_closure(root, loader=copied.loader)
     write_runtime_manifest(root, copied, host_libraries, unresolved)
-    site = os.path.join(root, "lib", f"python{ident.python_tag}", ident.site_name)
-    # 5. The validated distribution set and the exposed entry points.
-    expected = {w.name: w.version for w in wheels}
-    expected[str(tname)] = str(tversion)
-    distributions = validate_distributions(site, expected, ident.marker_environment, untrusted=str(canonicalize_name(str(tname))))
-    for ep in recipe.entry_points:
-        if not os.path.isfile(os.path.join(root, "bin", ep)):
-            raise VerificationError(BuildCode.BUILD_STEP_FAILED, f"the recipe exposes {ep!r}, which no installed distribution provides", f"bin/{ep}")
-    # 6. Normalize and check for staging paths, then inventory.
-    normalize_tree(root, sandbox.source_date_epoch)
-    leaks = find_leaks(root, [staging.encode()])
-    if leaks:
-        raise VerificationError(findings=leaks)
-    inventory = inventory_tree(root)
-    details = {
-        "toolchain": {"repository": recipe.toolchain_repository, "revision": rev, "tree": tree,
-                      "wheel": built, "distribution": str(tname), "version": str(tversion)},
-        "distributions": distributions,
-        "interpreter": ident.to_json(),
-        "host_libraries": host_libraries,
-        "lock": {"path": recipe.lock_ref, "sha256": lock.digest},
-        "filesystem_confined": sandbox.filesystem_confined,
-        "sandbox": sandbox.guarantees(),
-    }
-    if not publish_output:
-        return BuildResult("runtime", name, root, inputs, digest, inventory, False, sandbox.network_isolated,
-                           "none (not published)", (), details)
-    # 7. Freeze into the store (seal, then verify the sealed bytes), then record.
-    image_path, immutability = publish(root, state, inventory, freeze_backend)
-    result = BuildResult("runtime", name, image_path, inputs, digest, inventory, False, sandbox.network_isolated, immutability, (), details)
-    write_manifest(result, state)
-    return result
+    return root, host_libraries

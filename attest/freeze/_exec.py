@@ -362,28 +362,9 @@ def run_from_images(
             directory); whatever ``before`` raises.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
-    if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
-        raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")
-    if not argv:
-        raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
-    if not images:
-        raise InputError(FreezeCode.BAD_IMAGE_REF, "at least one --image NAME=PATH is required")
+    env = _check_request(images, argv, cwd_image=cwd_image, stdout=stdout, pass_env=pass_env, set_env=set_env,
+                         attest_env=attest_env)
     store = Store(state_dir)
-    seen: dict[str, str] = {}
-    for name in images:
-        if not _NAME.match(name):
-            raise InputError(FreezeCode.BAD_IMAGE_REF, "an image name is a letter followed by letters, digits or '_'", name)
-        if name.upper() in seen:
-            raise InputError(FreezeCode.BAD_IMAGE_REF, f"the image names {seen[name.upper()]!r} and {name!r} collide", name)
-        seen[name.upper()] = name
-    if cwd_image is not None and cwd_image not in images:
-        raise InputError(FreezeCode.BAD_IMAGE_REF, "--cwd must name one of the --image names", cwd_image)
-    env = caller_environment(pass_env, set_env or {}, os.environ)
-    for name in attest_env or {}:
-        if not name.startswith("ATTEST_") or name.startswith("ATTEST_IMAGE_") or name == "ATTEST_RUN_DIR":
-            raise InputError(FreezeCode.BAD_EXEC_ENV, "attest's own variables start with ATTEST_ and are not an image's or the run's",
-                             name)
-
     state_fd = open_state(store.state_dir, create=False)
     try:
         with state_lock(state_fd, exclusive=False):
@@ -403,71 +384,121 @@ def run_from_images(
                 for sub in ("home", "tmp", "cache", "config", "data", "pycache"):
                     os.mkdir(sub, 0o700, dir_fd=run_fd)
                 os.close(run_fd)
-                # (2) Allowlisted environment, caches and temp outside every image. The fixed
-                # variables come last, so they win even over a name check_env_name missed.
-                full = {
-                    **env,
-                    "PATH": DEFAULT_PATH,
-                    "LC_ALL": "C.UTF-8",
-                    "TZ": "UTC",
-                    "HOME": f"{run_dir}/home",
-                    "TMPDIR": f"{run_dir}/tmp",
-                    "XDG_CACHE_HOME": f"{run_dir}/cache",
-                    "XDG_CONFIG_HOME": f"{run_dir}/config",
-                    "XDG_DATA_HOME": f"{run_dir}/data",
-                    "PYTHONDONTWRITEBYTECODE": "1",
-                    "PYTHONNOUSERSITE": "1",
-                    "PYTHONPYCACHEPREFIX": f"{run_dir}/pycache",
-                    "ATTEST_RUN_DIR": run_dir,
-                }
-                for name, image in resolved.items():
-                    full[f"ATTEST_IMAGE_{name.upper()}"] = image.path
-                full.update(attest_env or {})
+                full = _run_environment(env, run_dir, resolved, attest_env or {})
                 cwd = resolved[cwd_image].path if cwd_image is not None else f"{run_dir}/home"
-                # (3) Confine through the backend of any image that needs it (ro-bind).
-                command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})
-                passed: Sequence[int] = ()
-                if confine is not None:
-                    command, passed = confine(command, resolved, run_dir, cwd)
-                else:
-                    for backend_name in sorted({i.backend for i in resolved.values()}):
-                        backend = BACKENDS[backend_name]
-                        wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)
-                        if wrapped != command:
-                            backend.probe(runs_fd, run_dir)
-                            command = wrapped
-                            break
-                try:
-                    if confine is not None:
-                        # Confined: nothing of the caller's session (its terminal, its keyrings).
-                        proc = start(command, env=full, cwd=cwd, stdout=stdout, pass_fds=passed, deny_keyrings=True)
-                        returncode = relay(proc)
-                    else:
-                        returncode = subprocess.run(command, env=full, cwd=cwd, close_fds=True, pass_fds=tuple(passed),
-                                                    check=False, stdout=stdout).returncode
-                except OSError as e:
-                    code = {errno.ENOENT: FreezeCode.COMMAND_NOT_FOUND, errno.ENOTDIR: FreezeCode.COMMAND_NOT_FOUND,
-                            errno.EACCES: FreezeCode.COMMAND_NOT_EXECUTABLE, errno.ENOEXEC: FreezeCode.COMMAND_NOT_EXECUTABLE,
-                            errno.EISDIR: FreezeCode.COMMAND_NOT_EXECUTABLE}.get(e.errno or 0, FreezeCode.EXEC_FAILED)
-                    raise InputError(code, f"cannot run the command: {e.strerror}", argv[0]) from e
-                finally:
-                    for fd in passed:
-                        os.close(fd)
+                command, passed = _confined(argv, resolved, confine, runs_fd, run_dir, cwd)
+                returncode = _run(command, argv[0], env=full, cwd=cwd, stdout=stdout, passed=passed, confined=confine is not None)
                 # (4) The images must still be exactly what was sealed.
-                for name, image in resolved.items():
-                    problems = check_image(image)
-                    if problems:
-                        raise VerificationError(
-                            FreezeCode.IMAGE_CHANGED_DURING_EXEC,
-                            f"image {name!r} changed while the command ran; its result is not trusted",
-                            image.path,
-                            findings=problems,
-                        )
+                _check_after(resolved)
                 for image in resolved.values():
-                    store._touch_use(state_fd, image.hex, time.time() if now is None else now)
+                    store.touch_use(state_fd, image.hex, time.time() if now is None else now)
             finally:
                 remove_tree(runs_fd, run_name)
                 os.close(runs_fd)
     finally:
         os.close(state_fd)
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _check_request(images: Mapping[str, str | Image], argv: Sequence[str], *, cwd_image: str | None, stdout: int | None,
+                   pass_env: Sequence[str], set_env: Mapping[str, str] | None,
+                   attest_env: Mapping[str, str] | None) -> dict[str, str]:
+    """Refuse, before anything is opened, a request :func:`run_from_images` cannot carry out as asked.
+
+    Returns the caller's variables the command gets (:func:`caller_environment`).
+    """
+    if stdout is not None and (isinstance(stdout, bool) or not isinstance(stdout, int) or stdout < 0):
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "stdout must be an open file descriptor")
+    if not argv:
+        raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
+    if not images:
+        raise InputError(FreezeCode.BAD_IMAGE_REF, "at least one --image NAME=PATH is required")
+    seen: dict[str, str] = {}
+    for name in images:
+        if not _NAME.match(name):
+            raise InputError(FreezeCode.BAD_IMAGE_REF, "an image name is a letter followed by letters, digits or '_'", name)
+        if name.upper() in seen:
+            raise InputError(FreezeCode.BAD_IMAGE_REF, f"the image names {seen[name.upper()]!r} and {name!r} collide", name)
+        seen[name.upper()] = name
+    if cwd_image is not None and cwd_image not in images:
+        raise InputError(FreezeCode.BAD_IMAGE_REF, "--cwd must name one of the --image names", cwd_image)
+    env = caller_environment(pass_env, set_env or {}, os.environ)
+    for name in attest_env or {}:
+        if not name.startswith("ATTEST_") or name.startswith("ATTEST_IMAGE_") or name == "ATTEST_RUN_DIR":
+            raise InputError(FreezeCode.BAD_EXEC_ENV, "attest's own variables start with ATTEST_ and are not an image's or the run's",
+                             name)
+    return env
+
+
+def _run_environment(env: Mapping[str, str], run_dir: str, resolved: Mapping[str, Image], attest_env: Mapping[str, str]) -> dict[str, str]:
+    """(2) Allowlisted environment, caches and temp outside every image.
+
+    The fixed variables come last, so they win even over a name check_env_name missed.
+    """
+    full = {
+        **env,
+        "PATH": DEFAULT_PATH,
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "HOME": f"{run_dir}/home",
+        "TMPDIR": f"{run_dir}/tmp",
+        "XDG_CACHE_HOME": f"{run_dir}/cache",
+        "XDG_CONFIG_HOME": f"{run_dir}/config",
+        "XDG_DATA_HOME": f"{run_dir}/data",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONPYCACHEPREFIX": f"{run_dir}/pycache",
+        "ATTEST_RUN_DIR": run_dir,
+    }
+    for name, image in resolved.items():
+        full[f"ATTEST_IMAGE_{name.upper()}"] = image.path
+    full.update(attest_env)
+    return full
+
+
+def _confined(argv: Sequence[str], resolved: Mapping[str, Image], confine: Confine | None, runs_fd: int, run_dir: str,
+              cwd: str) -> tuple[list[str], Sequence[int]]:
+    """(3) The command, confined by the caller's ``confine`` or through the backend of any image that needs it (ro-bind)."""
+    command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})
+    if confine is not None:
+        return confine(command, resolved, run_dir, cwd)
+    for backend_name in sorted({i.backend for i in resolved.values()}):
+        backend = BACKENDS[backend_name]
+        wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)
+        if wrapped != command:
+            backend.probe(runs_fd, run_dir)
+            return wrapped, ()
+    return command, ()
+
+
+def _run(command: Sequence[str], name: str, *, env: Mapping[str, str], cwd: str, stdout: int | None, passed: Sequence[int],
+         confined: bool) -> int:
+    """Run ``command`` to its end; its return code. ``passed`` are closed after it, whatever happened."""
+    try:
+        if confined:
+            # Confined: nothing of the caller's session (its terminal, its keyrings).
+            proc = start(command, env=env, cwd=cwd, stdout=stdout, pass_fds=passed, deny_keyrings=True)
+            return relay(proc)
+        return subprocess.run(command, env=env, cwd=cwd, close_fds=True, pass_fds=tuple(passed), check=False,
+                              stdout=stdout).returncode
+    except OSError as e:
+        code = {errno.ENOENT: FreezeCode.COMMAND_NOT_FOUND, errno.ENOTDIR: FreezeCode.COMMAND_NOT_FOUND,
+                errno.EACCES: FreezeCode.COMMAND_NOT_EXECUTABLE, errno.ENOEXEC: FreezeCode.COMMAND_NOT_EXECUTABLE,
+                errno.EISDIR: FreezeCode.COMMAND_NOT_EXECUTABLE}.get(e.errno or 0, FreezeCode.EXEC_FAILED)
+        raise InputError(code, f"cannot run the command: {e.strerror}", name) from e
+    finally:
+        for fd in passed:
+            os.close(fd)
+
+
+def _check_after(resolved: Mapping[str, Image]) -> None:
+    """(4) Every image is still exactly what was sealed, or the command's result is not trusted."""
+    for name, image in resolved.items():
+        problems = check_image(image)
+        if problems:
+            raise VerificationError(
+                FreezeCode.IMAGE_CHANGED_DURING_EXEC,
+                f"image {name!r} changed while the command ran; its result is not trusted",
+                image.path,
+                findings=problems,
+            )

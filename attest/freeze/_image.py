@@ -180,27 +180,7 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
         Nothing: every problem is a returned finding (``IMAGE_CHANGED``,
         ``IMAGE_NOT_IMMUTABLE``), an image root that cannot be opened safely included.
     """
-    backend: Backend = BACKENDS[image.backend]
-    # Per directory: name -> sealed entry (the root is checked on its own).
-    children: dict[str, dict[str, Sealed]] = {}
-    for s in image.sealed:
-        if s.path:
-            parent, _, name = s.path.rpartition("/")
-            children.setdefault(parent, {})[name] = s
-    findings: list[Finding] = []
-    # Files are checked without an open: with ``flags``, one statx each (the type, inode and
-    # change time, and the backend's statx attribute); without, one lstat each. Entries the
-    # statx path cannot decide (no statx, the attribute not reported, a backend without one)
-    # take the open/fstat path.
-    reader = StatxReader() if StatxReader.available() else None
-    attr = backend.statx_attr if flags else 0
-    fast = reader is not None and attr != 0
-    lstat = os.stat
-
-    def report(code: FreezeCode, path: str, detail: str) -> None:
-        if len(findings) < max_findings:
-            findings.append(Finding(code, path or ".", detail))
-
+    check = _SealCheck(image, flags, max_findings)
     try:
         root = open_root(image.path)
     except AttestError as e:  # a link in the path, or the root vanished / is not a directory
@@ -209,25 +189,96 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
     if rst.st_dev != image.dev:
         os.close(root)
         return [Finding(FreezeCode.IMAGE_CHANGED, image.path, "the image is on another device than the one sealed")]
-    checks = 0
+    check.entry(root if check.backend.needs_fd else None, rst, image.sealed[0])
+    check.walk(root)
+    if not check.findings and check.checks != len(image.sealed):
+        check.report(FreezeCode.IMAGE_CHANGED, "", f"checked {check.checks} of {len(image.sealed)} sealed entries")
+    return check.findings
 
-    def check_entry(fd: int | None, st: os.stat_result, s: Sealed) -> None:
-        nonlocal checks
-        checks += 1
-        if flags:
-            why = backend.holds(fd, st)
+
+def _moved(ino: int, s: Sealed) -> str:
+    """What became of an entry whose inode or change time is not the sealed one."""
+    return "replaced by another inode" if ino != s.ino else "its inode change time moved since the seal"
+
+
+class _SealCheck:
+    """One run of :func:`check_image`: the sealed entries by directory, the findings, the count of entries checked."""
+
+    __slots__ = ("attr", "backend", "checks", "children", "fast", "findings", "flags", "max_findings", "reader")
+
+    def __init__(self, image: Image, flags: bool, max_findings: int) -> None:
+        self.backend: Backend = BACKENDS[image.backend]
+        self.flags = flags
+        self.max_findings = max_findings
+        # Per directory: name -> sealed entry (the root is checked on its own).
+        self.children: dict[str, dict[str, Sealed]] = {}
+        for s in image.sealed:
+            if s.path:
+                parent, _, name = s.path.rpartition("/")
+                self.children.setdefault(parent, {})[name] = s
+        self.findings: list[Finding] = []
+        # Files are checked without an open: with ``flags``, one statx each (the type, inode and
+        # change time, and the backend's statx attribute); without, one lstat each. Entries the
+        # statx path cannot decide (no statx, the attribute not reported, a backend without one)
+        # take the open/fstat path.
+        self.reader = StatxReader() if StatxReader.available() else None
+        self.attr = self.backend.statx_attr if flags else 0
+        self.fast = self.reader is not None and self.attr != 0
+        self.checks = 0
+
+    def report(self, code: FreezeCode, path: str, detail: str) -> None:
+        if len(self.findings) < self.max_findings:
+            self.findings.append(Finding(code, path or ".", detail))
+
+    def entry(self, fd: int | None, st: os.stat_result, s: Sealed) -> None:
+        """Check one entry from its stat (and, for a backend that needs it, its descriptor)."""
+        self.checks += 1
+        if self.flags:
+            why = self.backend.holds(fd, st)
             if why is not None:
-                report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, why)
+                self.report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, why)
                 return
         if (st.st_ino, st.st_ctime_ns) != (s.ino, s.ctime_ns):
-            what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
-            report(FreezeCode.IMAGE_CHANGED, s.path, what)
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, _moved(st.st_ino, s))
 
-    def scan(dfd: int, prefix: str) -> list[tuple[str, Sealed, os.stat_result]]:
+    def walk(self, root: int) -> None:
+        """Check everything below ``root`` (whose descriptor this closes).
+
+        Depth first, one descriptor per level: a directory is opened only when it is entered,
+        so a directory with thousands of subdirectories holds no more descriptors than a chain.
+        """
+        try:
+            first = self.scan(root, "")
+        except BaseException:
+            os.close(root)
+            raise
+        stack: list[tuple[int, list[tuple[str, Sealed, os.stat_result]]]] = [(root, first)]
+        try:
+            while stack:
+                dfd, pending = stack[-1]
+                if not pending:
+                    stack.pop()
+                    os.close(dfd)
+                    continue
+                name, s, st = pending.pop()
+                fd = self.enter(dfd, name, s, st)
+                if fd is None:
+                    continue
+                try:
+                    sub = self.scan(fd, s.path)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                stack.append((fd, sub))
+        finally:
+            for dfd, _ in stack:
+                os.close(dfd)
+
+    def scan(self, dfd: int, prefix: str) -> list[tuple[str, Sealed, os.stat_result]]:
         """Check the entries of one directory; return its subdirectories, to be entered one at a time."""
-        nonlocal checks
+        report = self.report
         subdirs: list[tuple[str, Sealed, os.stat_result]] = []
-        kids = children.get(prefix, {})
+        kids = self.children.get(prefix, {})
         names = os.listdir(dfd)
         if len(names) != len(kids) or not kids.keys() >= set(names):
             for name in sorted(set(names) - kids.keys()):
@@ -237,33 +288,11 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
             names = [n for n in names if n in kids]
         for name in names:
             s = kids[name]
-            if not flags and not s.is_dir:
-                # Presence, type, inode and change time only: one lstat (cheaper than statx by ctypes).
-                checks += 1
-                try:
-                    st = lstat(name, dir_fd=dfd, follow_symlinks=False)
-                except OSError as e:
-                    report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot stat: {e.strerror}")
+            if not s.is_dir:
+                if not self.flags:
+                    self.file_by_lstat(dfd, name, s)
                     continue
-                if stat.S_IFMT(st.st_mode) != stat.S_IFREG:
-                    report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
-                elif st.st_ino != s.ino or st.st_ctime_ns != s.ctime_ns:
-                    what = "replaced by another inode" if st.st_ino != s.ino else "its inode change time moved since the seal"
-                    report(FreezeCode.IMAGE_CHANGED, s.path, what)
-                continue
-            if fast and not s.is_dir:
-                assert reader is not None
-                got = reader.read(dfd, name.encode("utf-8", "surrogateescape"))
-                if got is not None and (not attr or got[1] & attr):
-                    checks += 1
-                    sx_attrs, _, sx_mode, sx_ino, sx_ctime = got
-                    if stat.S_IFMT(sx_mode) != stat.S_IFREG:
-                        report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
-                    elif attr and not sx_attrs & attr:
-                        report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, "the immutable attribute is not set")
-                    elif sx_ino != s.ino or sx_ctime != s.ctime_ns:
-                        what = "replaced by another inode" if sx_ino != s.ino else "its inode change time moved since the seal"
-                        report(FreezeCode.IMAGE_CHANGED, s.path, what)
+                if self.fast and self.file_by_statx(dfd, name, s):
                     continue
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -277,62 +306,59 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
             if s.is_dir:
                 subdirs.append((name, s, st))
                 continue
-            if not backend.needs_fd:
-                check_entry(None, st, s)
+            if not self.backend.needs_fd:
+                self.entry(None, st, s)
                 continue
-            fd = enter(dfd, name, s, st)
+            fd = self.enter(dfd, name, s, st)
             if fd is not None:
                 os.close(fd)
         subdirs.reverse()  # popped from the end: entered in listing order
         return subdirs
 
-    def enter(dfd: int, name: str, s: Sealed, st: os.stat_result) -> int | None:
+    def file_by_lstat(self, dfd: int, name: str, s: Sealed) -> None:
+        """Presence, type, inode and change time only: one lstat (cheaper than statx by ctypes)."""
+        self.checks += 1
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError as e:
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot stat: {e.strerror}")
+            return
+        if stat.S_IFMT(st.st_mode) != stat.S_IFREG:
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
+        elif st.st_ino != s.ino or st.st_ctime_ns != s.ctime_ns:
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, _moved(st.st_ino, s))
+
+    def file_by_statx(self, dfd: int, name: str, s: Sealed) -> bool:
+        """One statx: the type, inode, change time and the backend's attribute; False when it cannot decide."""
+        assert self.reader is not None
+        attr = self.attr
+        got = self.reader.read(dfd, name.encode("utf-8", "surrogateescape"))
+        if got is None or not (not attr or got[1] & attr):
+            return False
+        self.checks += 1
+        sx_attrs, _, sx_mode, sx_ino, sx_ctime = got
+        if stat.S_IFMT(sx_mode) != stat.S_IFREG:
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, "the entry changed type after the seal")
+        elif attr and not sx_attrs & attr:
+            self.report(FreezeCode.IMAGE_NOT_IMMUTABLE, s.path, "the immutable attribute is not set")
+        elif sx_ino != s.ino or sx_ctime != s.ctime_ns:
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, _moved(sx_ino, s))
+        return True
+
+    def enter(self, dfd: int, name: str, s: Sealed, st: os.stat_result) -> int | None:
         """Open one entry, confirm it is the one just listed, check it; its descriptor or None."""
         try:
             fd, fst = open_listed_at(dfd, name, st)
         except UnsafeEntry as e:
             if e.drift is None:
-                report(FreezeCode.IMAGE_CHANGED, s.path, "cannot open: became a symbolic link")
+                self.report(FreezeCode.IMAGE_CHANGED, s.path, "cannot open: became a symbolic link")
             elif e.drift is Drift.TYPE or e.drift is Drift.REPLACED:
-                report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
+                self.report(FreezeCode.IMAGE_CHANGED, s.path, "the entry was replaced while it was checked")
             else:  # the same inode, its link count or special bits changed since it was listed
-                report(FreezeCode.IMAGE_CHANGED, s.path, f"the entry changed while it was checked ({e.drift.value})")
+                self.report(FreezeCode.IMAGE_CHANGED, s.path, f"the entry changed while it was checked ({e.drift.value})")
             return None
         except OSError as e:
-            report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {e.strerror}")
+            self.report(FreezeCode.IMAGE_CHANGED, s.path, f"cannot open: {e.strerror}")
             return None
-        check_entry(fd if backend.needs_fd else None, fst, s)
+        self.entry(fd if self.backend.needs_fd else None, fst, s)
         return fd
-
-    check_entry(root if backend.needs_fd else None, rst, image.sealed[0])
-    # Depth first, one descriptor per level: a directory is opened only when it is entered,
-    # so a directory with thousands of subdirectories holds no more descriptors than a chain.
-    try:
-        first = scan(root, "")
-    except BaseException:
-        os.close(root)
-        raise
-    stack: list[tuple[int, list[tuple[str, Sealed, os.stat_result]]]] = [(root, first)]
-    try:
-        while stack:
-            dfd, pending = stack[-1]
-            if not pending:
-                stack.pop()
-                os.close(dfd)
-                continue
-            name, s, st = pending.pop()
-            fd = enter(dfd, name, s, st)
-            if fd is None:
-                continue
-            try:
-                sub = scan(fd, s.path)
-            except BaseException:
-                os.close(fd)
-                raise
-            stack.append((fd, sub))
-    finally:
-        for dfd, _ in stack:
-            os.close(dfd)
-    if not findings and checks != len(image.sealed):
-        report(FreezeCode.IMAGE_CHANGED, "", f"checked {checks} of {len(image.sealed)} sealed entries")
-    return findings

@@ -101,12 +101,12 @@ class Store:
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
         self.state_dir = os.path.abspath(os.fspath(state_dir))
 
-    # -- paths and records -------------------------------------------------------------------
+    # -- paths and records; entries through the descriptors of an open state directory (freeze and exec use these too)
 
     def tree_path(self, hexid: str) -> str:
         return f"{self.state_dir}/store/{hexid}/{TREE_NAME}"
 
-    def _load(self, store_fd: int, hexid: str, known: Inventory | None = None) -> Image | None:
+    def load_record(self, store_fd: int, hexid: str, known: Inventory | None = None) -> Image | None:
         """The stored image named ``hexid`` from its record, or None when there is no entry.
 
         ``known``: the caller's inventory of that identity (a freeze's attested one). The stored
@@ -143,7 +143,8 @@ class Store:
             raise VerificationError(FreezeCode.BAD_RECORD, f"the record names {image.identity}, not the entry's identity", where)
         return dataclasses.replace(image, inventory=inventory)
 
-    def _touch_use(self, state_fd: int, hexid: str, now: float | None) -> None:
+    def touch_use(self, state_fd: int, hexid: str, now: float | None) -> None:
+        """Record that the image ``hexid`` was used at ``now`` (the time of its ``uses`` file, which ``gc --recent`` reads)."""
         ufd = open_sub(state_fd, "uses", f"{self.state_dir}/uses")
         try:
             fd = os.open(hexid, O_OWN, 0o600, dir_fd=ufd)
@@ -155,7 +156,7 @@ class Store:
         finally:
             os.close(ufd)
 
-    def _discard(self, store_fd: int, staging_fd: int, hexid: str) -> None:
+    def discard(self, store_fd: int, staging_fd: int, hexid: str) -> None:
         """Move a store entry aside atomically, then remove it (clearing its flags)."""
         aside = random_name("discard")
         _rename_noreplace(store_fd, hexid, staging_fd, aside)
@@ -183,7 +184,7 @@ class Store:
         try:
             store_fd = open_sub(state_fd, "store", f"{self.state_dir}/store", create=False)
             try:
-                image = self._load(store_fd, hexid)
+                image = self.load_record(store_fd, hexid)
             finally:
                 os.close(store_fd)
         finally:
@@ -217,7 +218,7 @@ class Store:
                     if not _HEX64.match(name):
                         continue
                     try:
-                        image = self._load(store_fd, name)
+                        image = self.load_record(store_fd, name)
                         problems: tuple[Finding, ...] = _problems(image) if (check and image is not None) else ()
                     except VerificationError as e:
                         out.append(StoreEntry(f"sha256:{name}", self.tree_path(name), None, None, _last_use(uses_fd, name), e.findings,
@@ -237,7 +238,7 @@ class Store:
     def _seal_problems(self, store_fd: int, hexid: str) -> tuple[Finding, ...]:
         """The seal check of one entry (cheap: flags, inodes, change times), as findings."""
         try:
-            image = self._load(store_fd, hexid)
+            image = self.load_record(store_fd, hexid)
         except VerificationError as e:
             return e.findings
         if image is None:
@@ -280,7 +281,7 @@ class Store:
                         removed.append(f"sha256:{name}")
                         if not dry_run:
                             try:
-                                self._discard(subs["store"], subs["staging"], name)
+                                self.discard(subs["store"], subs["staging"], name)
                             except OSError as e:  # not even moved aside: the entry stays, reported
                                 broken.append(Finding(FreezeCode.REMOVAL_FAILED, f"{self.state_dir}/store/{name}",
                                                       f"cannot move the image aside to remove it: {e.strerror}"))
@@ -497,12 +498,13 @@ def freeze_tree(
         with state_lock(state_fd, exclusive=False):
             staging_fd = open_sub(state_fd, "staging", f"{store.state_dir}/staging")
             store_fd = open_sub(state_fd, "store", f"{store.state_dir}/store")
+            at = _OpenStore(store, state_fd, staging_fd, store_fd, clock)
             try:
-                reused = _try_reuse(store, state_fd, store_fd, staging_fd, expected, backend, clock)
+                reused = _try_reuse(at, expected, backend)
                 if reused is not None:
                     return reused
-                name = random_name("tmp")
-                return _freeze_into(store, state_fd, staging_fd, store_fd, name, source, expected, seal_with, progress, clock, workers)
+                return _freeze_into(at, random_name("tmp"), source=source, expected=expected, seal_with=seal_with,
+                                    progress=progress, workers=workers)
             finally:
                 os.close(staging_fd)
                 os.close(store_fd)
@@ -510,14 +512,24 @@ def freeze_tree(
         os.close(state_fd)
 
 
-def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expected: Inventory, backend: str,
-               clock: Callable[[], float]) -> Image | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _OpenStore:
+    """The store and the descriptors of its state directory a freeze holds (under the shared lock), and its clock."""
+
+    store: Store
+    state_fd: int
+    staging_fd: int
+    store_fd: int
+    clock: Callable[[], float]
+
+
+def _try_reuse(at: _OpenStore, expected: Inventory, backend: str) -> Image | None:
     hexid = expected.digest_hex
     try:
-        existing = store._load(store_fd, hexid, expected)
+        existing = at.store.load_record(at.store_fd, hexid, expected)
     except VerificationError:
         existing = None
-        store._discard(store_fd, staging_fd, hexid)  # an unreadable record is a stale entry
+        at.store.discard(at.store_fd, at.staging_fd, hexid)  # an unreadable record is a stale entry
     if existing is None:
         return None
     if existing.backend != backend:
@@ -527,29 +539,26 @@ def _try_reuse(store: Store, state_fd: int, store_fd: int, staging_fd: int, expe
             existing.path,
         )
     if not _problems(existing):
-        store._touch_use(state_fd, hexid, clock())
+        at.store.touch_use(at.state_fd, hexid, at.clock())
         return dataclasses.replace(existing, reused=True, verified=VERIFIED)
     # The image does not hold: the stored bytes decide nothing. Remove them and freeze afresh.
-    store._discard(store_fd, staging_fd, hexid)
+    at.store.discard(at.store_fd, at.staging_fd, hexid)
     return None
 
 
 def _freeze_into(
-    store: Store,
-    state_fd: int,
-    staging_fd: int,
-    store_fd: int,
+    at: _OpenStore,
     name: str,
+    *,
     source: str | os.PathLike[str],
     expected: Inventory,
     seal_with: Any,
     progress: Progress | None,
-    clock: Callable[[], float],
     workers: int,
 ) -> Image:
     hexid = expected.digest_hex
-    wrap_path = f"{store.state_dir}/staging/{name}"
-    wrap_fd = make_private_dir(staging_fd, name, wrap_path)
+    wrap_path = f"{at.store.state_dir}/staging/{name}"
+    wrap_fd = make_private_dir(at.staging_fd, name, wrap_path)
     published = False
     try:
         seal_with.probe(wrap_fd, wrap_path)
@@ -562,7 +571,7 @@ def _freeze_into(
             os.close(tree_fd)
         if findings:
             raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
-        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(clock()), tuple(sealed),
+        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(at.clock()), tuple(sealed),
                       inventory=expected)
         # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
         verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress, exact=True)
@@ -584,25 +593,25 @@ def _freeze_into(
                 os.close(rfd)
         # (4) Publish atomically; an identity published meanwhile by another freeze is reused if sound.
         try:
-            _rename_noreplace(staging_fd, name, store_fd, hexid)
+            _rename_noreplace(at.staging_fd, name, at.store_fd, hexid)
             published = True
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot publish: {e.strerror}", wrap_path) from e
-            other = store._load(store_fd, hexid, expected)
+            other = at.store.load_record(at.store_fd, hexid, expected)
             if other is None or other.backend != seal_with.name or _problems(other):
-                raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", store.tree_path(hexid)) from e
-            store._touch_use(state_fd, hexid, clock())
+                raise VerificationError(FreezeCode.STORE_CONFLICT, "another entry occupies this identity and does not hold", at.store.tree_path(hexid)) from e
+            at.store.touch_use(at.state_fd, hexid, at.clock())
             return dataclasses.replace(other, reused=True, verified=VERIFIED)
-        os.fsync(store_fd)
-        store._touch_use(state_fd, hexid, clock())
-        return dataclasses.replace(image, path=store.tree_path(hexid), verified=VERIFIED)
+        os.fsync(at.store_fd)
+        at.store.touch_use(at.state_fd, hexid, at.clock())
+        return dataclasses.replace(image, path=at.store.tree_path(hexid), verified=VERIFIED)
     except BaseException as failure:
         os.close(wrap_fd)
         wrap_fd = -1
         if not published:
             try:
-                remove_tree(staging_fd, name, wrap_path)
+                remove_tree(at.staging_fd, name, wrap_path)
             except EnvironmentFailure as e:  # keep the reason the freeze failed; say staging is left for gc
                 failure.add_note(f"staging {wrap_path} could not be removed ({e.detail}); attest store gc removes it")
         raise
@@ -610,4 +619,4 @@ def _freeze_into(
         if wrap_fd >= 0:
             os.close(wrap_fd)
             if not published:
-                remove_tree(staging_fd, name, wrap_path)  # REMOVAL_FAILED if it cannot be
+                remove_tree(at.staging_fd, name, wrap_path)  # REMOVAL_FAILED if it cannot be

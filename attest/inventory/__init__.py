@@ -14,7 +14,8 @@ from ._diff import check_tree, diff_inventories, verify_tree
 from ._hash import hash_fd
 from ._model import FORMAT, MAX_INVENTORY_BYTES, Entry, EntryType, Inventory
 from ._names import NAME_POLICY, check_name, check_path, sort_key
-from ._walk import DEFAULT_LIMITS, Limits, Progress, ScanResult, inventory_tree, open_root, scan_tree
+from ._types import DEFAULT_LIMITS, Limits, ScanResult
+from ._walk import Progress, inventory_tree, open_root, scan_tree
 
 __all__ = [
     "DEFAULT_LIMITS",

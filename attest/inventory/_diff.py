@@ -14,7 +14,8 @@ from ..errors import Finding, VerificationError
 from ._codes import InventoryCode
 from ._model import Entry, EntryType, Inventory
 from ._names import sort_key
-from ._walk import DEFAULT_LIMITS, Limits, Progress, scan_tree
+from ._types import DEFAULT_LIMITS, Limits
+from ._walk import Progress, scan_tree
 
 
 def _describe(e: Entry) -> str:

@@ -41,16 +41,14 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
 from ._names import PATH_MAX, check_path, entry_path
-from ._sched import LIST, SLICE_ITEM, DirRef, Scheduler
-
-if TYPE_CHECKING:
-    from ._walk import ScanResult, _Walk
+from ._sched import Scheduler
+from ._types import LIST, SLICE_ITEM, DirRef, Limits, ScanResult
 
 CAN_FORK = (
     sys.platform == "linux"
@@ -64,7 +62,20 @@ _RESULT_MAGIC = b"attest-walk-1\n"
 _FILE = EntryType.FILE
 _DIR = EntryType.DIR
 
-ChildMain = Callable[["_Walk", socket.socket, memoryview, int], None]
+
+
+class SplitWalk(Scheduler):
+    """A walk that can be split with a second process: the scheduler, the walk's limits and the lists it fills.
+
+    :class:`._walk._Walk` is the one kind; this is what of it the two-process walk touches.
+    """
+
+    limits: Limits
+    entries: list[Entry]
+    findings: list[Finding]
+
+
+ChildMain = Callable[[SplitWalk, socket.socket, memoryview, int], None]
 
 
 # -- the link between the two processes -------------------------------------------------------
@@ -205,7 +216,7 @@ def _received_item(data: bytes, fd: int) -> tuple[Any, ...]:
 # -- the processes ----------------------------------------------------------------------------
 
 
-def fork_walker(walk: _Walk, child_main: ChildMain) -> Child:
+def fork_walker(walk: SplitWalk, child_main: ChildMain) -> Child:
     """Fork the second walking process; in the parent, return its handle (the child never returns).
 
     The child runs ``child_main(walk, link socket, shared counters, result pipe)`` and exits
@@ -245,7 +256,7 @@ def fork_walker(walk: _Walk, child_main: ChildMain) -> Child:
     return Child(pid, rfd)
 
 
-def child_main(walk: _Walk, link: socket.socket, shm: memoryview, wfd: int) -> None:  # pragma: no cover
+def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) -> None:  # pragma: no cover
     """The child: forget the parent's share, walk what the parent gives, write the result."""
     # The parent keeps the entries, findings and work items it had; close our copies.
     seen: set[int] = set()
@@ -325,7 +336,7 @@ class Child:
             os.close(self.rfd)
             self.rfd = -1
 
-    def merge(self, walk: _Walk, result: ScanResult) -> None:
+    def merge(self, walk: SplitWalk, result: ScanResult) -> None:
         """Read the child's result and add it to ``result``; any doubt about it is a failure."""
         limits = walk.limits
         # Bounded: every entry and finding the caps allow, at their largest.

@@ -24,37 +24,26 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ._hash import CHUNK
-
-if TYPE_CHECKING:
-    from ._fork import Link
-
-HANDOFF = 256 * 1024  # files at least this large are handed to a hashing thread
-MAX_HANDOFFS = 32  # at most this many open file descriptors wait in the queue
-SLICE = 64  # entries of one directory per work item
-# Threads that list, stat and open; the other workers only hash files handed to them. Two
-# threads walking small files contend for the GIL on every short system call and end up
-# slower than one, so one thread walks and the others hash what is worth handing over.
-# (A larger tree is split between two processes instead: see ._fork.)
-WALK_THREADS = 1
-
-# Work items (tuples: they are made per 64 entries):
-#   (LIST, DirRef, prefix, depth)              list the directory, check names, queue slices
-#   (SLICE_ITEM, DirRef, prefix, depth, items) classify, open and hash up to SLICE entries
-#   (BIG, fd, rel, fstat)                      hash one large file opened by a slice
-LIST, SLICE_ITEM, BIG = 0, 1, 2
+from ._types import BIG, WALK_THREADS, DirRef
 
 
-class DirRef:
-    """A directory descriptor shared by the work items that open its children."""
+class Peer(Protocol):
+    """The walking thread's end of the link to the other process (:class:`._fork.Link`), as the scheduler uses it."""
 
-    __slots__ = ("fd", "refs")
+    asked: bool
+    peer_waiting: bool
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.refs = 1  # the listing item's own reference
+    def close(self, s: Scheduler) -> None: ...
+
+    def send(self, s: Scheduler, msg: bytes, fds: Sequence[int] = ()) -> bool: ...
+
+    def give(self, s: Scheduler) -> None: ...
+
+    def poll(self, s: Scheduler, block: bool) -> None: ...
 
 
 class Scheduler:
@@ -74,7 +63,7 @@ class Scheduler:
         self.counted = 0  # entries counted by finished slices
         # Two processes (None in a walk of one process). Only the walking thread uses the
         # link, always under the condition's lock; the link counts as outstanding work.
-        self.link: Link | None = None
+        self.link: Peer | None = None
         self.shm: memoryview | None = None  # shared int64s: [count, files, bytes] of parent, then child
         self.me = 0  # 0 in the parent, 1 in the child
 

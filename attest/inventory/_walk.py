@@ -38,19 +38,18 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._safefs import O_DIR, O_FILE, Drift, Kind, classify, drift
 from ..errors import Finding, InputError, VerificationError
 from ._codes import InventoryCode
-from ._fork import CAN_FORK, Child, fork_walker
+from ._fork import CAN_FORK, Child, SplitWalk, fork_walker
 from ._fork import child_main as _child_main
 from ._hash import changed, hash_fd
 from ._ignore import compile_ignore
 from ._model import Entry, EntryType, Inventory
 from ._names import PATH_MAX, check_name, collision_key, display_name, is_plain
-from ._sched import BIG, HANDOFF, LIST, MAX_HANDOFFS, SLICE, SLICE_ITEM, WALK_THREADS, DirRef, Scheduler
+from ._types import BIG, DEFAULT_LIMITS, HANDOFF, LIST, MAX_HANDOFFS, SLICE, SLICE_ITEM, WALK_THREADS, DirRef, Limits, ScanResult
 
 Progress = Callable[[int, int], None]
 Report = Callable[[InventoryCode, str, str], None]
@@ -69,44 +68,6 @@ _NEVER = 1 << 63  # no file is this large: no hand-off without a second worker
 # walked in one process against 90 ms split (alternated, 21 rounds, medians); a 21,000-entry
 # tree 1.26 s against 1.23 s.
 _FORK_AFTER = 2500
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Caps on what one walk will accept, so a hostile tree cannot exhaust the walker.
-
-    The defaults are the documented caps (docs/inventory.md "How the walker reads a tree").
-    """
-
-    max_depth: int = 256
-    max_entries: int = 1_000_000
-    max_file_size: int = 1 << 40
-    max_findings: int = 1000
-
-
-DEFAULT_LIMITS = Limits()
-
-
-@dataclass(slots=True)
-class ScanResult:
-    """What a walk saw: the admissible entries and every finding.
-
-    Both lists are in the order the walk's threads produced them, which varies from run to
-    run: sort them (``Inventory.from_entries`` and ``check_tree`` do).
-    """
-
-    entries: list[Entry] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    ignore: tuple[str, ...] = ()
-
-    def inventory(self) -> Inventory:
-        """The entries as a sorted closed inventory.
-
-        Raises:
-            InputError: ``BAD_INVENTORY`` (a repeated entry, or a parent that is not a
-                directory entry); a walk without findings never produces either.
-        """
-        return Inventory.from_entries(self.entries, self.ignore)
 
 
 def open_root(root: str | os.PathLike[str]) -> int:
@@ -154,7 +115,7 @@ def open_root(root: str | os.PathLike[str]) -> int:
         raise
 
 
-class _Walk(Scheduler):
+class _Walk(SplitWalk):
     """One walk: the scheduler's work items, carried out under the rules of the module docstring."""
 
     def __init__(self, spec: Any, limits: Limits, result: ScanResult, workers: int) -> None:
@@ -266,15 +227,7 @@ class _Walk(Scheduler):
                 break
             kind = classify(st)
             if kind is _K_DIR:
-                if depth + 1 > limits.max_depth:
-                    report(InventoryCode.DEPTH_EXCEEDED, rel, f"the tree is deeper than {limits.max_depth} levels")
-                    continue
-                opened = _open_checked(dfd, name, O_DIR, st, rel, report)
-                if opened is None:
-                    continue
-                child, cst = opened
-                append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
-                self.push([(LIST, DirRef(child), rel, depth + 1)])
+                self.enter(dfd, name, st, rel, depth + 1)
                 continue
             if kind is not _K_FILE:
                 _report_kind(kind, st, rel, report)
@@ -332,6 +285,18 @@ class _Walk(Scheduler):
         stats[0] += nfiles
         stats[1] += nbytes
         self.count(taken)
+
+    def enter(self, dfd: int, name: str, st: os.stat_result, rel: str, depth: int) -> None:
+        """Open the directory ``name`` listed with ``st`` (rule 3), record it, and queue its listing at ``depth``."""
+        if depth > self.limits.max_depth:
+            self.report(InventoryCode.DEPTH_EXCEEDED, rel, f"the tree is deeper than {self.limits.max_depth} levels")
+            return
+        opened = _open_checked(dfd, name, O_DIR, st, rel, self.report)
+        if opened is None:
+            return
+        child, cst = opened
+        self.entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
+        self.push([(LIST, DirRef(child), rel, depth)])
 
     def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
         """Hash an opened regular file (rule 4) and record it; ``fd`` stays open."""

@@ -22,7 +22,7 @@ def _tree(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("backend", [pytest.param("immutable", marks=needs_immutable), "readonly"])
 def test_an_image_read_from_a_forged_record_is_not_taken_as_verified(tmp_path: Path, backend: str) -> None:
-    """An Image built from the record on disk (Store._load, image_from_record: what Store.ls, gc and
+    """An Image built from the record on disk (Store.load_record, image_from_record: what Store.ls, gc and
     freeze's reuse use internally) carries no mark of verification: exec verifies it in full, as it
     does a reference. Before the fix, after a reseal with a refreshed record, exec ran the changed
     bytes without reading one of them."""

@@ -257,7 +257,7 @@ def _base_image(dep: Deployment, handoff: Path) -> Any:
     try:
         stfd = open_sub(sfd, "store", f"{store.state_dir}/store", create=False)
         try:
-            return store._load(stfd, hexid)
+            return store.load_record(stfd, hexid)
         finally:
             os.close(stfd)
     finally:

@@ -13,10 +13,10 @@ from support.trees import chattr
 
 
 def load_record(image_dir: Path) -> Image:
-    """The image as its record on disk describes it (``Store._load``: no byte read, no mark of verification)."""
+    """The image as its record on disk describes it (``Store.load_record``: no byte read, no mark of verification)."""
     fd = os.open(image_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        image = Store(image_dir.parent.parent)._load(fd, image_dir.name)
+        image = Store(image_dir.parent.parent).load_record(fd, image_dir.name)
     finally:
         os.close(fd)
     assert image is not None

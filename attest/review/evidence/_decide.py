@@ -202,137 +202,174 @@ def decide(config: TrustConfig, evidence: Evidence) -> Verdict:
 
 
 def _decide(config: TrustConfig, ev: Evidence) -> Verdict:
+    """The steps in order; a step that decides raises :class:`_Stop` with its verdict."""
     # (1) The pull request, explicitly known same-repository.
     pr = _read(ev.pull_request, "the pull request")
     _check_pr(config, pr, "the pull request")
     head = pr.head_sha
-
-    # (2) The issue comments: a diagnostic or fallback (findings) comment by exactly the App for
-    #     this head is a known failure, even beside a clean review: the trusted job leaves such a
-    #     comment when it could not post its review, so the comment is that run's outcome. Read
-    #     before the reviews so the comment, not the missing review, is what is reported.
-    #     No-findings comments and comments about another head are ignored (non-actionable).
-    comments = _unique(_read(ev.issue_comments, "the issue comments"), "issue comment")
-    for comment in sorted(comments, key=lambda c: c.id):
-        why = blocking_comment(config, comment, head)
-        if why is not None:
-            return false(C.BLOCKING_COMMENT, f"issue comment {comment.id} by {config.app_login} is {why}")
-
-    # (3) Every review by exactly the configured App login on exactly the current head.
-    reviews = _unique(_read(ev.reviews, "the reviews"), "review")
-    mine = app_reviews(config, reviews, head)
-    if not mine:
-        return false(C.NO_TRUSTED_REVIEW, f"no review by {config.app_login} on head {head}")
-    # (3a) Any non-clean one blocks, even if a later clean review exists: only a new head recovers.
-    for review in mine:
-        why = _blocking_reason(review)
-        if why is not None:
-            return false(C.BLOCKING_REVIEW, f"review {review.id} by {config.app_login} on head {head} is not clean: {why}")
-    # (3b) The latest clean review names exactly one workflow run and attempt.
-    latest_review = mine[-1]
-    run_markers = parse_markers(latest_review.body).runs
-    if not run_markers:
-        return false(C.RUN_MARKER_MISSING, f"review {latest_review.id} has no workflow-run marker")
-    if len(run_markers) > 1:
-        return false(C.RUN_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(run_markers)} workflow-run markers")
-    marker_id, marker_attempt = run_markers[0]
-    # (3c) The run reviewed BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base
-    #      is its base marker, and both must be the pull request's now. A PR retargeted after
-    #      the run (say from a stacked branch to main) brings in commits the run never saw.
-    #      The base *sha* is bound, not the ref name: the sha decides what BASE...HEAD covers,
-    #      a ref name says nothing when its branch was reset or force-pushed, a retarget to
-    #      another branch changes base.sha, and a retarget to a branch at the same commit
-    #      changes nothing that was reviewed. A sha is also inert in a marker; a ref name may
-    #      hold "-->" and other characters that could end the HTML comment early.
-    #      A marker without a base (an older wrapper) never qualifies.
-    bases = parse_markers(latest_review.body).bases
-    if not bases:
-        return false(C.BASE_MARKER_MISSING, f"review {latest_review.id} has no base marker: it does not say which base it reviewed")
-    if len(bases) > 1:
-        return false(C.BASE_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(bases)} base markers")
-    if bases[0] != pr.base_sha:
-        return false(C.BASE_MISMATCH, f"review {latest_review.id} reviewed base {bases[0]}; the pull request's base is now {pr.base_sha} (retargeted or updated after the run)")
-    # (3d) None of those reviews was ever edited. Anyone with write access to the repository
-    #      can edit a review's body, the App's included, so an edited body proves nothing about
-    #      what the App posted (a findings review turned clean, a marker rewritten). Checked
-    #      after the body checks: an edit can only take `true` away, never give it.
-    edits = {e.id: e for e in _unique(_read(ev.review_edits, "the edit status of the reviews"), "review node")}
-    for review in mine:
-        edit = edits.get(review.id)
-        if edit is None:
-            return unknown(C.NOT_READ, f"the edit status of review {review.id} was not read")
-        if edit.edited:
-            by = f" by {edit.editor}" if edit.editor else ""
-            at = f" at {edit.last_edited_at}" if edit.last_edited_at else ""
-            return false(C.REVIEW_EDITED, f"review {review.id} by {config.app_login} on head {head} was edited{by}{at}; an edited review is never evidence")
-
-    # (4) Runs of the configured workflow only: pull_request_target, base workflow path,
-    #     bound to this PR and head (is_bound); the latest (run_number, run_attempt, id) generation.
-    runs = _unique(_read(ev.runs, "the workflow runs"), "workflow run")
-    candidates = qualifying_runs(config, runs, head)
-    named = next((r for r in runs if r.id == marker_id), None)
-    if not candidates:
-        if named is not None:
-            return _why_not_qualifying(config, named, head)
-        return false(C.NO_MATCHING_RUN, f"no {TRUSTED_EVENT} run of {config.workflow} is bound to PR #{config.pr} head {head}")
-    missing = [r.id for r in candidates if r.run_attempt is None]
-    if missing:
-        return unknown(C.MISSING_RUN_ATTEMPT, f"run {missing[0]} has no run_attempt; the latest generation cannot be known")
-    latest = latest_run(candidates)
-    assert latest is not None and latest.run_attempt is not None  # every candidate has an attempt
-    # (4a) Pending, cancelled, skipped, neutral or failed latest attempts invalidate old evidence.
-    if latest.status != COMPLETED or latest.conclusion is None:
-        return unknown(C.RUN_PENDING, f"latest run {latest.id} attempt {latest.run_attempt} is {latest.status or 'without status'}")
-    if latest.conclusion != SUCCESS:
-        return false(C.RUN_NOT_SUCCESS, f"latest run {latest.id} attempt {latest.run_attempt} concluded {latest.conclusion!r}")
-    # (4b) The marker names exactly that run and attempt.
-    if (marker_id, marker_attempt) != (latest.id, latest.run_attempt):
-        if marker_id == latest.id and marker_attempt < latest.run_attempt:
-            return false(C.STALE_ATTEMPT, f"marker names attempt {marker_attempt} of run {marker_id}; the latest attempt is {latest.run_attempt}")
-        if named is not None and named not in candidates:
-            return _why_not_qualifying(config, named, head)
-        return false(C.MARKER_MISMATCH, f"marker names run {marker_id} attempt {marker_attempt}; the latest is run {latest.id} attempt {latest.run_attempt}")
-
-    # (5) The jobs of exactly that attempt: the configured job exactly once, completed/success.
-    jobs = _unique(_read(ev.jobs, f"the jobs of run {latest.id} attempt {latest.run_attempt}"), "job")
-    for job in jobs:
-        if job.run_attempt is None:
-            return unknown(C.MISSING_RUN_ATTEMPT, f"job {job.id} has no run_attempt")
-        if (job.run_id, job.run_attempt) != (latest.id, latest.run_attempt):
-            return unknown(C.LISTING_INCONSISTENT, f"job {job.id} belongs to run {job.run_id} attempt {job.run_attempt}, not the one asked for")
-    wanted = [j for j in jobs if j.name == config.job]
-    if not wanted:
-        return false(C.JOB_MISSING, f"run {latest.id} attempt {latest.run_attempt} has no job {config.job!r}")
-    if len(wanted) > 1:
-        return false(C.JOB_AMBIGUOUS, f"run {latest.id} attempt {latest.run_attempt} has {len(wanted)} jobs named {config.job!r}")
-    job = wanted[0]
-    if job.status != COMPLETED or job.conclusion is None:
-        return unknown(C.JOB_PENDING, f"job {config.job!r} ({job.id}) is {job.status or 'without status'}")
-    if job.conclusion != SUCCESS:
-        return false(C.JOB_NOT_SUCCESS, f"job {config.job!r} ({job.id}) concluded {job.conclusion!r}")
-
-    # (6) The protected environment that holds the App's key must exist and restrict which
-    #     branches may deploy to it. The API shows that much; it does not show where the
-    #     secret lives (docs/evidence.md "What the environment check shows").
-    # mypy infers `object` for a union of two results through _read's TypeVar; the value is one of the two.
-    env = cast("Environment | AbsentEnvironment", _read(ev.environment, f"the environment {config.environment!r}"))
-    if isinstance(env, AbsentEnvironment):
-        return false(C.ENVIRONMENT_MISSING, f"the API answers 404 for environment {config.environment!r}: the protected environment that should hold the App's key does not exist")
-    if env.name != config.environment:
-        return unknown(C.ENVIRONMENT_MISMATCH, f"the API answered for environment {env.name!r}, not {config.environment!r}")
-    if env.branch_policy is None:
-        return false(C.ENVIRONMENT_UNPROTECTED, f"environment {config.environment!r} has no deployment branch policy: any branch may deploy to it")
-
-    # (7) The authoritative final head read, made only after the Actions and environment reads.
-    final = _read(ev.final_pull_request, "the pull request (final re-read)")
-    _check_pr(config, final, "the re-read pull request")
-    if final.head_sha != head:
-        return unknown(C.HEAD_MOVED, f"the head moved from {head} to {final.head_sha} during the evaluation")
-    if final.base_sha != pr.base_sha:
-        return unknown(C.BASE_MOVED, f"the base moved from {pr.base_sha} to {final.base_sha} during the evaluation")
-
+    _check_comments(config, ev, head)
+    latest_review, marker = _check_reviews(config, ev, pr)
+    latest = _check_runs(config, ev, head, marker)
+    _check_job(config, ev, latest)
+    env = _check_environment(config, ev)
+    _check_final(config, ev, pr)
     return true(
         f"clean, unedited review {latest_review.id} by {config.app_login} on head {head} and base {pr.base_sha}, "
         f"run {latest.id} attempt {latest.run_attempt} and job {config.job!r} succeeded, "
         f"environment {config.environment!r} restricts deployments ({env.branch_policy})"
     )
+
+
+def _check_comments(config: TrustConfig, ev: Evidence, head: str) -> None:
+    """(2) The issue comments: a diagnostic or fallback (findings) comment by exactly the App for
+    this head is a known failure, even beside a clean review: the trusted job leaves such a
+    comment when it could not post its review, so the comment is that run's outcome. Read
+    before the reviews so the comment, not the missing review, is what is reported.
+    No-findings comments and comments about another head are ignored (non-actionable)."""
+    comments = _unique(_read(ev.issue_comments, "the issue comments"), "issue comment")
+    for comment in sorted(comments, key=lambda c: c.id):
+        why = blocking_comment(config, comment, head)
+        if why is not None:
+            raise _Stop(false(C.BLOCKING_COMMENT, f"issue comment {comment.id} by {config.app_login} is {why}"))
+
+
+def _check_reviews(config: TrustConfig, ev: Evidence, pr: PullRequest) -> tuple[Review, tuple[int, int]]:
+    """(3) Every review by exactly the configured App login on exactly the current head; the latest
+    clean one and the workflow run (id, attempt) its marker names."""
+    head = pr.head_sha
+    reviews = _unique(_read(ev.reviews, "the reviews"), "review")
+    mine = app_reviews(config, reviews, head)
+    if not mine:
+        raise _Stop(false(C.NO_TRUSTED_REVIEW, f"no review by {config.app_login} on head {head}"))
+    # (3a) Any non-clean one blocks, even if a later clean review exists: only a new head recovers.
+    for review in mine:
+        why = _blocking_reason(review)
+        if why is not None:
+            raise _Stop(false(C.BLOCKING_REVIEW, f"review {review.id} by {config.app_login} on head {head} is not clean: {why}"))
+    latest_review = mine[-1]
+    marker = _run_marker(latest_review)
+    _check_base_marker(latest_review, pr)
+    _check_unedited(config, ev, mine, head)
+    return latest_review, marker
+
+
+def _run_marker(latest_review: Review) -> tuple[int, int]:
+    """(3b) The latest clean review names exactly one workflow run and attempt."""
+    run_markers = parse_markers(latest_review.body).runs
+    if not run_markers:
+        raise _Stop(false(C.RUN_MARKER_MISSING, f"review {latest_review.id} has no workflow-run marker"))
+    if len(run_markers) > 1:
+        raise _Stop(false(C.RUN_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(run_markers)} workflow-run markers"))
+    return run_markers[0]
+
+
+def _check_base_marker(latest_review: Review, pr: PullRequest) -> None:
+    """(3c) The run reviewed BASE_SHA...HEAD_SHA: the head is the review's commit_id, the base
+    is its base marker, and both must be the pull request's now. A PR retargeted after
+    the run (say from a stacked branch to main) brings in commits the run never saw.
+    The base *sha* is bound, not the ref name: the sha decides what BASE...HEAD covers,
+    a ref name says nothing when its branch was reset or force-pushed, a retarget to
+    another branch changes base.sha, and a retarget to a branch at the same commit
+    changes nothing that was reviewed. A sha is also inert in a marker; a ref name may
+    hold "-->" and other characters that could end the HTML comment early.
+    A marker without a base (an older wrapper) never qualifies."""
+    bases = parse_markers(latest_review.body).bases
+    if not bases:
+        raise _Stop(false(C.BASE_MARKER_MISSING, f"review {latest_review.id} has no base marker: it does not say which base it reviewed"))
+    if len(bases) > 1:
+        raise _Stop(false(C.BASE_MARKER_AMBIGUOUS, f"review {latest_review.id} has {len(bases)} base markers"))
+    if bases[0] != pr.base_sha:
+        raise _Stop(false(C.BASE_MISMATCH, f"review {latest_review.id} reviewed base {bases[0]}; the pull request's base is now {pr.base_sha} (retargeted or updated after the run)"))
+
+
+def _check_unedited(config: TrustConfig, ev: Evidence, mine: tuple[Review, ...], head: str) -> None:
+    """(3d) None of those reviews was ever edited. Anyone with write access to the repository
+    can edit a review's body, the App's included, so an edited body proves nothing about
+    what the App posted (a findings review turned clean, a marker rewritten). Checked
+    after the body checks: an edit can only take `true` away, never give it."""
+    edits = {e.id: e for e in _unique(_read(ev.review_edits, "the edit status of the reviews"), "review node")}
+    for review in mine:
+        edit = edits.get(review.id)
+        if edit is None:
+            raise _Stop(unknown(C.NOT_READ, f"the edit status of review {review.id} was not read"))
+        if edit.edited:
+            by = f" by {edit.editor}" if edit.editor else ""
+            at = f" at {edit.last_edited_at}" if edit.last_edited_at else ""
+            raise _Stop(false(C.REVIEW_EDITED, f"review {review.id} by {config.app_login} on head {head} was edited{by}{at}; an edited review is never evidence"))
+
+
+def _check_runs(config: TrustConfig, ev: Evidence, head: str, marker: tuple[int, int]) -> Run:
+    """(4) Runs of the configured workflow only: pull_request_target, base workflow path,
+    bound to this PR and head (is_bound); the latest (run_number, run_attempt, id) generation,
+    which must have succeeded and be the run and attempt the marker names."""
+    marker_id, marker_attempt = marker
+    runs = _unique(_read(ev.runs, "the workflow runs"), "workflow run")
+    candidates = qualifying_runs(config, runs, head)
+    named = next((r for r in runs if r.id == marker_id), None)
+    if not candidates:
+        if named is not None:
+            raise _Stop(_why_not_qualifying(config, named, head))
+        raise _Stop(false(C.NO_MATCHING_RUN, f"no {TRUSTED_EVENT} run of {config.workflow} is bound to PR #{config.pr} head {head}"))
+    missing = [r.id for r in candidates if r.run_attempt is None]
+    if missing:
+        raise _Stop(unknown(C.MISSING_RUN_ATTEMPT, f"run {missing[0]} has no run_attempt; the latest generation cannot be known"))
+    latest = latest_run(candidates)
+    assert latest is not None and latest.run_attempt is not None  # every candidate has an attempt
+    # (4a) Pending, cancelled, skipped, neutral or failed latest attempts invalidate old evidence.
+    if latest.status != COMPLETED or latest.conclusion is None:
+        raise _Stop(unknown(C.RUN_PENDING, f"latest run {latest.id} attempt {latest.run_attempt} is {latest.status or 'without status'}"))
+    if latest.conclusion != SUCCESS:
+        raise _Stop(false(C.RUN_NOT_SUCCESS, f"latest run {latest.id} attempt {latest.run_attempt} concluded {latest.conclusion!r}"))
+    # (4b) The marker names exactly that run and attempt.
+    if (marker_id, marker_attempt) != (latest.id, latest.run_attempt):
+        if marker_id == latest.id and marker_attempt < latest.run_attempt:
+            raise _Stop(false(C.STALE_ATTEMPT, f"marker names attempt {marker_attempt} of run {marker_id}; the latest attempt is {latest.run_attempt}"))
+        if named is not None and named not in candidates:
+            raise _Stop(_why_not_qualifying(config, named, head))
+        raise _Stop(false(C.MARKER_MISMATCH, f"marker names run {marker_id} attempt {marker_attempt}; the latest is run {latest.id} attempt {latest.run_attempt}"))
+    return latest
+
+
+def _check_job(config: TrustConfig, ev: Evidence, latest: Run) -> None:
+    """(5) The jobs of exactly that attempt: the configured job exactly once, completed/success."""
+    jobs = _unique(_read(ev.jobs, f"the jobs of run {latest.id} attempt {latest.run_attempt}"), "job")
+    for job in jobs:
+        if job.run_attempt is None:
+            raise _Stop(unknown(C.MISSING_RUN_ATTEMPT, f"job {job.id} has no run_attempt"))
+        if (job.run_id, job.run_attempt) != (latest.id, latest.run_attempt):
+            raise _Stop(unknown(C.LISTING_INCONSISTENT, f"job {job.id} belongs to run {job.run_id} attempt {job.run_attempt}, not the one asked for"))
+    wanted = [j for j in jobs if j.name == config.job]
+    if not wanted:
+        raise _Stop(false(C.JOB_MISSING, f"run {latest.id} attempt {latest.run_attempt} has no job {config.job!r}"))
+    if len(wanted) > 1:
+        raise _Stop(false(C.JOB_AMBIGUOUS, f"run {latest.id} attempt {latest.run_attempt} has {len(wanted)} jobs named {config.job!r}"))
+    job = wanted[0]
+    if job.status != COMPLETED or job.conclusion is None:
+        raise _Stop(unknown(C.JOB_PENDING, f"job {config.job!r} ({job.id}) is {job.status or 'without status'}"))
+    if job.conclusion != SUCCESS:
+        raise _Stop(false(C.JOB_NOT_SUCCESS, f"job {config.job!r} ({job.id}) concluded {job.conclusion!r}"))
+
+
+def _check_environment(config: TrustConfig, ev: Evidence) -> Environment:
+    """(6) The protected environment that holds the App's key must exist and restrict which
+    branches may deploy to it. The API shows that much; it does not show where the
+    secret lives (docs/evidence.md "What the environment check shows")."""
+    # mypy infers `object` for a union of two results through _read's TypeVar; the value is one of the two.
+    env = cast("Environment | AbsentEnvironment", _read(ev.environment, f"the environment {config.environment!r}"))
+    if isinstance(env, AbsentEnvironment):
+        raise _Stop(false(C.ENVIRONMENT_MISSING, f"the API answers 404 for environment {config.environment!r}: the protected environment that should hold the App's key does not exist"))
+    if env.name != config.environment:
+        raise _Stop(unknown(C.ENVIRONMENT_MISMATCH, f"the API answered for environment {env.name!r}, not {config.environment!r}"))
+    if env.branch_policy is None:
+        raise _Stop(false(C.ENVIRONMENT_UNPROTECTED, f"environment {config.environment!r} has no deployment branch policy: any branch may deploy to it"))
+    return env
+
+
+def _check_final(config: TrustConfig, ev: Evidence, pr: PullRequest) -> None:
+    """(7) The authoritative final head read, made only after the Actions and environment reads."""
+    final = _read(ev.final_pull_request, "the pull request (final re-read)")
+    _check_pr(config, final, "the re-read pull request")
+    if final.head_sha != pr.head_sha:
+        raise _Stop(unknown(C.HEAD_MOVED, f"the head moved from {pr.head_sha} to {final.head_sha} during the evaluation"))
+    if final.base_sha != pr.base_sha:
+        raise _Stop(unknown(C.BASE_MOVED, f"the base moved from {pr.base_sha} to {final.base_sha} during the evaluation"))

@@ -46,12 +46,16 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..handoff import ResultFinding, ReviewResult
 from ._codes import SerializeCode
 from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange
+
+if TYPE_CHECKING:
+    from ._recheck import Recheck
+    from ._root import ReviewRoot
 
 REVIEW_RECORD_PREDICATE = "https://attest.dev/review-record/v1"
 RESULTS_DIR = "results"
@@ -698,12 +702,11 @@ def serialize_review(
             ``REVIEW_PAYLOAD_TOO_LARGE``, ``REVIEW_RESULT_INVALID``, the review state's codes.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
     """
-    from ..._fs import read_bounded, write_atomic
+    from ..._fs import read_bounded
     from ..._json import canonical_bytes
     from ...attestation import sign_statement
     from ..handoff import MAX_RESULT_BYTES, parse_result
     from ._recheck import load_review_state, recheck_review
-    from ._start import write_state_file
 
     root = os.path.abspath(os.fspath(state_dir))
     # 1. The state (refused when an earlier recheck closed it, or when it was serialized already),
@@ -735,17 +738,11 @@ def serialize_review(
         raise VerificationError(findings=refused)
     # 3. The recheck, immediately before writing: proceed only.
     got = recheck_review(state_dir=root, review=review, host=host, token_env=token_env, environ=environ)
-    if got.outcome.outcome != "proceed" or got.root is None:
-        then = {"refresh": f"the review is now {got.current_review}: run the review again for it",
-                "restart": "run `attest bootstrap` again; nothing of the old root is reused",
-                "fail": "this pull request cannot be reviewed as it is"}.get(got.outcome.outcome, "")
-        raise VerificationError(findings=[Finding(SerializeCode.REVIEW_NOT_PROCEED, None, f"the recheck decided "
-                                                  f"{got.outcome.outcome} ({got.outcome.reason}): {then}; nothing was written"),
-                                          *got.outcome.findings])
+    established = _proceeding_root(got)
     # 3b. The authority changes, computed again from the state's surface and the re-established base: the state's exactly.
-    changes = _authority_of(state, got.root)
+    changes = _authority_of(state, established)
     # 4. The adapter: the retained bytes, exactly the transport this serializer implements.
-    sem, ada = got.root.semantic, got.root.adapter
+    sem, ada = established.semantic, established.adapter
     adapter = check_adapter(ada.data, context=state.doc["context"], semantic_path=sem.path, semantic_sha256=sem.sha256)
     # 5. The payload.
     failure = run.failure
@@ -757,16 +754,41 @@ def serialize_review(
     stmt = review_record_statement(state, status=status, payload=payload, result_digest=result_digest, failure=failure, run=run,
                                    result=parsed, placed=placed, time=clock())
     signed = sign_statement(stmt, signer)
-    # The state's record first (it also proves STATE/records is not a planted link), then the
-    # caller's copies; a failure removes what this call wrote, so a failed serialize leaves nothing.
+    record_path = _write_outputs(root, review, signed, payload, out_path=out_path, record_path=record_path_arg)
+    counted = stmt["predicate"]["findings"]
+    return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
+                      "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
+                      counted["in_body"], counted["blocking"], got, changes)
+
+
+def _proceeding_root(got: Recheck) -> ReviewRoot:
+    """Step 3: the root the recheck re-established when it decided ``proceed``; any other decision refuses, nothing written."""
+    if got.outcome.outcome != "proceed" or got.root is None:
+        then = {"refresh": f"the review is now {got.current_review}: run the review again for it",
+                "restart": "run `attest bootstrap` again; nothing of the old root is reused",
+                "fail": "this pull request cannot be reviewed as it is"}.get(got.outcome.outcome, "")
+        raise VerificationError(findings=[Finding(SerializeCode.REVIEW_NOT_PROCEED, None, f"the recheck decided "
+                                                  f"{got.outcome.outcome} ({got.outcome.reason}): {then}; nothing was written"),
+                                          *got.outcome.findings])
+    return got.root
+
+
+def _write_outputs(root: str, review: str, signed: bytes, payload: bytes, *, out_path: str, record_path: str | None) -> str:
+    """Step 6's writes; the path of the record the result names (the caller's copy when it asked for one).
+
+    The state's record first (it also proves STATE/records is not a planted link), then the
+    caller's copies; a failure removes what this call wrote, so a failed serialize leaves nothing.
+    """
+    from ..._fs import write_atomic
+    from ._start import write_state_file
+
     written: list[str] = []
     try:
-        record_path = write_state_file(root, RECORDS_DIR, f"{review}.json", signed)
-        written.append(record_path)
-        if record_path_arg is not None:
-            write_atomic(record_path_arg, signed, mode=0o644, what="review record")
-            written.append(record_path_arg)
-            record_path = record_path_arg
+        state_record = write_state_file(root, RECORDS_DIR, f"{review}.json", signed)
+        written.append(state_record)
+        if record_path is not None:
+            write_atomic(record_path, signed, mode=0o644, what="review record")
+            written.append(record_path)
         write_atomic(out_path, payload, mode=0o644, what="review payload")
     except BaseException:
         for path in written:
@@ -775,10 +797,7 @@ def serialize_review(
             except OSError:
                 pass
         raise
-    counted = stmt["predicate"]["findings"]
-    return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
-                      "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
-                      counted["in_body"], counted["blocking"], got, changes)
+    return state_record if record_path is None else record_path
 
 
 def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out: str | os.PathLike[str],

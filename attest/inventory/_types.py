@@ -1,0 +1,76 @@
+"""The inventory walker's shared types: its limits and result, the work items and their directory references.
+
+One home for what the walker (:mod:`._walk`), its scheduler (:mod:`._sched`) and its second
+process (:mod:`._fork`) all name, so the three import in one direction only:
+``_types`` <- ``_sched`` <- ``_fork`` <- ``_walk``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Finding
+from ._model import Entry, Inventory
+
+HANDOFF = 256 * 1024  # files at least this large are handed to a hashing thread
+MAX_HANDOFFS = 32  # at most this many open file descriptors wait in the queue
+SLICE = 64  # entries of one directory per work item
+# Threads that list, stat and open; the other workers only hash files handed to them. Two
+# threads walking small files contend for the GIL on every short system call and end up
+# slower than one, so one thread walks and the others hash what is worth handing over.
+# (A larger tree is split between two processes instead: see ._fork.)
+WALK_THREADS = 1
+
+# Work items (tuples: they are made per 64 entries):
+#   (LIST, DirRef, prefix, depth)              list the directory, check names, queue slices
+#   (SLICE_ITEM, DirRef, prefix, depth, items) classify, open and hash up to SLICE entries
+#   (BIG, fd, rel, fstat)                      hash one large file opened by a slice
+LIST, SLICE_ITEM, BIG = 0, 1, 2
+
+
+class DirRef:
+    """A directory descriptor shared by the work items that open its children."""
+
+    __slots__ = ("fd", "refs")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.refs = 1  # the listing item's own reference
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps on what one walk will accept, so a hostile tree cannot exhaust the walker.
+
+    The defaults are the documented caps (docs/inventory.md "How the walker reads a tree").
+    """
+
+    max_depth: int = 256
+    max_entries: int = 1_000_000
+    max_file_size: int = 1 << 40
+    max_findings: int = 1000
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What a walk saw: the admissible entries and every finding.
+
+    Both lists are in the order the walk's threads produced them, which varies from run to
+    run: sort them (``Inventory.from_entries`` and ``check_tree`` do).
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    ignore: tuple[str, ...] = ()
+
+    def inventory(self) -> Inventory:
+        """The entries as a sorted closed inventory.
+
+        Raises:
+            InputError: ``BAD_INVENTORY`` (a repeated entry, or a parent that is not a
+                directory entry); a walk without findings never produces either.
+        """
+        return Inventory.from_entries(self.entries, self.ignore)

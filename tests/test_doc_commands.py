@@ -322,6 +322,7 @@ MAPPED: dict[tuple[str, ...], str] = {
     ("build", "skill"): "tests/builder/test_build_cli.py",
     ("rebuild",): "tests/builder/test_build_cli.py",
     ("promote",): "tests/review/test_release_promotion.py",
+    ("rebuild-release",): "tests/review/test_release_promotion.py",
     ("policy", "check"): "tests/policy/test_self_hosting.py",
     ("install", "skill"): "tests/review/test_install_skill.py",
     ("bootstrap",): "tests/review/test_bootstrap.py",

@@ -73,6 +73,10 @@ check:
 test *ARGS: check
     python -m pytest -n 2 --durations=15 {{ARGS}}
 
+# The fast tier: every test but the `slow` ones (a real promotion, the demo, a confined reviewer). CI runs them all.
+test-fast *ARGS: check
+    python -m pytest -n 2 -m "not slow" --durations=15 {{ARGS}}
+
 # Performance figures against the standard tools, measured in the same run.
 bench *ARGS:
     python -m bench {{ARGS}}

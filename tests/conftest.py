@@ -61,3 +61,16 @@ def _clear_immutable_flags(request: pytest.FixtureRequest):  # type: ignore[no-u
         import subprocess
 
         subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)
+
+
+# The fixtures that cost a real promotion (tests/support/deployment.py and its kin): every test using one is
+# `slow`, as are the modules that promote or run the demo themselves. `just test-fast` runs the rest; CI runs all.
+PROMOTING_FIXTURES = frozenset({"dep", "deployment"})
+PROMOTING_MODULES = frozenset({"test_demo_chain.py", "test_tutorial.py", "test_release_promotion.py", "test_promote.py",
+                               "test_install_skill.py", "test_promotion_log_checkpoint.py"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROMOTING_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in PROMOTING_MODULES:
+            item.add_marker(pytest.mark.slow)

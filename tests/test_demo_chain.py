@@ -1,4 +1,4 @@
-"""The demo's trusted review chain (issue 12): promote, install, a consumer repository, `attest bootstrap`, a refusal.
+"""The demo's trusted review chain: promote, install, a consumer repository, `attest bootstrap`, a refusal.
 
 Needs the project's runtime built from its own lock, hence the package registry and the build
 sandbox: marked ``registry`` and skipped where either is missing (tests/test_demo.py runs the
@@ -115,7 +115,7 @@ def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: 
     assert "Authority changes: found by attest itself" in payload["body"] and "attest-authority-2" in payload["body"]
     assert re.search(r"^    config +modified +\.agent-policy\.yml$", proc.stdout, re.M), proc.stdout
 
-    # The second run (issue 14) reuses the promotion its first run made, verified: no rebuild, no rebuilder, no new log entry.
+    # The second run reuses the promotion its first run made, verified: no rebuild, no rebuilder, no new log entry.
     assert main(["demo", "--state-dir", str(state)]) == 0
     again = capfd.readouterr().out
     assert f"11. {_head()} is already promoted into {state / 'pins.toml'}: the promotion log verifies" in again, again

@@ -16,7 +16,7 @@ class AttestationCode(ReasonCode):
     BAD_BUNDLE = "BAD_BUNDLE"
     BAD_MEDIA_TYPE = "BAD_MEDIA_TYPE"
     UNSUPPORTED_BUNDLE = "UNSUPPORTED_BUNDLE"
-    # A key-signed bundle's transparency-log entries and signed timestamps (issue 16, item 13).
+    # A key-signed bundle's transparency-log entries and signed timestamps.
     TRUSTED_ROOT_REQUIRED = "TRUSTED_ROOT_REQUIRED"  # log entries or timestamps, and the key's signer pins no trusted_root
     TLOG_ENTRY_INVALID = "TLOG_ENTRY_INVALID"  # inclusion proof, checkpoint or SET does not verify against the root's logs
     TLOG_ENTRY_MISMATCH = "TLOG_ENTRY_MISMATCH"  # the entry's body is not this signature, key and artifact/payload

@@ -171,7 +171,7 @@ def sign_dsse_keyless(payload: bytes, identity_token: str, *, staging: bool = Fa
     return bundle.to_json().encode("utf-8")
 
 
-# --- Key-signed bundles with transparency-log entries and signed timestamps (issue 16, item 13).
+# --- Key-signed bundles with transparency-log entries and signed timestamps.
 #
 # sigstore-python 4.5 verifies only certificate bundles (``models.Bundle`` requires a
 # certificate), but the checks a key-signed bundle needs are its own, applied to the parts:

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 MAX_PINS_BYTES = 1 << 20
 MANAGED = ("toolchain", "runtime", "skill")
-# Pinned identities other than the toolchain SHA (issue 16, item 2): each changes only with ``--repin GROUP``.
+# Pinned identities other than the toolchain SHA: each changes only with ``--repin GROUP``.
 REPIN_GROUPS: dict[str, tuple[str, ...]] = {
     "interpreter": ("runtime.interpreter", "runtime.interpreter_sha256", "runtime.python"),
     "lock": ("runtime.lock_sha256",),
@@ -440,7 +440,7 @@ def plan_promotion(pins: Mapping[str, Any], facts: PromotionFacts, *, original: 
     if tomllib.loads(data.decode()) != new:
         raise VerificationError(BuildCode.BAD_PINS, "the pins writer does not round-trip; nothing written", where)
     before, after = _flatten(pins), _flatten(new)
-    # Step 7b: a pinned identity other than the toolchain SHA never moves without a word (issue 16, item 2).
+    # Step 7b: a pinned identity other than the toolchain SHA never moves without a word.
     repinned, refused = _identity_changes(before, after, allowed_groups)
     if refused:
         raise VerificationError(findings=refused)

@@ -14,7 +14,7 @@ class PromotionCode(ReasonCode):
     REBUILD_RESULT_OTHER_CANDIDATE = "REBUILD_RESULT_OTHER_CANDIDATE"  # a rebuild of other revisions or repositories
     REBUILD_DISAGREEMENT = "REBUILD_DISAGREEMENT"            # a trusted rebuilder rebuilt other bytes (a negative result is written)
     REBUILDERS_THRESHOLD_NOT_MET = "REBUILDERS_THRESHOLD_NOT_MET"  # fewer distinct agreeing rebuilders than the threshold
-    # Pinned identities other than the toolchain SHA (issue 16, item 2).
+    # Pinned identities other than the toolchain SHA.
     PINNED_IDENTITY_CHANGED = "PINNED_IDENTITY_CHANGED"      # the interpreter, lock, a repository or the skill root would change
     # The append-only promotion log beside the pins.
     PROMOTION_LOG_MISSING = "PROMOTION_LOG_MISSING"          # no log (or no entry) where one is verified

@@ -1,4 +1,4 @@
-"""Keyless signing finds the CI's ambient OIDC credential as sigstore-python does (issue 16, item 15).
+"""Keyless signing finds the CI's ambient OIDC credential as sigstore-python does.
 
 A local HTTP server on 127.0.0.1 stands in for GitHub Actions' token endpoint
 (ACTIONS_ID_TOKEN_REQUEST_URL / ACTIONS_ID_TOKEN_REQUEST_TOKEN); only the detection is tested,

@@ -1,4 +1,4 @@
-"""Bundle media types, key-signed message signatures, closed validity periods (issue 16, item 13).
+"""Bundle media types, key-signed message signatures, closed validity periods.
 
 - DSSE and message-signature bundles of every media type sigstore-python accepts (v0.1, v0.2,
   both v0.3 spellings) are verified, with the verification material each version uses;

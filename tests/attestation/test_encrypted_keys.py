@@ -1,4 +1,4 @@
-"""Encrypted PEM private keys (issue 16, item 15): the passphrase from ATTEST_KEY_PASSPHRASE or a terminal prompt.
+"""Encrypted PEM private keys: the passphrase from ATTEST_KEY_PASSPHRASE or a terminal prompt.
 
 Real keys encrypted by `cryptography` in tmp_path; the CLI in a real subprocess, with the
 variable, without it (stdin not a terminal: refused, never blocking), and on a pseudo-terminal

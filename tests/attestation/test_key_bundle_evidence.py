@@ -1,4 +1,4 @@
-"""Key-signed Sigstore bundles with transparency-log entries and RFC 3161 timestamps (issue 16, item 13).
+"""Key-signed Sigstore bundles with transparency-log entries and RFC 3161 timestamps.
 
 A key signer that pins a `trusted_root` gets its bundles' log entries (inclusion proof, signed
 checkpoint, signed entry timestamp) and timestamps checked offline by sigstore-python's own

@@ -1,6 +1,6 @@
 """Several signatures on one DSSE envelope: `--key` repeated, `attest sign --add`, thresholds.
 
-Issue 16 item 11: a repeated `--key` signed with the last key only, so a `threshold = 2`
+A repeated `--key` signed with the last key only, so a `threshold = 2`
 policy could not be met. Each result is also checked without attest's verifier, by
 securesystemslib's DSSE `Envelope.verify` with the public keys loaded independently.
 """

@@ -1,4 +1,4 @@
-"""The policy digest covers the TOML and every key and trusted root it names (issue 16, item 14).
+"""The policy digest covers the TOML and every key and trusted root it names.
 
 A verification summary names the policy by this digest; a key file swapped behind an unchanged
 policy.toml is another policy, so it must change the digest. The construction is documented in

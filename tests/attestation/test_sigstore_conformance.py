@@ -1,4 +1,4 @@
-"""Every sigstore-conformance `bundle-verify` case, offline (issue 16, item 13).
+"""Every sigstore-conformance `bundle-verify` case, offline.
 
 attest must accept each bundle a conforming Sigstore verifier accepts and refuse each one it
 refuses. The cases and how they are run are described in tests/data/sigstore-conformance/README.md.

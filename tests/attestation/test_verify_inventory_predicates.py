@@ -1,4 +1,4 @@
-"""`attest verify` checks a tree against any predicate that carries a closed inventory (issue 16, item 12).
+"""`attest verify` checks a tree against any predicate that carries a closed inventory.
 
 The closed-tree, runtime and installation predicates all hold the closed inventory of their
 single subject; provenance and verification summaries do not, and stay refused with

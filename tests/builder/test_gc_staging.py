@@ -1,4 +1,4 @@
-"""`store gc` removes the staging of an interrupted build, never that of a running one (issue 10, 5)."""
+"""`store gc` removes the staging of an interrupted build, never that of a running one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hostile toolchain commit attacks the host through its own build step (security review, issue 10).
+"""A hostile toolchain commit attacks the host through its own build step.
 
 The toolchain's build code (``build_hook.py``, run by the build backend as setuptools runs
 ``setup.py``) is the untrusted step the sandbox confines. Each test commits such code to a real
@@ -293,7 +293,7 @@ def test_the_leak_scan_finds_a_path_across_a_chunk_boundary_and_reads_in_bounded
 
 
 def test_a_build_step_is_bounded_in_file_size_processes_and_tmpfs(project: Project, sandbox: Sandbox) -> None:
-    """THREATS G, attack review of issue 10: a step could write files of any size, fork without
+    """Attack review: a step could write files of any size, fork without
     bound and fill tmpfs mounts as large as half the machine's memory."""
     sha = _hostile(project, _RECORD + """
 import errno, os, signal, time

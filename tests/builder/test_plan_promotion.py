@@ -285,7 +285,7 @@ def test_no_rebuilders_table_is_accepted_only_as_unsafe() -> None:
     assert plan.pins == EXPECTED_MANAGED
 
 
-# -- pinned identities other than the toolchain SHA (issue 16, item 2) -------------------------------------
+# -- pinned identities other than the toolchain SHA -------------------------------------
 
 def _pinned(**changes: Any) -> dict[str, Any]:
     """The pins of FACTS's promotion, with some pins as an earlier promotion left them."""

@@ -1,4 +1,4 @@
-"""SLSA provenance of builds names every resolved dependency as SLSA does (issue 16, item 14).
+"""SLSA provenance of builds names every resolved dependency as SLSA does.
 
 The git dependency (toolchain, skill source, installer) carries a ``gitCommit`` digest; each
 wheel carries its SHA-256 and, when the PEP 751 lock names one, its download URI.

@@ -1,4 +1,4 @@
-"""The rootless sandbox (issue 16, item 3): build steps and the reviewer confined without root.
+"""The rootless sandbox: build steps and the reviewer confined without root.
 
 Without root the build refused (or, accepted unisolated, ran unconfined) and the demo stopped
 before the runtime build. A non-root builder now confines each step in a new user namespace that

@@ -1,4 +1,4 @@
-"""The runtime's identity does not depend on where the checkout (or its .venv) lives (issue 16, item 1).
+"""The runtime's identity does not depend on where the checkout (or its .venv) lives.
 
 An independent rebuilder clones the same commit somewhere else and builds with its own
 ``.venv``: the interpreter identity is the real interpreter behind that venv (its resolved

@@ -1,4 +1,4 @@
-"""A release engineer's round trip: `attest build --key`, then `attest verify` of the image (issue 16).
+"""A release engineer's round trip: `attest build --key`, then `attest verify` of the image.
 
 Item 12: `attest verify` checks a built image against its runtime or installation
 attestation (both carry the closed inventory), not only against closed-tree statements.

@@ -1,4 +1,4 @@
-"""The `immutable` backend seals as a batch (rule 5 of attest.freeze._materialize, issue 14):
+"""The `immutable` backend seals as a batch (rule 5 of attest.freeze._materialize):
 every file copied, then one syncfs, then every entry sealed through a reopened descriptor that
 must be the inode materialize created. The hook is our own function (``write_back_all``)."""
 

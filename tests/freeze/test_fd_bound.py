@@ -1,4 +1,4 @@
-"""A directory with more subdirectories than free descriptors can be frozen, checked and run (issue 10, 6).
+"""A directory with more subdirectories than free descriptors can be frozen, checked and run.
 
 check_image once held every sibling directory's descriptor open, so a tree with more than
 ~1,000 subdirectories under the usual ``ulimit -n 1024`` failed as a misleading

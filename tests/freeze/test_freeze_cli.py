@@ -106,7 +106,7 @@ def test_cli_usage_errors_exit_2_without_traceback(state: Path, capsys: pytest.C
 
 def test_the_readme_freeze_example_is_true(tmp_path: Path, src: Path, state: Path, signed: tuple[Path, Path],
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """README "Freeze before verify", line by line (issue 16, item 17)."""
+    """README "Freeze before verify", line by line."""
     import shutil
 
     attestation, policy = signed

@@ -112,7 +112,7 @@ def test_a_command_that_cannot_start_is_reported(src: Path, expected: Inventory,
 
 
 def test_exec_failures_exit_as_env_does(src: Path, expected: Inventory, state: Path, tmp_path: Path) -> None:
-    """125 attest exec failed, 126 not executable, 127 not found; anything else is the command's (issue 16, item 6)."""
+    """125 attest exec failed, 126 not executable, 127 not found; anything else is the command's."""
     from attest.cli import main
 
     image = freeze_tree(src, expected, state, backend=BACKEND)
@@ -214,7 +214,7 @@ def test_sealing_a_memfd_that_forbids_seals_fails_closed() -> None:
         os.close(fd)
 
 
-# -- naming a program inside an image without a shell (issue 16, item 9) ---------------------------------
+# -- naming a program inside an image without a shell ---------------------------------
 
 PATHS = {"RT": "/s/store/aa/tree", "T": "/s/store/bb/tree"}
 

@@ -1,4 +1,4 @@
-"""Store records read again are not parsed again (issue 14); every other record is still parsed, and refused when malformed."""
+"""Store records read again are not parsed again; every other record is still parsed, and refused when malformed."""
 
 from __future__ import annotations
 

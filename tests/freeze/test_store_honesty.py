@@ -1,4 +1,4 @@
-"""`attest store ls` and `store gc` say what they know (issue 16, item 16): a broken image is a failure, an
+"""`attest store ls` and `store gc` say what they know: a broken image is a failure, an
 unchecked one is not said to hold, a kept (pinned) image that no longer holds is reported, and a malformed
 --keep is bad usage."""
 

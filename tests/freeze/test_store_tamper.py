@@ -1,4 +1,4 @@
-"""The seal witness is an index, not a witness (security review, issue 10 finding 2).
+"""The seal witness is an index, not a witness.
 
 Whoever can break a seal can also rewrite ``record.json``: root with CAP_LINUX_IMMUTABLE for
 ``immutable``, the owner for ``readonly``. The attack: break the seal, change a file, seal it
@@ -99,7 +99,7 @@ def test_exec_through_the_cli_refuses_a_resealed_image(src: Path, expected: Inve
 
 def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_path: Path, state: Path) -> None:
     """The attested inventory's ignore patterns (``__pycache__/``) must not apply to a frozen image:
-    freeze copies only listed entries, so an image holds exactly those (attack review of issue 10)."""
+    freeze copies only listed entries, so an image holds exactly those (attack review)."""
     from support.trees import make_tree
 
     from attest.inventory import inventory_tree
@@ -127,7 +127,7 @@ def test_a_file_added_under_an_ignored_path_of_a_stored_image_is_refused(tmp_pat
 @pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o775, True), (0o1777, False), (0o755, False)])
 def test_a_state_directory_under_a_directory_others_may_write_is_refused(tmp_path: Path, src: Path, expected: Inventory,
                                                                          mode: int, refused: bool) -> None:
-    """Attack review of issue 10: exec verified the image through descriptors, then handed the command
+    """Attack review: exec verified the image through descriptors, then handed the command
     paths below the state directory; an ancestor writable by nobody let them swap in a look-alike
     state (inotify on the 5th open) and run it with exit 0. Such an ancestor is now refused."""
     parent = tmp_path / "shared"

@@ -1,4 +1,4 @@
-"""check_path judges a directory's own path once (issue 14): it must give the verdict of judging every component in turn."""
+"""check_path judges a directory's own path once: it must give the verdict of judging every component in turn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The walker's per-name fast path (`_names.is_plain`, issue 14) never accepts a name check_name refuses."""
+"""The walker's per-name fast path (`_names.is_plain`) never accepts a name check_name refuses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inventory.from_bytes takes a fast path for canonical bytes (issue 14): it must give the strict parser's verdict on every input.
+"""Inventory.from_bytes takes a fast path for canonical bytes: it must give the strict parser's verdict on every input.
 
 The strict parser (strict JSON with its per-object hooks, then the model's checks, then the
 canonical comparison) is the reference; ``from_bytes`` must accept exactly what it accepts, as

@@ -1,4 +1,4 @@
-"""`_names.order_key` sorts every path an inventory can hold exactly as `sort_key` does (issue 14)."""
+"""`_names.order_key` sorts every path an inventory can hold exactly as `sort_key` does."""
 
 from __future__ import annotations
 

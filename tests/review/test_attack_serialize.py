@@ -1,4 +1,4 @@
-"""Attack review of `attest review serialize` and `attest merge-gate check` (issue 13, items 5 and 6).
+"""Attack review of `attest review serialize` and `attest merge-gate check`.
 
 Every test here performs one attack and asserts what a demanding user expects: the serializer or
 the gate refuses, or the output states the review truthfully. Each test was written to FAIL

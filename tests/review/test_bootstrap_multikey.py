@@ -1,4 +1,4 @@
-"""`attest bootstrap --key A --key B`: every key signs the one handoff envelope (issue 16: never only the last key)."""
+"""`attest bootstrap --key A --key B`: every key signs the one handoff envelope (never only the last key)."""
 
 from __future__ import annotations
 

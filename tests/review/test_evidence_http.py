@@ -1,6 +1,6 @@
 """End to end over a real local HTTP server replaying GitHub-shaped responses.
 
-Covers every case of issue 6 plus the transport failures; each verdict is checked for its
+Covers every documented case plus the transport failures; each verdict is checked for its
 value and reason code, and the read order for the cases where it matters.
 """
 

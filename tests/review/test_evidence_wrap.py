@@ -251,7 +251,7 @@ def test_cli_base_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_fifo_input_is_a_diagnostic_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`evidence wrap --input FIFO` blocked forever waiting for a writer (issue 10, finding 5)."""
+    """`evidence wrap --input FIFO` blocked forever waiting for a writer."""
     import threading
 
     fifo = tmp_path / "model.fifo"

@@ -1,4 +1,4 @@
-"""`attest promote` proves the chain (issue 13, item 7; issue 16, item 2): k of n rebuilders, the fixture run, the log.
+"""`attest promote` proves the chain: k of n rebuilders, the fixture run, the log.
 
 Real toolchain repositories, real builds in real stores (the promoter's and each rebuilder's own),
 real keys and signed rebuild results, the real bootstrap and review start on the fixture consumer
@@ -277,7 +277,7 @@ def test_the_cli_promotes_and_prints_a_summary(rel: Release, deployment: Path, m
 
 
 def test_a_changed_interpreter_needs_repin_and_is_printed(rel: Release, deployment: Path) -> None:
-    """Issue 16, item 2: pins of another version are never moved to this interpreter's without a word."""
+    """Pins of another version are never moved to this interpreter's without a word."""
     import tomllib
 
     from attest.builder import dump_pins

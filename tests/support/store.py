@@ -1,5 +1,5 @@
 """The store attacks of whoever can break a seal: root with CAP_LINUX_IMMUTABLE for ``immutable``,
-the owner for ``readonly`` (security review, issue 10 finding 2). Real files, real flags."""
+the owner for ``readonly``. Real files, real flags."""
 
 from __future__ import annotations
 

@@ -53,8 +53,9 @@ class Shape:
     # -- paths and refusals -------------------------------------------------------------------------------------
 
     def path(self, key: str | None = None) -> str:
+        """The dotted path of this value (or of its field ``key``); the root of an unnamed value is ``the value``."""
         if key is None:
-            return self.where
+            return self.where or "the value"
         return f"{self.where}.{key}" if self.where else key
 
     def fail(self, expected: str, key: str | None = None) -> NoReturn:
@@ -207,7 +208,7 @@ class Shape:
             s.fail("a non-empty list")
         if maximum is not None and len(value) > maximum:
             s.fail(f"a list of at most {maximum} items")
-        return [Shape(item, f"{s.where}[{i}]", s._error) for i, item in enumerate(value)]
+        return [Shape(item, f"{s.path()}[{i}]", s._error) for i, item in enumerate(value)]
 
     def strings(self, key: str | None = None, *, pattern: re.Pattern[str] | None = None, expected: str | None = None,
                 empty: bool = False) -> tuple[str, ...]:

@@ -22,6 +22,8 @@ from typing import NoReturn
 from ._json import MAX_SAFE_INT
 
 __all__ = ["MAX_SAFE_INT", "ErrorFactory", "Shape"]
+#: A parsed value, not yet judged (the class's method ``object`` would shadow the builtin in its annotations).
+Raw = object
 #: Builds the parser's own exception from a detail that names the field.
 ErrorFactory = Callable[[str], Exception]
 
@@ -45,7 +47,7 @@ class Shape:
 
     __slots__ = ("_error", "value", "where")
 
-    def __init__(self, value: object, where: str, error: ErrorFactory) -> None:
+    def __init__(self, value: Raw, where: str, error: ErrorFactory) -> None:
         self.value = value
         self.where = where
         self._error = error
@@ -101,6 +103,10 @@ class Shape:
 
     def has(self, key: str) -> bool:
         return key in self._dict()
+
+    def get(self, key: str) -> Raw:
+        """The raw field ``key`` of this object (None when absent), for a check of the caller's own."""
+        return self._dict().get(key)
 
     def keys(self) -> frozenset[str]:
         return frozenset(self._dict())

@@ -240,7 +240,7 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     repository = state.nested("repository", ("id", "full_name"))
     pull_request = state.nested("pull_request", ("id", "number"))
     base = state.nested("base", ("commit", "tree", "object_format"))
-    fmt = base.one_of("object_format", ("sha1", "sha256"))
+    fmt: Literal["sha1", "sha256"] = "sha256" if base.one_of("object_format", ("sha1", "sha256")) == "sha256" else "sha1"
     shas = [base.at("commit"), base.at("tree"), state.at("head"), state.at("merge_base")]
     for sha in shas:
         sha.check(isinstance(sha.value, str) and is_full_sha(sha.value, fmt), f"a full {fmt} object id")

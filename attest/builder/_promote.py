@@ -526,6 +526,7 @@ def promote(
             whatever ``before_write`` raises.
         EnvironmentFailure: a build guarantee that cannot be established here.
     """
+    from .._digest import sha256_of
     from ..attestation import load_policy, sign_statement
     from ._promolog import (
         REMEMBERED,
@@ -541,7 +542,6 @@ def promote(
         read_log,
         remember_log,
         remove_entry,
-        sha256_of,
     )
     from ._rebuilders import (
         RELEASE_POLICY_EXTENSIONS,

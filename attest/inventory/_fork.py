@@ -43,6 +43,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._fs import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
@@ -299,9 +300,7 @@ def child_main(walk: _Walk, link: socket.socket, shm: memoryview, wfd: int) -> N
     findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
     files, size = walk.done_own()
     blob = marshal.dumps((walk.counted, files, size, columns, findings, error))
-    data = memoryview(_RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
-    while data:
-        data = data[os.write(wfd, data) :]
+    write_all(wfd, _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
     os.close(wfd)
 
 

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..._digest import sha256_of
 from ..._shape import Shape
 from ...errors import Finding, InputError, VerificationError
 from ._codes import MergeGateCode
@@ -519,7 +520,7 @@ def sign_ci_result(predicate: Mapping[str, Any], signer: Any, out: str | os.Path
     data = sign_statement(statement([subj], CI_RESULT_PREDICATE, predicate), signer)
     path = os.path.abspath(os.fspath(out))
     write_atomic(path, data, mode=0o644, what="CI result")
-    return path, "sha256:" + hashlib.sha256(data).hexdigest()
+    return path, sha256_of(data)
 
 
 __all__ = [

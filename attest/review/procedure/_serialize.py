@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..._digest import sha256_of
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..handoff import ResultFinding, ReviewResult
 from ._codes import SerializeCode
@@ -717,7 +718,7 @@ def serialize_review(
     result_digest: str | None = None
     if run.failure is None:
         data = read_bounded(os.fspath(result), what="review result", max_bytes=MAX_RESULT_BYTES)
-        result_digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        result_digest = sha256_of(data)
         if result_digest != run.result:
             raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"the result is {result_digest}; the run of review "
                                     f"{review} kept {run.result}", os.fspath(result))
@@ -776,8 +777,8 @@ def serialize_review(
                 pass
         raise
     counted = stmt["predicate"]["findings"]
-    return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
-                      "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
+    return Serialized(review, status, state.head, out_path, sha256_of(payload), record_path,
+                      sha256_of(signed), placed["event"], len(placed["comments"]),
                       counted["in_body"], counted["blocking"], got, changes)
 
 

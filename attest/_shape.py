@@ -173,8 +173,9 @@ class Shape:
         s = self._of(key)
         value = s.value
         if type(value) is not int or value < minimum or (maximum is not None and value > maximum):
-            s.fail("a positive integer" if minimum == 1 else "a non-negative integer" if minimum == 0 else
-                   f"an integer of at least {minimum}")
+            kind = "a positive integer" if minimum == 1 else "a non-negative integer" if minimum == 0 else \
+                f"an integer of at least {minimum}"
+            s.fail(kind if maximum is None else f"{kind} of at most {maximum}")
         return value
 
     def positive_int(self, key: str | None = None, *, maximum: int | None = None) -> int:

@@ -26,6 +26,7 @@ from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff
 from attest.review.merge import parse_ci_result, parse_review_record
 from attest.review.platform._api import GitCommit, PullRequestState
 from attest.review.procedure._recheck import parse_review_state
+from attest.review.procedure._serialize import parse_run_record
 from attest.review.procedure._start import STATE_FORMAT, review_id
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
@@ -144,6 +145,23 @@ STATE_CASES = [
     (("refresh",), {"previous": "x", "generation": 1}, "REVIEW_STATE_MALFORMED", "state.refresh.previous"),
     (("refresh",), {"previous": "0" * 32, "generation": 0}, "REVIEW_STATE_MALFORMED", "state.refresh.generation"),
     (("extra",), 1, "REVIEW_STATE_MALFORMED", "state"),
+]
+
+RUN_RECORD = {"review": "0" * 32, "state": D["base"], "handoff_digest": D["bootstrap"], "repository_id": 1, "pull_request_id": 2,
+       "head": C, "outcome": "result", "result": D["procedure"], "failure": None, "blocking": 0, "confinement": {"confined": True}}
+
+RUN_CASES = [
+    (("review",), "0" * 31, "REVIEW_STATE_MALFORMED", "run_record.review"),
+    (("state",), "sha256:", "REVIEW_STATE_MALFORMED", "run_record.state"),
+    (("repository_id",), 0, "REVIEW_STATE_MALFORMED", "run_record.repository_id"),
+    (("head",), "HEAD", "REVIEW_STATE_MALFORMED", "run_record.head"),
+    (("outcome",), "done", "REVIEW_STATE_MALFORMED", "run_record.outcome"),
+    (("outcome",), "running", "REVIEW_STATE_MALFORMED", "run_record.outcome"),
+    (("blocking",), -1, "REVIEW_STATE_MALFORMED", "run_record.blocking"),
+    (("failure",), {"code": "X"}, "REVIEW_STATE_MALFORMED", "run_record.failure"),
+    (("result",), "sha256:x", "REVIEW_STATE_MALFORMED", "run_record.result"),
+    (("confinement",), True, "REVIEW_STATE_MALFORMED", "run_record.confinement"),
+    (("blocking",), DROP, "REVIEW_STATE_MALFORMED", "run_record"),
 ]
 
 # -- the gate's review record and CI result ----------------------------------------------------------------------
@@ -325,6 +343,7 @@ def _pylock(doc: Any) -> object:
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("handoff", _handoff, HANDOFF, HANDOFF_CASES),
     ("review state", _state, STATE, STATE_CASES),
+    ("run record", lambda d: parse_run_record(canonical_bytes(d), "/state/results/x.json"), RUN_RECORD, RUN_CASES),
     ("review record", lambda d: parse_review_record(d, "sha256:" + "9" * 64), RECORD, RECORD_CASES),
     ("ci result", lambda d: parse_ci_result(d, "sha256:" + "9" * 64), CI, CI_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),

@@ -1,6 +1,5 @@
 """Small filesystem helpers shared by every layer: atomic writes, bounded reads, and the one
-judgement of an output path the user named (``-o``, ``--state-dir``, ``--cache``, ...), and the one
-loop that writes all of a buffer to a descriptor (:func:`write_all`).
+judgement of an output path the user named (``-o``, ``--state-dir``, ``--cache``, ...).
 
     >>> write_atomic("out/inventory.json", b"{}")   # InputError BAD_OUTPUT_PATH if out/ is missing
 """
@@ -73,17 +72,6 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *
         os.fsync(dfd)
     finally:
         os.close(dfd)
-
-
-def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less than it is given).
-
-    Raises:
-        OSError: the write fails.
-    """
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def check_output_path(path: str | os.PathLike[str], *, what: str) -> None:

@@ -31,7 +31,7 @@ import os
 import stat
 import struct
 
-from ._fs import write_all
+from ._fdio import write_all
 
 __all__ = [
     "AT_FDCWD",

@@ -39,7 +39,7 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from ._fs import write_all
+from ._fdio import write_all
 
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 _KEYCTL_NO_SUCH_OPERATION = 0x7FFF  # answered EOPNOTSUPP wherever keyctl exists and may be called

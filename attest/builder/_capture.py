@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .._fs import write_all
+from .._fdio import write_all
 from .._safefs import O_NEW
 
 _CHUNK = 1 << 16

@@ -19,7 +19,7 @@ import io
 import os
 import sys
 
-from .._fs import write_all
+from .._fdio import write_all
 
 TYPE_CHECKING = False  # not typing's: the cached `attest --help` imports neither typing nor typer
 if TYPE_CHECKING:

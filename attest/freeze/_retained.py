@@ -20,7 +20,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from .._fs import write_all
+from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import check_path, open_root

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .._fs import write_all
+from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree

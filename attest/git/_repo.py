@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from types import TracebackType
 
-from .._fs import write_all
+from .._fdio import write_all
 from .._safefs import O_DIR, O_NEW
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import Entry, EntryType, Inventory

@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._fs import write_all
+from .._fdio import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
-from .._fs import write_all
+from .._fdio import write_all
 from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import open_root

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._digest import sha256_of
-from ..._fs import write_all
+from ..._fdio import write_all
 from ...errors import EnvironmentFailure, Finding, VerificationError
 from ._codes import HandoffCode
 from ._handoff import IMAGE_NAMES, Handoff, verify_handoff

@@ -166,7 +166,7 @@ def private_repository(git: GitRepo, scratch: str) -> str:
     Raises:
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from ..._fs import write_all
+    from ..._fdio import write_all
     from ..._safefs import O_NEW
 
     private = os.path.join(scratch, "diff.git")
@@ -396,7 +396,7 @@ def change_inventory(generated: Mapping[str, bytes], head: Sequence[tuple[str, s
 
 
 def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
-    from ..._fs import write_all
+    from ..._fdio import write_all
     from ..._safefs import O_NEW
 
     fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)

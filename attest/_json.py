@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any
 
-from .errors import CommonCode, InputError
+from .errors import CommonCode, InputError, ReasonCode
 
 MAX_SAFE_INT = 2**53 - 1
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -99,6 +99,26 @@ def _depth(value: Any, limit: int) -> int:
     return depth
 
 
+def strict_text(data: bytes | bytearray | memoryview, *, what: str, max_bytes: int, code: ReasonCode) -> str:
+    """The text of a document read from outside: at most ``max_bytes``, strict UTF-8, no byte-order mark.
+
+    The one prelude of the strict readers (:func:`loads_strict`, the strict YAML reader).
+
+    Raises:
+        InputError: ``TOO_LARGE``; ``code`` (the reader's own syntax code) for bytes that are not
+            UTF-8 or that start with a byte-order mark.
+    """
+    if len(data) > max_bytes:
+        raise InputError(CommonCode.TOO_LARGE, f"{what} is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(code, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
+    if text.startswith("\ufeff"):
+        raise InputError(code, f"{what} starts with a byte-order mark")
+    return text
+
+
 def loads_strict(
     data: bytes,
     *,
@@ -109,14 +129,7 @@ def loads_strict(
     """Parse ``data`` as strict JSON or raise :class:`InputError` with a precise code."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("loads_strict takes bytes")
-    if len(data) > max_bytes:
-        raise InputError(CommonCode.TOO_LARGE, f"{what} is {len(data)} bytes; the limit is {max_bytes}")
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(CommonCode.BAD_JSON, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
-    if text.startswith("\ufeff"):
-        raise InputError(CommonCode.BAD_JSON, f"{what} starts with a byte-order mark")
+    text = strict_text(data, what=what, max_bytes=max_bytes, code=CommonCode.BAD_JSON)
     try:
         value = json.loads(
             text,

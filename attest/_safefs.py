@@ -31,6 +31,8 @@ import os
 import stat
 import struct
 
+from ._fdio import write_all
+
 __all__ = [
     "AT_FDCWD",
     "FS_IMMUTABLE_FL",
@@ -249,26 +251,13 @@ def copy_regular_at(src_dir_fd: int, name: str, dst_dir_fd: int, dst_name: str, 
                 if total > max_bytes:
                     raise UnsafeEntry(name, Kind.FILE, f"grew past {max_bytes} bytes while it was copied")
                 h.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
+                write_all(out, chunk)
             os.fsync(out)
         finally:
             os.close(out)
         return h.hexdigest()
     finally:
         os.close(fd)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less than it is given).
-
-    Raises:
-        OSError: the write fails.
-    """
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def create_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:

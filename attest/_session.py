@@ -39,6 +39,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
+from ._fdio import write_all
+
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 _KEYCTL_NO_SUCH_OPERATION = 0x7FFF  # answered EOPNOTSUPP wherever keyctl exists and may be called
 _PR_SET_NO_NEW_PRIVS = 38
@@ -239,10 +241,9 @@ class _Sink:
     def write(self, chunk: bytes, *, final: bool = False) -> None:
         if self.decoder is not None:
             chunk = self.decoder.decode(chunk, final).translate(_CONTROLS).encode("utf-8")
-        view = memoryview(chunk)
-        while view and not self.broken:
+        if not self.broken:
             try:
-                view = view[os.write(self.fd, view):]
+                write_all(self.fd, chunk)
             except OSError:
                 self.broken = True  # attest's own output is gone: the child's is drained, not kept
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._digest import sha256_of
 from .._fs import read_bounded
 from .._json import canonical_bytes, loads_strict
 from ..errors import CommonCode, InputError
@@ -332,7 +333,7 @@ def load_policy(path: str | os.PathLike[str], *, extensions: Collection[str] = (
             )
         seen[s.id] = i
     covers = policy_digest_covers(data, keys, roots)
-    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), "sha256:" + hashlib.sha256(canonical_bytes(covers)).hexdigest(),
+    return Policy(parsed.threshold, tuple(signers), name, tuple(sources), sha256_of(canonical_bytes(covers)),
                   dict(parsed.extensions), covers)
 
 
@@ -347,7 +348,7 @@ def policy_digest(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mappi
     Raises:
         Nothing.
     """
-    return "sha256:" + hashlib.sha256(canonical_bytes(policy_digest_covers(policy, keys, trusted_roots))).hexdigest()
+    return sha256_of(canonical_bytes(policy_digest_covers(policy, keys, trusted_roots)))
 
 
 POLICY_DIGEST_V1 = "https://attest.dev/policy-digest/v1"

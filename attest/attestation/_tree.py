@@ -15,7 +15,6 @@ PASSED or FAILED, naming the policy and the input attestation by digest.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
 from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
 from ..inventory import Inventory, check_tree
@@ -218,7 +218,7 @@ def verify_tree_attestation(
     if (summary_out is None) != (summary_signer is None):
         raise InputError(CommonCode.USAGE, "a verification summary needs both an output path and a signing key")
     data = read_attestation(attestation)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     verified: VerifiedStatement | None = None
     try:
         check_policy_outside(policy, root)  # (1)

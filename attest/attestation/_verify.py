@@ -26,6 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._digest import sha256_of
 from .._fs import read_bounded
 from .._json import loads_strict
 from ..errors import InputError, VerificationError
@@ -295,7 +296,7 @@ def verify_attestation_bytes(data: bytes, policy: Policy) -> VerifiedStatement:
         InputError: ``BAD_POLICY`` when a certificate bundle meets a pinned trusted root
             sigstore cannot use.
     """
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()  # (1)
+    digest = sha256_of(data)  # (1)
     doc = _strict_json(data, "attestation")  # (2)
     if isinstance(doc, dict) and "mediaType" in doc:
         fmt = "bundle"

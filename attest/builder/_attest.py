@@ -11,10 +11,10 @@ and ``STATE/builds/<name>.provenance.json``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Any
 
+from .._digest import sha256_of
 from .._fs import write_atomic
 from ._common import BUILDER_ID
 from ._outputs import BuildResult, input_digest, write_manifest
@@ -123,4 +123,4 @@ def attest_build(result: BuildResult, signer: Any, state: str, *, fmt: str = "ds
 
 def file_digest(path: str) -> str:
     with open(path, "rb") as f:
-        return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+        return sha256_of(f.read())

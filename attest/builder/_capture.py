@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._fdio import write_all
 from .._safefs import O_NEW
 
 _CHUNK = 1 << 16
@@ -64,9 +65,7 @@ class _Stream:
         self.size = 0
 
     def add(self, chunk: bytes) -> None:
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(self.log_fd, view):]
+        write_all(self.log_fd, chunk)
         self.size += len(chunk)
         self.chunks.append(chunk)
         self.held += len(chunk)

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, ReasonCode, VerificationError
 from ..inventory import EntryType, Inventory, check_name
@@ -412,7 +413,7 @@ def pinned_build_claim(state: str, pins: SkillPins) -> InstallationClaim:
         raise VerificationError(InstallCode.INSTALL_SKILL_MISSING, "the state directory holds no build attestation of the pinned "
                                 "skill (promote it into this state directory first)", path)
     data = read_bounded(path, what="skill build attestation", max_bytes=MAX_ATTESTATION_BYTES)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     if digest != pins.attestation:
         raise VerificationError(InstallCode.INSTALL_ATTESTATION_MISMATCH, f"the build attestation is {digest}; the pins name "
                                 f"{pins.attestation}", path)
@@ -596,7 +597,7 @@ def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLik
             raise
     finally:
         os.close(parent_fd)
-    return InstallResult(target.installed_root, out, "sha256:" + hashlib.sha256(data).hexdigest(), image.identity, claim, log)
+    return InstallResult(target.installed_root, out, sha256_of(data), image.identity, claim, log)
 
 
 # -- verifying an installation ----------------------------------------------------------------

@@ -16,7 +16,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -24,6 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .._fs import read_bounded
+from .._shape import ErrorFactory, Shape
 from ..errors import InputError
 from ._codes import BuildCode
 
@@ -118,73 +119,58 @@ def parse_pylock(data: bytes, *, where: str = "pylock.toml") -> Lock:
     # integer of more than 4300 digits. Deep nesting ("a = [[[[...") is a RecursionError.
     except (ValueError, RecursionError) as e:
         raise _bad(BuildCode.BAD_LOCK, f"not valid UTF-8 TOML: {e}", where) from e
-    unknown = set(doc) - _TOP_KEYS
-    if unknown:
-        raise _bad(BuildCode.BAD_LOCK, f"unknown top-level keys {sorted(unknown)}", where)
-    if doc.get("lock-version") != "1.0":
-        raise _bad(BuildCode.BAD_LOCK, f"lock-version {doc.get('lock-version')!r} is not '1.0'", where)
-    raw_packages = doc.get("packages")
-    if not isinstance(raw_packages, list) or not raw_packages:
-        raise _bad(BuildCode.BAD_LOCK, "a lock needs a non-empty [[packages]] array", where)
-    if len(raw_packages) > MAX_PACKAGES:
-        raise _bad(BuildCode.BAD_LOCK, f"more than {MAX_PACKAGES} packages", where)
-    rp = doc.get("requires-python")
-    if rp is not None and not isinstance(rp, str):
-        raise _bad(BuildCode.BAD_LOCK, "requires-python is not a string", where)
-    packages = tuple(_pylock_package(p, i, where) for i, p in enumerate(raw_packages))
+    lock = Shape(doc, "lock", _refuse(BuildCode.BAD_LOCK, where)).object(allowed=_TOP_KEYS)
+    lock.check(doc.get("lock-version") == "1.0", "'1.0'", "lock-version")
+    raw_packages = lock.list_of("packages", non_empty=True, maximum=MAX_PACKAGES)
+    rp = lock.string("requires-python", empty=True) if lock.has("requires-python") else None
+    packages = tuple(_pylock_package(p, where) for p in raw_packages)
     _check_duplicates(packages, where)
     return Lock("pylock", hashlib.sha256(data).hexdigest(), packages, rp, data)
 
 
-def _pylock_package(raw: Any, index: int, where: str) -> LockedPackage:
-    at = f"{where}: packages[{index}]"
-    if not isinstance(raw, dict):
-        raise _bad(BuildCode.BAD_LOCK, f"{at} is not a table")
-    unknown = set(raw) - _PKG_KEYS
-    if unknown:
-        raise _bad(BuildCode.BAD_LOCK, f"{at}: unknown keys {sorted(unknown)}")
-    name = raw.get("name")
-    version = raw.get("version")
-    if not isinstance(name, str) or not name:
-        raise _bad(BuildCode.BAD_LOCK, f"{at}: name is missing")
+def _refuse(code: BuildCode, where: str, name: str | None = None) -> ErrorFactory:
+    """The lock's refusal with ``code``, naming the package ``name`` once it is known."""
+    return lambda detail: _bad(code, detail if name is None else f"{name}: {detail}", where)
+
+
+def _pylock_package(raw: Shape, where: str) -> LockedPackage:
+    if not isinstance(raw.value, dict):
+        raw.fail("a table")
+    raw.object(allowed=_PKG_KEYS)
+    name = raw.string("name")
     at = f"{where}: {name}"
+    pkg = raw.with_error(_refuse(BuildCode.BAD_LOCK, where, name))
     for source in ("sdist", "vcs", "directory", "archive"):
-        if source in raw:
-            raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: a {source} source is refused; only hashed wheels are built from")
-    if not isinstance(version, str):
-        raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: no exact version")
+        if pkg.has(source):
+            pkg.with_error(_refuse(BuildCode.LOCK_NOT_WHEEL, where, name)).refuse(
+                "is refused; only hashed wheels are built from", source)
+    version = pkg.with_error(_refuse(BuildCode.LOCK_NOT_PINNED, where, name)).string("version", empty=True,
+                                                                                        expected="an exact version")
     _version(version, at)
-    marker = raw.get("marker")
-    if marker is not None:
-        marker = _marker(marker, at)
-    wheels_raw = raw.get("wheels")
-    if not isinstance(wheels_raw, list) or not wheels_raw:
-        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: no wheels")
+    marker = _marker(pkg.string("marker", empty=True), at) if pkg.has("marker") else None
     wheels = []
-    for j, w in enumerate(wheels_raw):
-        if not isinstance(w, dict) or set(w) - _WHEEL_KEYS:
-            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] has unknown keys or is not a table")
-        hashes = w.get("hashes")
-        if not isinstance(hashes, dict) or not isinstance(hashes.get("sha256"), str):
-            raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: wheels[{j}] has no sha256 hash")
-        sha = hashes["sha256"]
-        if not _HEX64.match(sha):
-            raise _bad(BuildCode.LOCK_UNHASHED, f"{at}: wheels[{j}] sha256 is not 64 lowercase hex digits")
-        url, path = w.get("url"), w.get("path")
-        filename = w.get("name")
+    for w in pkg.with_error(_refuse(BuildCode.LOCK_NOT_WHEEL, where, name)).list_of("wheels", non_empty=True):
+        w = w.with_error(_refuse(BuildCode.BAD_LOCK, where, name))
+        if not isinstance(w.value, dict):
+            w.fail("a table")
+        w.object(allowed=_WHEEL_KEYS)
+        sha = w.with_error(_refuse(BuildCode.LOCK_UNHASHED, where, name)).nested("hashes").string(
+            "sha256", pattern=_HEX64, expected="64 lowercase hex digits")
+        url, path, filename = w.get("url"), w.get("path"), w.get("name")
         if filename is None:
             source = url if isinstance(url, str) else path if isinstance(path, str) else ""
             filename = source.rsplit("/", 1)[-1]
         if not isinstance(filename, str) or not filename:
-            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] has no file name")
+            w.fail("a file name", "name")
         _wheel_filename(filename, name, version, at)
-        if path is not None and (not isinstance(path, str) or path.startswith("/") or ".." in path.split("/")):
-            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] path must be relative to the lock, without '..'")
-        if url is not None and (not isinstance(url, str) or not url.startswith("https://")):
-            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] url must be an https:// URL")
-        size = w.get("size")
-        if size is not None and (type(size) is not int or size < 0):
-            raise _bad(BuildCode.BAD_LOCK, f"{at}: wheels[{j}] size is not a non-negative integer")
+        if path is not None:
+            path = w.string("path", empty=True)
+            w.check(not path.startswith("/") and ".." not in path.split("/"), "a path relative to the lock, without '..'",
+                    "path")
+        if url is not None:
+            url = w.string("url", empty=True)
+            w.check(url.startswith("https://"), "an https:// URL", "url")
+        size = w.optional_int("size", minimum=0)
         wheels.append(LockedWheel(filename, sha, url, size, path))
     return LockedPackage(str(canonicalize_name(name)), version, marker, tuple(wheels))
 
@@ -196,9 +182,7 @@ def _version(version: str, at: str) -> None:
         raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: version {version!r} is invalid") from e
 
 
-def _marker(marker: Any, at: str) -> str:
-    if not isinstance(marker, str):
-        raise _bad(BuildCode.BAD_LOCK, f"{at}: marker is not a string")
+def _marker(marker: str, at: str) -> str:
     try:
         return str(Marker(marker))
     except InvalidMarker as e:

@@ -41,6 +41,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._digest import sha256_of
 from .._fs import read_bounded
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ._promotion_codes import PromotionCode
@@ -71,10 +72,6 @@ def log_path(pins_path: str | os.PathLike[str]) -> str:
 
 def entry_name(number: int) -> str:
     return f"{number:06d}.json"
-
-
-def sha256_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

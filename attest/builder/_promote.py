@@ -712,8 +712,9 @@ def _notes(inputs: _Inputs, before: str | None) -> tuple[str, ...]:
 def _write_promotion(pins_path: str, inputs: _Inputs, facts: PromotionFacts, plan: PromotionPlan, *, state: str, signer: Any,
                      fmt: str, clock: Callable[[], _dt.datetime], before_write: BeforeWrite | None) -> _Written:
     """Steps 8-10: exercise the candidate, append the log entry and write the pins, remember the log's head."""
+    from .._digest import sha256_of
     from ..attestation import sign_statement
-    from ._promolog import append_entry, entry_statement, remember_log, remove_entry, sha256_of
+    from ._promolog import append_entry, entry_statement, remember_log, remove_entry
 
     entries, original, accepted = inputs.entries, inputs.original, inputs.accepted
     before = sha256_of(original) if original is not None else None

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._digest import sha256_of
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, diff_inventories
 from ._codes import BuildCode
@@ -580,4 +581,4 @@ def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_
     data = sign_statement(subject.statement(), signer, fmt=fmt)
     write_atomic(out, data, mode=0o644, what="rebuild result")
     ids = tuple("key:sha256:" + s.key_id for s in (signer if isinstance(signer, Sequence) else [signer]) if hasattr(s, "key_id"))
-    return RebuildRelease(os.path.abspath(out), "sha256:" + hashlib.sha256(data).hexdigest(), ids, subject, runtime, skill)
+    return RebuildRelease(os.path.abspath(out), sha256_of(data), ids, subject, runtime, skill)

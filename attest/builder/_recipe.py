@@ -13,11 +13,12 @@ import hashlib
 import os
 import tomllib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .._fs import read_bounded
+from .._shape import Shape
 from ..errors import InputError
 from ._codes import BuildCode
 
@@ -55,28 +56,20 @@ class SkillRecipe:
     kind: Literal["skill"] = "skill"
 
 
-def _table(doc: dict[str, Any], key: str, allowed: set[str], where: str) -> dict[str, Any]:
-    t = doc.get(key)
-    if not isinstance(t, dict):
-        raise InputError(BuildCode.BAD_RECIPE, f"[{key}] is missing or not a table", where)
-    unknown = set(t) - allowed
-    if unknown:
-        raise InputError(BuildCode.BAD_RECIPE, f"[{key}] has unknown keys {sorted(unknown)}", where)
-    return t
+def _table(doc: Shape, key: str, allowed: set[str]) -> Shape:
+    t = doc.optional(key)
+    if t is None or not isinstance(t.value, dict):
+        doc.refuse("is missing or not a table", key)
+    return t.object(allowed=allowed)
 
 
-def _str(t: dict[str, Any], key: str, where: str, *, default: str | None = None) -> str:
-    v = t.get(key, default)
-    if not isinstance(v, str) or not v:
-        raise InputError(BuildCode.BAD_RECIPE, f"{key!r} must be a non-empty string", where)
-    return v
+def _path(t: Shape, key: str) -> str:
+    """A path of the recipe, ``.`` when absent."""
+    return t.string(key) if t.has(key) else "."
 
 
-def _strs(t: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
-    v = t.get(key, [])
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        raise InputError(BuildCode.BAD_RECIPE, f"{key!r} must be a list of strings", where)
-    return tuple(v)
+def _strs(t: Shape, key: str) -> tuple[str, ...]:
+    return t.strings(key) if t.has(key) else ()
 
 
 def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
@@ -92,68 +85,58 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
         doc = tomllib.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # as in parse_pylock: tomllib also raises bare ValueError and RecursionError
         raise InputError(BuildCode.BAD_RECIPE, f"not valid UTF-8 TOML: {e}", where) from e
-    if doc.get("schema") != SCHEMA:
-        raise InputError(BuildCode.BAD_RECIPE, f"schema must be {SCHEMA!r}", where)
+    recipe = Shape(doc, "recipe", lambda d: InputError(BuildCode.BAD_RECIPE, d, where))
+    recipe.check(doc.get("schema") == SCHEMA, repr(SCHEMA), "schema")
     base = os.path.dirname(os.path.abspath(where))
     digest = hashlib.sha256(data).hexdigest()
     kind = doc.get("kind")
-    name = _str(doc, "name", where)
+    name = recipe.string("name")
     if kind == "runtime":
-        top = {"schema", "kind", "name", "toolchain", "lock", "interpreter", "expose", "options"}
-        if set(doc) - top:
-            raise InputError(BuildCode.BAD_RECIPE, f"unknown keys {sorted(set(doc) - top)}", where)
-        tc = _table(doc, "toolchain", {"repository", "source"}, where)
-        lk = _table(doc, "lock", {"path", "build_only"}, where)
-        it = _table(doc, "interpreter", {"requires", "path"}, where)
-        ex = _table(doc, "expose", {"entry_points"}, where)
-        op = doc.get("options", {})
-        if not isinstance(op, dict) or set(op) - {"bytecode"}:
-            raise InputError(BuildCode.BAD_RECIPE, "[options] accepts only 'bytecode'", where)
-        bytecode = op.get("bytecode", "none")
-        if bytecode not in _BYTECODE:
-            raise InputError(BuildCode.BAD_RECIPE, f"bytecode must be one of {_BYTECODE}", where)
-        requires = _str(it, "requires", where)
+        recipe.object(allowed={"schema", "kind", "name", "toolchain", "lock", "interpreter", "expose", "options"})
+        tc = _table(recipe, "toolchain", {"repository", "source"})
+        lk = _table(recipe, "lock", {"path", "build_only"})
+        it = _table(recipe, "interpreter", {"requires", "path"})
+        ex = _table(recipe, "expose", {"entry_points"})
+        op = recipe.at("options").object(allowed={"bytecode"}) if recipe.has("options") else None
+        bytecode = op.one_of("bytecode", _BYTECODE) if op is not None and op.has("bytecode") else "none"
+        requires = it.string("requires")
         try:
             SpecifierSet(requires)
         except InvalidSpecifier as e:
-            raise InputError(BuildCode.BAD_RECIPE, f"interpreter.requires {requires!r} is invalid", where) from e
-        ipath = it.get("path")
-        if ipath is not None and (not isinstance(ipath, str) or not os.path.isabs(ipath)):
-            raise InputError(BuildCode.BAD_RECIPE, "interpreter.path must be an absolute path", where)
-        lock_ref = _str(lk, "path", where)
+            raise InputError(BuildCode.BAD_RECIPE, f"recipe.interpreter.requires {requires!r} is invalid", where) from e
+        ipath = it.string("path") if it.has("path") else None
+        it.check(ipath is None or os.path.isabs(ipath), "an absolute path", "path")
+        lock_ref = lk.string("path")
         return RuntimeRecipe(
             name=name,
-            toolchain_repository=_str(tc, "repository", where),
-            toolchain_source=os.path.normpath(os.path.join(base, _str(tc, "source", where, default="."))),
+            toolchain_repository=tc.string("repository"),
+            toolchain_source=os.path.normpath(os.path.join(base, _path(tc, "source"))),
             lock_path=os.path.normpath(os.path.join(base, lock_ref)),
             lock_ref=lock_ref,
-            build_only=_strs(lk, "build_only", where),
+            build_only=_strs(lk, "build_only"),
             interpreter_requires=requires,
             interpreter_path=ipath,
-            entry_points=_strs(ex, "entry_points", where),
-            bytecode=bytecode,
+            entry_points=_strs(ex, "entry_points"),
+            bytecode="checked-hash" if bytecode == "checked-hash" else "none",
             digest=digest,
             path=where,
         )
     if kind == "skill":
-        top = {"schema", "kind", "name", "source", "install", "installer"}
-        if set(doc) - top:
-            raise InputError(BuildCode.BAD_RECIPE, f"unknown keys {sorted(set(doc) - top)}", where)
-        src = _table(doc, "source", {"repository", "path", "subtree"}, where)
-        ins = _table(doc, "install", {"root"}, where)
-        inr = _table(doc, "installer", {"repository"}, where)
-        root = _str(ins, "root", where)
+        recipe.object(allowed={"schema", "kind", "name", "source", "install", "installer"})
+        src = _table(recipe, "source", {"repository", "path", "subtree"})
+        ins = _table(recipe, "install", {"root"})
+        inr = _table(recipe, "installer", {"repository"})
+        root = ins.string("root")
         from ..inventory import check_name
 
-        if check_name(root) is not None:
-            raise InputError(BuildCode.BAD_RECIPE, f"install.root {root!r} is not a single safe name", where)
+        ins.check(check_name(root) is None, "a single safe name", "root")
         return SkillRecipe(
             name=name,
-            source_repository=_str(src, "repository", where),
-            source_path=os.path.normpath(os.path.join(base, _str(src, "path", where, default="."))),
-            subtree=_str(src, "subtree", where),
+            source_repository=src.string("repository"),
+            source_path=os.path.normpath(os.path.join(base, _path(src, "path"))),
+            subtree=src.string("subtree"),
             root=root,
-            installer_repository=_str(inr, "repository", where),
+            installer_repository=inr.string("repository"),
             digest=digest,
             path=where,
         )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from .._digest import sha256_of
 from ._app import JsonOption, argument, checked_output, digest_option, flag, json_input, option, print_json, progress_bar
 
 if TYPE_CHECKING:
@@ -84,9 +85,8 @@ def attest(
     subject_name = name or path.resolve().name or "/"
     data = sign_statement(closed_tree_statement(subject_name, inv), signer, fmt="bundle" if sigstore else fmt)
     write_atomic(output, data, what="attestation")
-    import hashlib
 
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     if json_mode:
         print_json({"ok": True, "output": str(output), "subject": subject_name, "identity": inv.identity, "attestation_digest": digest})
     else:
@@ -106,7 +106,6 @@ def sign(
     Checks nothing about trust; refuses a Sigstore bundle (one signature only), a key that
     has already signed, and more than 32 signatures.
     """
-    import hashlib
 
     from .._fs import read_bounded, write_atomic
     from ..attestation import MAX_ATTESTATION_BYTES, add_signatures
@@ -116,7 +115,7 @@ def sign(
     write_atomic(output, data, what="envelope")
     added = [s.key_id for s in signers]
     count = len(json.loads(data)["signatures"])
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     if json_mode:
         print_json({"ok": True, "output": str(output), "added": added, "signatures": count, "attestation_digest": digest})
     else:

@@ -19,6 +19,8 @@ import io
 import os
 import sys
 
+from .._fdio import write_all
+
 TYPE_CHECKING = False  # not typing's: the cached `attest --help` imports neither typing nor typer
 if TYPE_CHECKING:
     from typing import Any
@@ -142,9 +144,7 @@ def write_stdout(data: bytes) -> None:
             stream.write(data.decode("utf-8", "surrogateescape"))
             stream.flush()
             return
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     except StdoutError:
         raise
     except OSError as e:

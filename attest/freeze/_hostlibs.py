@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._digest import sha256_of
 from ..errors import Finding
 from ._codes import FreezeCode
 
@@ -199,7 +200,7 @@ def declared_host_libraries(image: Any) -> tuple[HostLibrary, ...] | Finding:
         return bad(f"cannot be read ({e.strerror})")
     finally:
         os.close(fd)
-    if len(data) > MAX_MANIFEST_BYTES or "sha256:" + hashlib.sha256(data).hexdigest() != f"sha256:{entry.sha256}":
+    if len(data) > MAX_MANIFEST_BYTES or sha256_of(data) != f"sha256:{entry.sha256}":
         return bad("is not the bytes its inventory records")
     try:
         doc = loads_strict(data, what="the runtime manifest", max_bytes=MAX_MANIFEST_BYTES)

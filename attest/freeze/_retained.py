@@ -20,6 +20,7 @@ import os
 import stat
 from dataclasses import dataclass
 
+from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import check_path, open_root
@@ -64,9 +65,7 @@ def sealed_memfd(data: bytes, name: str = "attest-retained") -> int:
     """
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
         seal_memfd(fd)
         return fd

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
@@ -584,9 +585,7 @@ def _freeze_into(
         for fname, content in ((INVENTORY_NAME, expected.canonical), (RECORD_NAME, image.record_bytes())):
             rfd = os.open(fname, O_NEW, 0o400, dir_fd=wrap_fd)
             try:
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(rfd, view):]
+                write_all(rfd, content)
                 os.fsync(rfd)
                 seal_with.seal(rfd)
             finally:

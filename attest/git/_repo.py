@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from types import TracebackType
 
+from .._fdio import write_all
 from .._safefs import O_DIR, O_NEW
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ..inventory import Entry, EntryType, Inventory
@@ -332,9 +333,7 @@ class GitRepo:
                 _, data = self.read_object(e.oid, "blob", path=rel)
                 fd = os.open(name, O_NEW, 0o600, dir_fd=pfd)
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, data)
                     os.fchmod(fd, exec_mode if e.mode == MODE_EXEC else file_mode)
                 finally:
                     os.close(fd)

@@ -43,6 +43,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._fdio import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
@@ -310,9 +311,7 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
     findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
     files, size = walk.done_own()
     blob = marshal.dumps((walk.counted, files, size, columns, findings, error))
-    data = memoryview(_RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
-    while data:
-        data = data[os.write(wfd, data) :]
+    write_all(wfd, _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
     os.close(wfd)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._digest import sha256_of
 from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
@@ -129,7 +130,7 @@ class Inventory:
     @property
     def identity(self) -> str:
         """``sha256:<hex>`` over the canonical bytes: the tree's name everywhere else."""
-        return "sha256:" + hashlib.sha256(self.canonical).hexdigest()
+        return sha256_of(self.canonical)
 
     @property
     def digest_hex(self) -> str:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
+from .._fdio import write_all
 from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import open_root
@@ -348,9 +349,7 @@ class RepositoryRoot:
                 wfd = os.open(tmp, _O_NEW, 0o644, dir_fd=dfd)
                 try:
                     try:
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(wfd, view):]
+                        write_all(wfd, data)
                         os.fchmod(wfd, 0o644)
                         os.fsync(wfd)
                     finally:

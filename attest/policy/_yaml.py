@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from .._json import MAX_SAFE_INT
+from .._json import MAX_SAFE_INT, strict_text
 from ..errors import CommonCode, InputError
 from ._codes import PolicyCode
 
@@ -129,6 +129,124 @@ class _Frame:
         self.lines: dict[str, str] = {}
 
 
+def _yaml_text(data: bytes, what: str, max_bytes: int) -> str:
+    """Step 1: the text (the strict readers' one prelude), without a character YAML 1.1 and 1.2 break differently."""
+    text = strict_text(data, what=what, max_bytes=max_bytes, code=PolicyCode.YAML_SYNTAX)
+    odd = _BREAK_AMBIGUOUS.search(text)
+    if odd is not None:
+        line = text.count("\n", 0, odd.start()) + 1
+        raise InputError(
+            PolicyCode.YAML_SYNTAX,
+            f"{what}: U+{ord(odd.group()):04X} on line {line} is a line break to YAML 1.1 readers and not to YAML 1.2 readers",
+        )
+    return text
+
+
+def _plain_key(value: str, event: Any, what: str) -> str:
+    """A plain scalar in a key's place: a string to every reader, or a refusal."""
+    if _other_readings(value) or value in ("true", "false") or _DECIMAL.match(value) or _number_shaped(value):
+        raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key {value!r} at {_where(event)} is not a string")
+    return value
+
+
+class _Builder:
+    """Step 3: the document, built from the events one node at a time (bounded in nodes and depth)."""
+
+    def __init__(self, what: str, max_depth: int, max_nodes: int) -> None:
+        self.what = what
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.stack: list[_Frame] = []
+        self.root: list[Any] = []
+        self.documents = 0
+        self.nodes = 0
+
+    def add(self, node: Any, event: Any, *, container: bool) -> None:
+        what = self.what
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise InputError(CommonCode.TOO_LARGE, f"{what} has more than {self.max_nodes} nodes")
+        if not self.stack:
+            self.root.append(node)
+            return
+        frame = self.stack[-1]
+        if isinstance(frame.container, list):
+            frame.container.append(node)
+        elif frame.key is None:
+            if container or not isinstance(node, str):
+                raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key at {_where(event)} is not a string")
+            if node in frame.container:
+                raise InputError(
+                    PolicyCode.YAML_DUPLICATE_KEY,
+                    f"{what}: the key {node!r} at {_where(event)} is already set at {frame.lines[node]}",
+                )
+            frame.key = node
+            frame.lines[node] = _where(event)
+        else:
+            frame.container[frame.key] = node
+            frame.key = None
+
+    def is_key_position(self) -> bool:
+        return bool(self.stack) and isinstance(self.stack[-1].container, dict) and self.stack[-1].key is None
+
+    def document(self, event: Any) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise InputError(PolicyCode.YAML_MULTIPLE_DOCUMENTS, f"{self.what}: a second document at {_where(event)}")
+        if event.version is not None or event.tags:
+            raise InputError(PolicyCode.YAML_DIRECTIVE, f"{self.what}: a %YAML or %TAG directive before the document")
+
+    def scalar(self, event: Any) -> None:
+        what = self.what
+        if event.style == '"' and _SURROGATE.search(event.value):
+            raise InputError(PolicyCode.YAML_SYNTAX,
+                             f"{what}: the escape of a UTF-16 surrogate at {_where(event)} is not a Unicode character")
+        plain = event.style is None and event.implicit[0]
+        if plain and self.is_key_position():
+            self.add(_plain_key(event.value, event, what), event, container=False)
+        else:
+            self.add(_plain_value(event.value, _where(event), what) if plain else event.value, event, container=False)
+
+    def start(self, event: Any, mapping: bool) -> None:
+        if self.is_key_position():
+            raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{self.what}: the key at {_where(event)} is a collection")
+        if len(self.stack) >= self.max_depth:
+            raise InputError(CommonCode.TOO_DEEP, f"{self.what} nests deeper than {self.max_depth} levels")
+        self.stack.append(_Frame({} if mapping else []))
+
+    def end(self, event: Any) -> None:
+        done = self.stack.pop()
+        self.add(done.container, event, container=True)
+
+
+def _no_anchor_or_tag(event: Any, what: str) -> None:
+    """Step 2b: a node event carries neither an anchor nor a tag."""
+    if event.anchor is not None:
+        raise InputError(PolicyCode.YAML_ANCHOR, f"{what}: an anchor (&{event.anchor}) at {_where(event)}")
+    if event.tag is not None:
+        raise InputError(PolicyCode.YAML_TAG, f"{what}: the tag {str(event.tag)!r} at {_where(event)}")
+
+
+def _build(text: str, builder: _Builder) -> None:
+    """Step 2: each event of ruamel.yaml's parser judged (aliases, directives, anchors, tags) and given to ``builder``."""
+    from ruamel.yaml import YAML, events
+
+    what = builder.what
+    for event in _events(YAML(typ="safe", pure=True).parse(text), what):
+        if isinstance(event, events.AliasEvent):
+            raise InputError(PolicyCode.YAML_ALIAS, f"{what}: an alias (*{event.anchor}) at {_where(event)}")
+        if isinstance(event, events.DocumentStartEvent):
+            builder.document(event)
+        elif isinstance(event, (events.MappingEndEvent, events.SequenceEndEvent)):
+            builder.end(event)
+        elif isinstance(event, events.ScalarEvent):
+            _no_anchor_or_tag(event, what)
+            builder.scalar(event)
+        elif isinstance(event, (events.MappingStartEvent, events.SequenceStartEvent)):
+            _no_anchor_or_tag(event, what)
+            builder.start(event, isinstance(event, events.MappingStartEvent))
+
+
 def load_strict_yaml(
     data: bytes,
     *,
@@ -150,108 +268,23 @@ def load_strict_yaml(
     """
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("load_strict_yaml takes bytes")
-    if len(data) > max_bytes:
-        raise InputError(CommonCode.TOO_LARGE, f"{what} is {len(data)} bytes; the limit is {max_bytes}")
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from e
-    if text.startswith("\ufeff"):
-        raise InputError(PolicyCode.YAML_SYNTAX, f"{what} starts with a byte-order mark")
-    odd = _BREAK_AMBIGUOUS.search(text)
-    if odd is not None:
-        line = text.count("\n", 0, odd.start()) + 1
-        raise InputError(
-            PolicyCode.YAML_SYNTAX,
-            f"{what}: U+{ord(odd.group()):04X} on line {line} is a line break to YAML 1.1 readers and not to YAML 1.2 readers",
-        )
-    from ruamel.yaml import YAML, events
+    text = _yaml_text(data, what, max_bytes)
     from ruamel.yaml.error import YAMLError
 
-    stack: list[_Frame] = []
-    root: list[Any] = []
-    documents = 0
-    nodes = 0
-
-    def add(node: Any, event: Any, *, container: bool) -> None:
-        nonlocal nodes
-        nodes += 1
-        if nodes > max_nodes:
-            raise InputError(CommonCode.TOO_LARGE, f"{what} has more than {max_nodes} nodes")
-        if not stack:
-            root.append(node)
-            return
-        frame = stack[-1]
-        if isinstance(frame.container, list):
-            frame.container.append(node)
-        elif frame.key is None:
-            if container or not isinstance(node, str):
-                raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key at {_where(event)} is not a string")
-            if node in frame.container:
-                raise InputError(
-                    PolicyCode.YAML_DUPLICATE_KEY,
-                    f"{what}: the key {node!r} at {_where(event)} is already set at {frame.lines[node]}",
-                )
-            frame.key = node
-            frame.lines[node] = _where(event)
-        else:
-            frame.container[frame.key] = node
-            frame.key = None
-
-    def is_key_position() -> bool:
-        return bool(stack) and isinstance(stack[-1].container, dict) and stack[-1].key is None
-
+    builder = _Builder(what, max_depth, max_nodes)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            for event in _events(YAML(typ="safe", pure=True).parse(text), what):
-                if isinstance(event, events.AliasEvent):
-                    raise InputError(PolicyCode.YAML_ALIAS, f"{what}: an alias (*{event.anchor}) at {_where(event)}")
-                if isinstance(event, events.DocumentStartEvent):
-                    documents += 1
-                    if documents > 1:
-                        raise InputError(PolicyCode.YAML_MULTIPLE_DOCUMENTS, f"{what}: a second document at {_where(event)}")
-                    if event.version is not None or event.tags:
-                        raise InputError(PolicyCode.YAML_DIRECTIVE, f"{what}: a %YAML or %TAG directive before the document")
-                    continue
-                if not isinstance(event, (events.ScalarEvent, events.MappingStartEvent, events.SequenceStartEvent)):
-                    if isinstance(event, (events.MappingEndEvent, events.SequenceEndEvent)):
-                        done = stack.pop()
-                        add(done.container, event, container=True)
-                    continue
-                if event.anchor is not None:
-                    raise InputError(PolicyCode.YAML_ANCHOR, f"{what}: an anchor (&{event.anchor}) at {_where(event)}")
-                if event.tag is not None:
-                    raise InputError(PolicyCode.YAML_TAG, f"{what}: the tag {str(event.tag)!r} at {_where(event)}")
-                if isinstance(event, events.ScalarEvent):
-                    if event.style == '"' and _SURROGATE.search(event.value):
-                        raise InputError(PolicyCode.YAML_SYNTAX,
-                                         f"{what}: the escape of a UTF-16 surrogate at {_where(event)} is not a Unicode character")
-                    plain = event.style is None and event.implicit[0]
-                    if plain and is_key_position():
-                        if (_other_readings(event.value) or event.value in ("true", "false") or _DECIMAL.match(event.value)
-                                or _number_shaped(event.value)):
-                            raise InputError(
-                                PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key {event.value!r} at {_where(event)} is not a string"
-                            )
-                        add(event.value, event, container=False)
-                    else:
-                        add(_plain_value(event.value, _where(event), what) if plain else event.value, event, container=False)
-                    continue
-                if is_key_position():
-                    raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key at {_where(event)} is a collection")
-                if len(stack) >= max_depth:
-                    raise InputError(CommonCode.TOO_DEEP, f"{what} nests deeper than {max_depth} levels")
-                stack.append(_Frame({} if isinstance(event, events.MappingStartEvent) else []))
+            _build(text, builder)
     except YAMLError as e:
         raise InputError(PolicyCode.YAML_SYNTAX, f"{what} is not valid YAML: {' '.join(str(e).split())}") from e
     except Warning as e:  # ruamel's warnings (a reused anchor, ...) are refusals here, never noise
         raise InputError(PolicyCode.YAML_SYNTAX, f"{what}: {e}") from e
     except RecursionError as e:
         raise InputError(CommonCode.TOO_DEEP, f"{what} nests too deeply") from e
-    if not root:
+    if not builder.root:
         raise InputError(PolicyCode.YAML_SYNTAX, f"{what} holds no YAML document")
-    return root[0]
+    return builder.root[0]
 
 
 __all__ = ["MAX_YAML_BYTES", "load_strict_yaml"]

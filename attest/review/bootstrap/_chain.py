@@ -13,13 +13,13 @@ A failure at step N raises :class:`BootstrapError` with ``step = N``; nothing af
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import time as _time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._digest import sha256_of
 from ...errors import AttestError, CommonCode, EnvironmentFailure, InputError
 from ..handoff import HANDOFF_PREDICATE, IMAGE_NAMES  # one definition: the reader's (review exec) and the writer's
 from ._base import BaseSnapshot
@@ -151,7 +151,7 @@ def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], t
     data = sign_statement(handoff_statement(done, time), signer, fmt=fmt)
     path = os.path.abspath(os.fspath(out))
     write_atomic(path, data, mode=0o644, what="handoff")
-    return path, "sha256:" + hashlib.sha256(data).hexdigest()
+    return path, sha256_of(data)
 
 
 def _now() -> _dt.datetime:

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ..._shape import Shape
 from ...errors import AttestError, Finding, InputError, VerificationError
 from ..evidence._http import DEFAULT_API_URL, FetchFailed, GitHubClient, HttpLimits
 from ._codes import BootstrapCode
@@ -141,35 +142,29 @@ class GitHubIdentity:
     def _mismatch(self, detail: str, where: str) -> NoReturn:
         self._fail(VerificationError, BootstrapCode.HOST_MISMATCH, detail, where)
 
-    def _field(self, doc: Any, dotted: str, where: str) -> Any:
-        value = doc
-        for key in dotted.split("."):
-            if not isinstance(value, dict) or key not in value:
-                self._fail(InputError, BootstrapCode.BAD_IDENTITY, f"the response has no {dotted}", where)
-            value = value[key]
-        if isinstance(value, str) and self.token and self.token in value:
+    def _field(self, doc: Any, dotted: str, where: str) -> Shape:
+        field = Shape(doc, "response", lambda d: self._error(BootstrapCode.BAD_IDENTITY, d, where)).at(*dotted.split("."))
+        if isinstance(field.value, str) and self.token and self.token in field.value:
             self._fail(InputError, BootstrapCode.BAD_IDENTITY, f"the response's {dotted} holds the token (not shown)", where)
-        return value
+        return field
+
+    def _error(self, code: str, detail: str, where: str) -> InputError:
+        return InputError(code, self._scrub(detail), self._scrub(where))
 
     def _integer(self, doc: Any, dotted: str, where: str) -> int:
-        value = self._field(doc, dotted, where)
-        if type(value) is not int or not 0 < value <= MAX_ID:
-            self._fail(InputError, BootstrapCode.BAD_IDENTITY, f"the response's {dotted} is not a positive JSON-safe integer", where)
-        return value
+        return self._field(doc, dotted, where).positive_int(maximum=MAX_ID)
 
     def _name(self, doc: Any, dotted: str, where: str) -> str:
-        value = self._field(doc, dotted, where)
-        if not isinstance(value, str) or not _FULL_NAME.match(value) or not _check_full_name(value):
-            self._fail(InputError, BootstrapCode.BAD_IDENTITY, f"the response's {dotted} is not OWNER/NAME", where)
-        return value
+        field = self._field(doc, dotted, where)
+        name = field.string(pattern=_FULL_NAME, expected="OWNER/NAME")
+        field.check(_check_full_name(name), "OWNER/NAME")
+        return name
 
     def _sha(self, doc: Any, dotted: str, where: str) -> str:
-        value = self._field(doc, dotted, where)
-        if not isinstance(value, str) or not _SHA.match(value):
-            from ...git import GitCode
+        from ...git import GitCode
 
-            self._fail(InputError, GitCode.NOT_FULL_SHA, f"the response's {dotted} is not a full lowercase 40- or 64-hex object id", where)
-        return value
+        field = self._field(doc, dotted, where).with_error(lambda d: self._error(GitCode.NOT_FULL_SHA, d, where))
+        return field.string(pattern=_SHA, expected="a full lowercase 40- or 64-hex object id")
 
 
 def host_adapter(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..._fs import read_bounded
+from ..._shape import Shape
 from ...errors import AttestError, InputError, VerificationError
 from ._codes import BootstrapCode
 
@@ -32,6 +33,7 @@ MAX_IDENTITY_BYTES = 64 * 1024
 MAX_ID = (1 << 53) - 1  # JSON-safe integers only
 _FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SHA_EXPECTED = "a full lowercase 40- or 64-hex commit id"
 _SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "base": {"sha"}, "head": {"sha"}}
 
 
@@ -60,34 +62,17 @@ class HostIdentity:
 
     @classmethod
     def from_json(cls, doc: Any, where: str) -> HostIdentity:
-        def bad(detail: str) -> InputError:
-            return InputError(BootstrapCode.BAD_IDENTITY, detail, where)
+        from ...git import GitCode
 
-        if not isinstance(doc, dict) or set(doc) != set(_SHAPE):
-            raise bad(f"the identity must be an object of exactly {sorted(_SHAPE)}")
-        for key, fields in _SHAPE.items():
-            if not isinstance(doc[key], dict) or set(doc[key]) != fields:
-                raise bad(f"{key} must be an object of exactly {sorted(fields)}")
-
-        def integer(key: str, field: str) -> int:
-            value = doc[key][field]
-            if type(value) is not int or not 0 < value <= MAX_ID:
-                raise bad(f"{key}.{field} must be a positive JSON-safe integer")
-            return value
-
-        def sha(key: str) -> str:
-            value = doc[key]["sha"]
-            if not isinstance(value, str) or not _SHA.match(value):
-                from ...git import GitCode
-
-                raise InputError(GitCode.NOT_FULL_SHA, f"{key}.sha must be a full lowercase 40- or 64-hex commit id", where)
-            return value
-
-        name = doc["repository"]["full_name"]
-        if not isinstance(name, str) or not _FULL_NAME.match(name):
-            raise bad("repository.full_name must be OWNER/NAME")
-        return cls(integer("repository", "id"), name, integer("pull_request", "id"), integer("pull_request", "number"),
-                   sha("base"), sha("head"))
+        ident = Shape(doc, "identity", lambda d: InputError(BootstrapCode.BAD_IDENTITY, d, where)).object(_SHAPE)
+        parts = {key: ident.nested(key, fields) for key, fields in _SHAPE.items()}
+        not_full = ident.with_error(lambda d: InputError(GitCode.NOT_FULL_SHA, d, where))
+        repository, pull_request = parts["repository"], parts["pull_request"]
+        name = repository.string("full_name", pattern=_FULL_NAME, expected="OWNER/NAME")
+        return cls(repository.positive_int("id", maximum=MAX_ID), name, pull_request.positive_int("id", maximum=MAX_ID),
+                   pull_request.positive_int("number", maximum=MAX_ID),
+                   not_full.at("base").string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
+                   not_full.at("head").string("sha", pattern=_SHA, expected=_SHA_EXPECTED))
 
     def repository_json(self) -> dict[str, Any]:
         return {"id": self.repository_id, "full_name": self.full_name}

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..._digest import sha256_of
 from ..._fs import read_bounded
 from ..._safefs import O_NEW
 from ...errors import Finding, VerificationError
@@ -278,7 +279,7 @@ def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Any, s
         raise VerificationError(BootstrapCode.RUNTIME_ATTESTATION_MISSING, "no runtime attestation of the pinned runtime (promote it "
                                 "into this state directory first)", path)
     data = read_bounded(path, what="runtime attestation", max_bytes=MAX_RUNTIME_ATTESTATION)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     if digest != pins.runtime.attestation:
         raise VerificationError(BootstrapCode.RUNTIME_ATTESTATION_MISMATCH, f"the runtime attestation is {digest}; the pins name "
                                 f"{pins.runtime.attestation}", path)

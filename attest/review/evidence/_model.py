@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..._shape import Shape
 from ...errors import Finding, InputError
 from ._codes import EvidenceCode
 
@@ -30,9 +30,10 @@ _APP_LOGIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,98})\[bot\]")
 _WORKFLOW = re.compile(r"\.github/workflows/[A-Za-z0-9._-]{1,200}\.ya?ml")
 _JOB = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 _ENVIRONMENT = re.compile(r"[A-Za-z0-9._-]{1,255}")
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SHA_EXPECTED = "a lowercase hex commit id"
 _NODE_ID = re.compile(r"[A-Za-z0-9_=+/-]{1,200}")
-_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
+_DECIMAL = re.compile(r"(?:0|[1-9][0-9]{0,19})\Z")
 _MAX_ID = 2**53 - 1
 
 
@@ -157,49 +158,15 @@ class TrustConfig:
 
 # ----------------------------------------------------------------------------- parsing helpers
 
-def _obj(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ShapeError(f"{what} is not an object")
-    return value
+def _shape(value: Any, what: str) -> Shape:
+    """An API object at ``what``: refused, naming the field, as :class:`ShapeError`."""
+    return Shape(value, what, ShapeError).object()
 
 
-def _int(obj: Mapping[str, Any], key: str, what: str) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ShapeError(f"{what}.{key} is not a non-negative integer")
-    return value
-
-
-def _opt_int(obj: Mapping[str, Any], key: str, what: str) -> int | None:
-    if obj.get(key) is None:
-        return None
-    return _int(obj, key, what)
-
-
-def _str(obj: Mapping[str, Any], key: str, what: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise ShapeError(f"{what}.{key} is not a string")
-    return value
-
-
-def _opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
-    if obj.get(key) is None:
-        return None
-    return _str(obj, key, what)
-
-
-def _sha(obj: Mapping[str, Any], key: str, what: str) -> str:
-    value = _str(obj, key, what)
-    if not _SHA.fullmatch(value):
-        raise ShapeError(f"{what}.{key} is not a lowercase hex commit id")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ShapeError(f"{what} is not an array")
-    return value
+def _login(obj: Shape, key: str) -> str | None:
+    """The ``login`` of the account object at ``key``; None when the account is gone (null or absent)."""
+    account = obj.optional(key)
+    return None if account is None else account.object().string("login", empty=True)
 
 
 # ----------------------------------------------------------------------------- API objects
@@ -222,13 +189,14 @@ class PullRequest:
 
     @classmethod
     def from_json(cls, value: Any) -> PullRequest:
-        obj = _obj(value, "pull request")
-        head = _obj(obj.get("head"), "pull request head")
-        base = _obj(obj.get("base"), "pull request base")
-        head_repo_obj = head.get("repo")
-        head_repo = None if head_repo_obj is None else _str(_obj(head_repo_obj, "head.repo"), "full_name", "head.repo")
-        base_repo = _str(_obj(base.get("repo"), "base.repo"), "full_name", "base.repo")
-        return cls(_int(obj, "number", "pull request"), _sha(head, "sha", "head"), head_repo, base_repo, _sha(base, "sha", "base"))
+        obj = _shape(value, "pull_request")
+        head = obj.nested("head")
+        base = obj.nested("base")
+        head_repo_obj = head.optional("repo")
+        head_repo = None if head_repo_obj is None else head_repo_obj.object().string("full_name", empty=True)
+        base_repo = base.nested("repo").string("full_name", empty=True)
+        return cls(obj.non_negative_int("number"), head.string("sha", pattern=_SHA, expected=_SHA_EXPECTED), head_repo,
+                   base_repo, base.string("sha", pattern=_SHA, expected=_SHA_EXPECTED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,18 +218,16 @@ class Review:
 
     @classmethod
     def from_json(cls, value: Any) -> Review:
-        obj = _obj(value, "review")
-        user = obj.get("user")
-        login = None if user is None else _str(_obj(user, "review.user"), "login", "review.user")
-        node_id = _str(obj, "node_id", "review")
-        if not _NODE_ID.fullmatch(node_id):
-            raise ShapeError("review.node_id is not a GraphQL node id")
+        obj = _shape(value, "review")
+        login = _login(obj, "user")
+        node_id = obj.string("node_id", empty=True)
+        obj.check(bool(_NODE_ID.fullmatch(node_id)), "a GraphQL node id", "node_id")
         return cls(
-            _int(obj, "id", "review"),
+            obj.non_negative_int("id"),
             login,
-            _str(obj, "state", "review"),
-            _opt_str(obj, "commit_id", "review"),
-            _opt_str(obj, "body", "review") or "",
+            obj.string("state", empty=True),
+            obj.optional_string("commit_id"),
+            obj.optional_string("body") or "",
             node_id,
         )
 
@@ -284,10 +250,9 @@ class IssueComment:
 
     @classmethod
     def from_json(cls, value: Any) -> IssueComment:
-        obj = _obj(value, "issue comment")
-        user = obj.get("user")
-        login = None if user is None else _str(_obj(user, "issue comment.user"), "login", "issue comment.user")
-        return cls(_int(obj, "id", "issue comment"), login, _opt_str(obj, "body", "issue comment") or "")
+        obj = _shape(value, "issue_comment")
+        login = _login(obj, "user")
+        return cls(obj.non_negative_int("id"), login, obj.optional_string("body") or "")
 
 
 # The GraphQL selection ReviewEdit.from_json parses (a `nodes(ids:)` lookup of review node ids).
@@ -320,20 +285,15 @@ class ReviewEdit:
 
     @classmethod
     def from_json(cls, value: Any) -> ReviewEdit:
-        obj = _obj(value, "review node")
-        if obj.get("__typename") != "PullRequestReview":
-            raise ShapeError("the node is not a PullRequestReview")
-        node_id = _str(obj, "id", "review node")
+        obj = _shape(value, "review_node")
+        obj.check(obj.optional_string("__typename") == "PullRequestReview", "a PullRequestReview", "__typename")
+        node_id = obj.string("id", empty=True)
         # BigInt is a JSON string ("may exceed the size of a 32-bit integer"); `databaseId` overflows.
-        raw_id = obj.get("fullDatabaseId")
-        if not isinstance(raw_id, str) or not _DECIMAL.fullmatch(raw_id) or int(raw_id) > _MAX_ID:
-            raise ShapeError("review node.fullDatabaseId is not a decimal BigInt string")
-        editor_obj = obj.get("editor")
-        editor = None if editor_obj is None else _str(_obj(editor_obj, "review node.editor"), "login", "review node.editor")
-        created = obj.get("includesCreatedEdit")
-        if not isinstance(created, bool):
-            raise ShapeError("review node.includesCreatedEdit is not a boolean")
-        return cls(int(raw_id), node_id, _opt_str(obj, "lastEditedAt", "review node"), editor, created)
+        raw_id = obj.string("fullDatabaseId", pattern=_DECIMAL, expected="a decimal BigInt string")
+        obj.check(int(raw_id) <= _MAX_ID, "a decimal BigInt string", "fullDatabaseId")
+        editor = _login(obj, "editor")
+        created = obj.boolean("includesCreatedEdit")
+        return cls(int(raw_id), node_id, obj.optional_string("lastEditedAt"), editor, created)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,20 +324,21 @@ class Run:
 
     @classmethod
     def from_json(cls, value: Any) -> Run:
-        obj = _obj(value, "workflow run")
+        obj = _shape(value, "workflow_run")
         prs = []
-        for item in _list(obj.get("pull_requests") or [], "workflow run pull_requests"):
-            pr = _obj(item, "workflow run pull request")
-            prs.append(PullRef(_int(pr, "number", "run pull request"), _str(_obj(pr.get("head"), "run pull request head"), "sha", "head")))
+        listed = obj.optional("pull_requests")
+        for item in listed.list_of() if listed is not None and listed.value else []:
+            pr = item.object()
+            prs.append(PullRef(pr.non_negative_int("number"), pr.nested("head").string("sha", empty=True)))
         return cls(
-            _int(obj, "id", "workflow run"),
-            _opt_str(obj, "display_title", "workflow run"),
-            _str(obj, "event", "workflow run"),
-            _str(obj, "path", "workflow run"),
-            _int(obj, "run_number", "workflow run"),
-            _opt_int(obj, "run_attempt", "workflow run"),
-            _opt_str(obj, "status", "workflow run"),
-            _opt_str(obj, "conclusion", "workflow run"),
+            obj.non_negative_int("id"),
+            obj.optional_string("display_title"),
+            obj.string("event", empty=True),
+            obj.string("path", empty=True),
+            obj.non_negative_int("run_number"),
+            obj.optional_int("run_attempt", minimum=0),
+            obj.optional_string("status"),
+            obj.optional_string("conclusion"),
             tuple(prs),
         )
 
@@ -401,14 +362,14 @@ class Job:
 
     @classmethod
     def from_json(cls, value: Any) -> Job:
-        obj = _obj(value, "job")
+        obj = _shape(value, "job")
         return cls(
-            _int(obj, "id", "job"),
-            _str(obj, "name", "job"),
-            _int(obj, "run_id", "job"),
-            _opt_int(obj, "run_attempt", "job"),
-            _opt_str(obj, "status", "job"),
-            _opt_str(obj, "conclusion", "job"),
+            obj.non_negative_int("id"),
+            obj.string("name", empty=True),
+            obj.non_negative_int("run_id"),
+            obj.optional_int("run_attempt", minimum=0),
+            obj.optional_string("status"),
+            obj.optional_string("conclusion"),
         )
 
 
@@ -436,24 +397,16 @@ class Environment:
 
     @classmethod
     def from_json(cls, value: Any) -> Environment:
-        obj = _obj(value, "environment")
-        name = _str(obj, "name", "environment")
-        if "deployment_branch_policy" not in obj:
-            # Absent is not null: the API did not say whether deployments are restricted.
-            raise ShapeError("environment.deployment_branch_policy is missing")
-        policy = obj["deployment_branch_policy"]
-        if policy is None:
+        obj = _shape(value, "environment")
+        name = obj.string("name", empty=True)
+        # Absent is not null: the API did not say whether deployments are restricted.
+        policy = obj.at("deployment_branch_policy")
+        if policy.value is None:
             return cls(name, None)
-        policy = _obj(policy, "environment.deployment_branch_policy")
-        flags = []
-        for key in BRANCH_POLICIES:
-            flag = policy.get(key)
-            if not isinstance(flag, bool):
-                raise ShapeError(f"environment.deployment_branch_policy.{key} is not a boolean")
-            if flag:
-                flags.append(key)
+        policy.object()
+        flags = [key for key in BRANCH_POLICIES if policy.boolean(key)]
         if len(flags) != 1:
-            raise ShapeError("environment.deployment_branch_policy sets neither or both of protected_branches and custom_branch_policies")
+            policy.refuse("sets neither or both of protected_branches and custom_branch_policies")
         return cls(name, flags[0])
 
 

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..._shape import Shape
 from ...errors import VerificationError
 from ._codes import HandoffCode
 
@@ -27,6 +28,7 @@ _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")  # one path component, never '..'
+_SHA_EXPECTED = "a full lowercase 40- or 64-hex object id"
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
 
 
@@ -79,56 +81,33 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail)
 
 
-def _obj(doc: Any, key: str, fields: set[str]) -> dict[str, Any]:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    if not isinstance(value, dict) or not fields <= set(value):
-        raise _bad(f"{key} must be an object with {sorted(fields)}")
-    return value
-
-
-def _int(value: Any, what: str) -> int:
-    if type(value) is not int or value <= 0:
-        raise _bad(f"{what} must be a positive integer")
-    return value
-
-
-def _str(value: Any, what: str, pattern: re.Pattern[str] | None = None) -> str:
-    if not isinstance(value, str) or not value or (pattern is not None and not pattern.match(value)):
-        raise _bad(f"{what} is not a valid value")
-    return value
-
-
 def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers: tuple[str, ...]) -> Handoff:
     """Read a verified statement as a :class:`Handoff` (pure); raise ``VerificationError`` otherwise.
 
     Raises:
         VerificationError: ``HANDOFF_WRONG_PREDICATE`` (not a ``review-handoff/v1``
             statement), ``HANDOFF_MALFORMED`` (a predicate field missing, extra or of the wrong
-            type), ``HANDOFF_SUBJECT_MISMATCH`` (the subjects are not exactly the four images).
+            type; the detail names it: ``handoff.images.base.identity: expected ...``),
+            ``HANDOFF_SUBJECT_MISMATCH`` (the subjects are not exactly the four images).
     """
     if statement.get("predicateType") != HANDOFF_PREDICATE:
         raise VerificationError(HandoffCode.HANDOFF_WRONG_PREDICATE,
                                 f"the statement's predicate type is {str(statement.get('predicateType'))[:200]!r}, not {HANDOFF_PREDICATE}")
-    pred = statement.get("predicate")
-    if not isinstance(pred, dict) or set(pred) != _PREDICATE_KEYS:
-        raise _bad(f"the predicate must have exactly the fields {sorted(_PREDICATE_KEYS)}")
-    repo = _obj(pred, "repository", {"id", "full_name"})
-    pr = _obj(pred, "pull_request", {"id", "number"})
-    base = _obj(pred, "base", {"commit", "tree"})
-    toolchain = _obj(pred, "toolchain", {"revision"})
-    procedure = _obj(pred, "procedure", {"files"})
-    runtime = _obj(pred, "runtime", {"name", "attestation_digest"})
-    raw_images = pred["images"]
-    if not isinstance(raw_images, dict) or set(raw_images) != set(IMAGE_NAMES):
-        raise _bad(f"images must name exactly {list(IMAGE_NAMES)}")
+    pred = Shape(statement.get("predicate"), "handoff", _bad).object(_PREDICATE_KEYS)
+    repo = pred.nested("repository", required=("id", "full_name"))
+    pr = pred.nested("pull_request", required=("id", "number"))
+    base = pred.nested("base", required=("commit", "tree"))
+    toolchain = pred.nested("toolchain", required=("revision",))
+    procedure = pred.nested("procedure", required=("files",))
+    runtime = pred.nested("runtime", required=("name", "attestation_digest"))
+    raw_images = pred.nested("images", IMAGE_NAMES)
     images: dict[str, HandoffImage] = {}
     for name in IMAGE_NAMES:
-        entry = _obj(raw_images, name, {"identity", "path", "backend"})
-        path = _str(entry["path"], f"images.{name}.path")
-        if not os.path.isabs(path):
-            raise _bad(f"images.{name}.path must be absolute")
-        images[name] = HandoffImage(_str(entry["identity"], f"images.{name}.identity", _IDENTITY), path,
-                                    _str(entry["backend"], f"images.{name}.backend"))
+        entry = raw_images.nested(name, required=("identity", "path", "backend"))
+        path = entry.string("path")
+        entry.check(os.path.isabs(path), "an absolute path", "path")
+        images[name] = HandoffImage(entry.string("identity", pattern=_IDENTITY, expected="sha256:<64 hex>"), path,
+                                    entry.string("backend"))
     # The subjects are what was signed over: exactly the four images, each once, by identity.
     subjects = statement.get("subject")
     named = {s.get("name"): s.get("digest") for s in subjects if isinstance(s, dict)} if isinstance(subjects, list) else {}
@@ -136,31 +115,25 @@ def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers
     if not isinstance(subjects, list) or len(subjects) != len(IMAGE_NAMES) or named != want:
         raise VerificationError(HandoffCode.HANDOFF_SUBJECT_MISMATCH,
                                 "the statement's subjects are not exactly the four images of the predicate")
-    files = procedure["files"]
-    if not isinstance(files, list) or not files:
-        raise _bad("procedure.files must be a non-empty list")
-    parsed: list[tuple[str, str]] = []
-    for f in files:
-        if not isinstance(f, dict) or set(f) != {"path", "sha256"}:
-            raise _bad("each procedure file must be {path, sha256}")
-        parsed.append((_str(f["path"], "procedure file path"), _str(f["sha256"], "procedure file sha256", _HEX64)))
-    if sorted(parsed) != parsed or len({p for p, _ in parsed}) != len(parsed):
-        raise _bad("procedure.files must be sorted by path, each path once")
+    parsed = [(f.string("path"), f.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits"))
+              for f in (f.object(("path", "sha256")) for f in procedure.list_of("files", non_empty=True))]
+    procedure.check(sorted(parsed) == parsed and len({p for p, _ in parsed}) == len(parsed), "sorted by path, each path once",
+                    "files")
     return Handoff(
         attestation_digest=attestation_digest,
         signers=signers,
-        repository_id=_int(repo["id"], "repository.id"),
-        full_name=_str(repo["full_name"], "repository.full_name"),
-        pull_request_id=_int(pr["id"], "pull_request.id"),
-        number=_int(pr["number"], "pull_request.number"),
-        base_commit=_str(base["commit"], "base.commit", _SHA),
-        base_tree=_str(base["tree"], "base.tree", _SHA),
-        toolchain_revision=_str(toolchain["revision"], "toolchain.revision", _SHA),
-        runtime_name=_str(runtime["name"], "runtime.name", _SAFE_NAME),
-        runtime_attestation_digest=_str(runtime["attestation_digest"], "runtime.attestation_digest", _IDENTITY),
+        repository_id=repo.positive_int("id"),
+        full_name=repo.string("full_name"),
+        pull_request_id=pr.positive_int("id"),
+        number=pr.positive_int("number"),
+        base_commit=base.string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
+        base_tree=base.string("tree", pattern=_SHA, expected=_SHA_EXPECTED),
+        toolchain_revision=toolchain.string("revision", pattern=_SHA, expected=_SHA_EXPECTED),
+        runtime_name=runtime.string("name", pattern=_SAFE_NAME, expected="one safe path component"),
+        runtime_attestation_digest=runtime.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>"),
         images=images,
         procedure_files=tuple(parsed),
-        time=_str(pred["time"], "time", _TIME),
+        time=pred.string("time", pattern=_TIME, expected="a UTC time YYYY-MM-DDTHH:MM:SSZ"),
     )
 
 

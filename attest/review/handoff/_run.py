@@ -32,12 +32,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._digest import sha256_of
+from ..._fdio import write_all
 from ...errors import EnvironmentFailure, Finding, VerificationError
 from ._codes import HandoffCode
 from ._handoff import IMAGE_NAMES, Handoff, verify_handoff
@@ -284,7 +285,7 @@ def reviewer_etc(*, uid: int, gid: int, home: str, network: bool,
     files: list[tuple[EtcFile, bytes]] = []
     for path, text, holds in made:
         data = text.encode()
-        files.append((EtcFile(path, "synthesized", "sha256:" + hashlib.sha256(data).hexdigest(), holds), data))
+        files.append((EtcFile(path, "synthesized", sha256_of(data), holds), data))
     omitted: list[tuple[str, str]] = []
 
     def copy(path: str, holds: str) -> bool:
@@ -293,7 +294,7 @@ def reviewer_etc(*, uid: int, gid: int, home: str, network: bool,
         except ValueError as e:
             omitted.append((path, f"the host's {path}: {e}"))
             return False
-        files.append((EtcFile(path, source, "sha256:" + hashlib.sha256(data).hexdigest(), holds), data))
+        files.append((EtcFile(path, source, sha256_of(data), holds), data))
         return True
 
     copy(LOADER_CACHE, "the loader cache")
@@ -315,9 +316,7 @@ def _sealed_memfd(name: str, data: bytes) -> int:
 
     fd = os.memfd_create(f"attest-etc{name.replace('/', '-')}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
     except BaseException:
         os.close(fd)
@@ -653,7 +652,7 @@ def run_review_step(
     canonical = _canonical(result.to_json())
     write_atomic(path, canonical, mode=0o644, what="review result")
     confinement = established[-1] if confine is not None else Confinement(False, "host")
-    return ReviewRun(handoff, result, path, "sha256:" + hashlib.sha256(canonical).hexdigest(), confinement)
+    return ReviewRun(handoff, result, path, sha256_of(canonical), confinement)
 
 
 def _canonical(doc: Any) -> bytes:

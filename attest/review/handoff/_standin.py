@@ -8,10 +8,10 @@ honest: ``complete`` is false and the limitation names the exact Skill bytes it 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 
+from ..._digest import sha256_of
 from ...errors import InputError
 from ._codes import HandoffCode
 from ._result import ReviewResult
@@ -46,8 +46,8 @@ def stand_in_review(environ: Mapping[str, str]) -> ReviewResult:
 
     skill = read("SKILL.md")
     front = SkillFrontMatter.from_bytes(skill)
-    digests = [f"SKILL.md sha256:{hashlib.sha256(skill).hexdigest()}"]
-    digests += [f"{ref} sha256:{hashlib.sha256(read(ref)).hexdigest()}" for ref in front.references]
+    digests = [f"SKILL.md {sha256_of(skill)}"]
+    digests += [f"{ref} {sha256_of(read(ref))}" for ref in front.references]
     note = (f"stand-in reviewer: no analysis was performed; it read the '{front.name}' Skill from the procedure bundle only ("
             + "; ".join(digests) + ")")
     return ReviewResult(False, (note,), ())

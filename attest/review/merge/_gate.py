@@ -45,6 +45,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..._digest import sha256_of
+from ..._shape import Shape
 from ...errors import Finding, InputError, VerificationError
 from ._codes import MergeGateCode
 
@@ -57,6 +59,7 @@ CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutr
 _CI_KEYS = frozenset({"repository", "head", "check", "conclusion", "run"})
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ /:()-]{0,199}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SHA_EXPECTED = "a full lowercase 40- or 64-hex commit id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +110,11 @@ def _bad(detail: str, where: str | None) -> VerificationError:
     return VerificationError(MergeGateCode.MERGE_RECORD_MALFORMED, detail, where)
 
 
-def _positive(value: Any) -> bool:
-    return type(value) is int and value > 0
-
-
 _RECORD_KEYS = frozenset({"review", "state_digest", "generation", "status", "repository", "pull_request", "base", "head",
                           "merge_base", "handoff_digest", "images", "change", "projections", "result", "failure", "limitations",
                           "authority_changes", "findings", "event", "confinement", "time"})
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_REVIEW_ID = re.compile(r"[0-9a-f]{32}\Z")
 
 
 def parse_review_record(predicate: Any, digest: str, where: str | None = None) -> ReviewRecord:
@@ -135,39 +135,33 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     from ..handoff import IMAGE_NAMES
     from ..procedure import AUTHORITY_KINDS, AUTHORITY_STATUSES, STATUSES
 
-    if not isinstance(predicate, dict) or set(predicate) != _RECORD_KEYS:
-        raise _bad(f"the review record must have exactly the fields {sorted(_RECORD_KEYS)}", where)
-    try:
-        repo, pr, base, findings = predicate["repository"], predicate["pull_request"], predicate["base"], predicate["findings"]
-        record = ReviewRecord(predicate["review"], predicate["status"], repo["id"], repo["full_name"], pr["id"], pr["number"],
-                              base["commit"], predicate["head"], findings["blocking"], digest)
-        counts = [findings[k] for k in ("total", "blocking", "inline", "in_body")]
-        images = predicate["images"]
-        confinement = predicate["confinement"]
-    except (KeyError, TypeError) as e:
-        raise _bad(f"the review record lacks {e}", where) from e
-    changes = predicate["authority_changes"]
-    if not (isinstance(changes, list)
-            and all(isinstance(c, dict) and set(c) == {"path", "status", "kind"} and isinstance(c["path"], str) and bool(c["path"])
-                    and c["status"] in AUTHORITY_STATUSES and c["kind"] in AUTHORITY_KINDS for c in changes)
-            and len({c["path"] for c in changes}) == len(changes)):
-        raise _bad("the review record's authority_changes must be a list of exactly {path, status, kind}, no path twice, status "
-                   f"one of {list(AUTHORITY_STATUSES)}, kind one of {list(AUTHORITY_KINDS)}", where)
-    record = replace(record, authority=tuple((c["path"], c["status"], c["kind"]) for c in changes))
-    status, result, failure, limitations = record.status, predicate["result"], predicate["failure"], predicate["limitations"]
-    shape = (record.status in STATUSES and all(_positive(v) for v in (record.repository_id, record.pull_request_id, record.number))
-             and isinstance(record.full_name, str) and bool(record.full_name)
-             and all(isinstance(v, str) and _SHA.match(v) for v in (record.base_commit, record.head, predicate["merge_base"]))
-             and isinstance(record.review, str) and bool(re.fullmatch(r"[0-9a-f]{32}", record.review))
-             and all(type(n) is int and n >= 0 for n in counts) and set(findings) == {"total", "blocking", "inline", "in_body"}
-             and isinstance(images, dict) and set(images) == set(IMAGE_NAMES)
-             and all(isinstance(v, str) and _DIGEST.match(v) for v in images.values())
-             and isinstance(predicate["change"], dict) and set(predicate["change"]) == {"identity"}
-             and isinstance(predicate["change"]["identity"], str) and bool(_DIGEST.match(predicate["change"]["identity"]))
-             and isinstance(limitations, list) and all(isinstance(x, str) and x for x in limitations)
-             and (confinement is None or isinstance(confinement, dict)))
-    if not shape:
-        raise _bad("the review record's predicate is not the documented shape", where)
+    rec = Shape(predicate, "record", lambda d: _bad(d, where)).object(_RECORD_KEYS)
+    repo = rec.nested("repository", required=("id", "full_name"))
+    pr = rec.nested("pull_request", required=("id", "number"))
+    findings = rec.nested("findings", ("total", "blocking", "inline", "in_body"))
+    record = ReviewRecord(rec.string("review", pattern=_REVIEW_ID, expected="a review id (32 lowercase hex digits)"),
+                          rec.one_of("status", STATUSES), repo.positive_int("id"), repo.string("full_name"),
+                          pr.positive_int("id"), pr.positive_int("number"),
+                          rec.nested("base", required=("commit",)).string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
+                          rec.string("head", pattern=_SHA, expected=_SHA_EXPECTED), findings.non_negative_int("blocking"),
+                          digest)
+    rec.string("merge_base", pattern=_SHA, expected=_SHA_EXPECTED)
+    counts = [findings.non_negative_int(k) for k in ("total", "blocking", "inline", "in_body")]
+    changes = []
+    for c in rec.list_of("authority_changes"):
+        c.object(("path", "status", "kind"))
+        changes.append((c.string("path"), c.one_of("status", AUTHORITY_STATUSES), c.one_of("kind", AUTHORITY_KINDS)))
+    rec.check(len({path for path, _, _ in changes}) == len(changes), "no path twice", "authority_changes")
+    record = replace(record, authority=tuple(changes))
+    images = rec.nested("images", IMAGE_NAMES)
+    for name in IMAGE_NAMES:
+        images.string(name, pattern=_DIGEST, expected="sha256:<64 hex>")
+    rec.nested("change", ("identity",)).string("identity", pattern=_DIGEST, expected="sha256:<64 hex>")
+    limitations = rec.strings("limitations")
+    confinement = rec.optional("confinement")
+    if confinement is not None:
+        confinement.object()
+    status, result, failure = record.status, predicate["result"], predicate["failure"]
     total, blocking, inline, in_body = counts
     n = len(changes)  # attest's authority findings: each blocking, each in the body
     consistent = (blocking <= total and inline + in_body == total and blocking >= n and in_body >= n
@@ -212,20 +206,17 @@ def parse_ci_result(predicate: Any, digest: str, where: str | None = None) -> Ci
     Raises:
         VerificationError: ``MERGE_RECORD_MALFORMED``.
     """
-    if not isinstance(predicate, dict) or set(predicate) - {"base"} != _CI_KEYS \
-            or not isinstance(predicate["repository"], dict) or set(predicate["repository"]) != {"id", "full_name"}:
-        raise _bad("a CI result's predicate is exactly {repository: {id, full_name}, head, base, check, conclusion, run}", where)
-    r = predicate["repository"]
-    base = predicate.get("base")
-    ok = (_positive(r["id"]) and isinstance(r["full_name"], str) and bool(r["full_name"]) and isinstance(predicate["head"], str)
-          and bool(_SHA.match(predicate["head"])) and isinstance(predicate["check"], str) and bool(_NAME.match(predicate["check"]))
-          and ("base" not in predicate or (isinstance(base, str) and bool(_SHA.match(base))))
-          and predicate["conclusion"] in CONCLUSIONS and isinstance(predicate["run"], str) and 0 < len(predicate["run"]) <= 2000)
-    if not ok:
-        raise _bad("a CI result needs a positive repository id, a full name, full head and base commit ids, a check name, a "
-                   f"conclusion of {list(CONCLUSIONS)} and a run", where)
-    return CiResult(predicate["check"], r["id"], r["full_name"], predicate["head"], base, predicate["conclusion"], predicate["run"],
-                    digest)
+    ci = Shape(predicate, "ci_result", lambda d: _bad(d, where))
+    ci.object(allowed=_CI_KEYS | {"base"}, required=_CI_KEYS)
+    r = ci.nested("repository", ("id", "full_name"))
+    repository_id, full_name = r.positive_int("id"), r.string("full_name")
+    head = ci.string("head", pattern=_SHA, expected=_SHA_EXPECTED)
+    check = ci.string("check", pattern=_NAME, expected="a check name")
+    base = ci.string("base", pattern=_SHA, expected=_SHA_EXPECTED) if ci.has("base") else None
+    conclusion = ci.one_of("conclusion", CONCLUSIONS)
+    run = ci.string("run")
+    ci.check(len(run) <= 2000, "at most 2000 characters", "run")
+    return CiResult(check, repository_id, full_name, head, base, conclusion, run, digest)
 
 
 # -- the decision (pure) ------------------------------------------------------------------------------------------
@@ -529,7 +520,7 @@ def sign_ci_result(predicate: Mapping[str, Any], signer: Any, out: str | os.Path
     data = sign_statement(statement([subj], CI_RESULT_PREDICATE, predicate), signer)
     path = os.path.abspath(os.fspath(out))
     write_atomic(path, data, mode=0o644, what="CI result")
-    return path, "sha256:" + hashlib.sha256(data).hexdigest()
+    return path, sha256_of(data)
 
 
 __all__ = [

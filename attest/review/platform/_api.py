@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlsplit
 
+from ..._shape import Shape
 from ...errors import EnvironmentFailure
 from ..evidence._codes import EvidenceCode
 from ..evidence._http import FetchFailed, GitHubClient
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SHA_EXPECTED = "a full lowercase commit id"
 _MAX_ID = 2**63 - 1
 #: A write's failures after which GitHub may have done it: no whole answer, or one that is not JSON (a proxy's page).
 _MAYBE_DONE = frozenset({EvidenceCode.HTTP_ERROR, EvidenceCode.RESPONSE_TOO_LARGE, EvidenceCode.RESPONSE_NOT_JSON})
@@ -58,48 +60,9 @@ class NoAnswer(Exception):
 
 # -- strict fields -------------------------------------------------------------------------------------------------
 
-def _get(doc: Any, dotted: str) -> Any:
-    value = doc
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            raise ShapeError(f"{dotted} is missing")
-        value = value[part]
-    return value
-
-
-def _int(doc: Any, dotted: str) -> int:
-    value = _get(doc, dotted)
-    if type(value) is not int or not 0 < value <= _MAX_ID:
-        raise ShapeError(f"{dotted} is not a positive integer")
-    return value
-
-
-def _str(doc: Any, dotted: str, *, empty: bool = False) -> str:
-    value = _get(doc, dotted)
-    if not isinstance(value, str) or (not value and not empty):
-        raise ShapeError(f"{dotted} is not a {'' if empty else 'non-empty '}string")
-    return value
-
-
-def _opt_str(doc: Any, dotted: str) -> str | None:
-    value = _get(doc, dotted)
-    if value is not None and not isinstance(value, str):
-        raise ShapeError(f"{dotted} is not a string or null")
-    return value
-
-
-def _sha(doc: Any, dotted: str) -> str:
-    value = _get(doc, dotted)
-    if not isinstance(value, str) or not _SHA.match(value):
-        raise ShapeError(f"{dotted} is not a full lowercase commit id")
-    return value
-
-
-def _bool(doc: Any, dotted: str) -> bool:
-    value = _get(doc, dotted)
-    if type(value) is not bool:
-        raise ShapeError(f"{dotted} is not a boolean")
-    return value
+def _answer(doc: Any) -> Shape:
+    """An answer, read strictly: a refusal is a :class:`ShapeError` naming the field (``base.repo.id: expected ...``)."""
+    return Shape(doc, "", ShapeError)
 
 
 def _holds(value: Any, scrub: Callable[[str], str]) -> bool:
@@ -143,20 +106,18 @@ class PullRequestState:
 
     @classmethod
     def from_json(cls, doc: Any) -> PullRequestState:
-        mergeable = _get(doc, "mergeable")
-        if mergeable is not None and type(mergeable) is not bool:
-            raise ShapeError("mergeable is not a boolean or null")
-        state = _str(doc, "state")
-        if state not in ("open", "closed"):
-            raise ShapeError(f"state is {_printable(state, 20)!r}, not open or closed")
-        head_repo = _get(doc, "head.repo")
-        merge_commit = _opt_str(doc, "merge_commit_sha")
-        if merge_commit is not None and not _SHA.match(merge_commit):
-            raise ShapeError("merge_commit_sha is not a full lowercase commit id")
-        return cls(_int(doc, "id"), _int(doc, "number"), state, _bool(doc, "merged"), _int(doc, "base.repo.id"),
-                   _str(doc, "base.repo.full_name"), None if head_repo is None else _str(doc, "head.repo.full_name"),
-                   _str(doc, "base.ref"), _sha(doc, "base.sha"), _sha(doc, "head.sha"), mergeable,
-                   _opt_str(doc, "mergeable_state"), merge_commit)
+        a = _answer(doc)
+        mergeable = a.optional_boolean("mergeable", present=True)
+        state = a.one_of("state", ("open", "closed"))
+        head_repo = a.at("head", "repo")
+        merge_commit = a.optional_string("merge_commit_sha", pattern=_SHA, expected=_SHA_EXPECTED, present=True)
+        base = a.at("base")
+        return cls(a.positive_int("id", maximum=_MAX_ID), a.positive_int("number", maximum=_MAX_ID), state, a.boolean("merged"),
+                   base.at("repo").positive_int("id", maximum=_MAX_ID), base.at("repo").string("full_name"),
+                   None if head_repo.value is None else head_repo.string("full_name"), base.string("ref"),
+                   base.string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
+                   a.at("head").string("sha", pattern=_SHA, expected=_SHA_EXPECTED), mergeable,
+                   a.optional_string("mergeable_state", present=True), merge_commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +133,11 @@ class PostedReview:
 
     @classmethod
     def from_json(cls, doc: Any) -> PostedReview:
-        user = _get(doc, "user")
-        commit = _opt_str(doc, "commit_id")
-        if commit is not None and not _SHA.match(commit):
-            raise ShapeError("commit_id is not a full lowercase commit id")
-        return cls(_int(doc, "id"), None if user is None else _str(doc, "user.login"), commit, _str(doc, "state"),
-                   _opt_str(doc, "body") or "", _str(doc, "pull_request_url"))
+        a = _answer(doc)
+        user = a.at("user")
+        commit = a.optional_string("commit_id", pattern=_SHA, expected=_SHA_EXPECTED, present=True)
+        return cls(a.positive_int("id", maximum=_MAX_ID), None if user.value is None else user.string("login"), commit,
+                   a.string("state"), a.optional_string("body", present=True) or "", a.string("pull_request_url"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,21 +154,17 @@ class ReviewThread:
 
     @classmethod
     def from_json(cls, doc: Any) -> ReviewThread:
-        line = _get(doc, "line")
-        if line is not None and (type(line) is not int or line < 1):
-            raise ShapeError("line is not a positive integer or null")
-        comments = _get(doc, "comments.nodes")
-        if not isinstance(comments, list):
-            raise ShapeError("comments.nodes is not an array")
-        first = comments[0] if comments else None
+        a = _answer(doc)
+        line = a.optional_int("line", present=True)
+        comments = a.at("comments").list_of("nodes")
         author = None
         url = None
-        if first is not None:
-            if not isinstance(first, Mapping):
-                raise ShapeError("comments.nodes[0] is not an object")
-            author = None if first.get("author") is None else _str(first, "author.login")
-            url = _opt_str(first, "url") if "url" in first else None
-        return cls(_str(doc, "id"), _bool(doc, "isResolved"), _bool(doc, "isOutdated"), _str(doc, "path"), line, author, url)
+        if comments:
+            first = comments[0].object()
+            account = first.optional("author")
+            author = None if account is None else account.string("login")
+            url = first.optional_string("url")
+        return cls(a.string("id"), a.boolean("isResolved"), a.boolean("isOutdated"), a.string("path"), line, author, url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,10 +177,11 @@ class GitCommit:
 
     @classmethod
     def from_json(cls, doc: Any) -> GitCommit:
-        parents = _get(doc, "parents")
-        if not isinstance(parents, list):
-            raise ShapeError("parents is not an array")
-        return cls(_sha(doc, "sha"), _sha(doc, "tree.sha"), tuple(_sha(p, "sha") for p in parents))
+        a = _answer(doc)
+        parents = a.list_of("parents")
+        return cls(a.string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
+                   a.at("tree").string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
+                   tuple(p.string("sha", pattern=_SHA, expected=_SHA_EXPECTED) for p in parents))
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +196,9 @@ class PostedStatus:
 
     @classmethod
     def from_json(cls, doc: Any) -> PostedStatus:
-        return cls(_int(doc, "id"), _str(doc, "state"), _str(doc, "context"), _opt_str(doc, "description"), _str(doc, "url"))
+        a = _answer(doc)
+        return cls(a.positive_int("id", maximum=_MAX_ID), a.string("state"), a.string("context"),
+                   a.optional_string("description", present=True), a.string("url"))
 
 
 # -- the adapter ---------------------------------------------------------------------------------------------------
@@ -340,7 +299,8 @@ class GitHubPlatform:
             raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, f"the branch name {_printable(name, 100)!r} "
                                      "is not a branch name")
         path = f"{self.repo_path}/git/ref/heads/{quote(name, safe='/')}"
-        ref, kind, sha = self._read(path, lambda d: (_str(d, "ref"), _str(d, "object.type"), _sha(d, "object.sha")))
+        ref, kind, sha = self._read(path, lambda d: (_answer(d).string("ref"), _answer(d).at("object").string("type"),
+                                                       _answer(d).at("object").string("sha", pattern=_SHA, expected=_SHA_EXPECTED)))
         if (ref, kind) != (f"refs/heads/{name}", "commit"):
             raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, f"GET {path} answered the {_printable(kind, 20)} "
                                      f"{_printable(ref, 100)!r}, not the branch {_printable(name, 100)!r}")
@@ -365,15 +325,13 @@ class GitHubPlatform:
             except FetchFailed as e:
                 raise self._fail(e) from e
             answer = self._parse("the review-threads query", self._clean(lambda a: a), answer)
-            page = self._parse("the review-threads query", lambda a: _get(a, "repository.pullRequest.reviewThreads"), answer)
-            nodes = self._parse("the review-threads query", lambda p: _get(p, "nodes"), page)
-            if not isinstance(nodes, list):
-                raise EnvironmentFailure(PlatformCode.PLATFORM_RESPONSE_SHAPE, "reviewThreads.nodes is not an array")
-            threads += [self._parse("a review thread", ReviewThread.from_json, n) for n in nodes]
-            more = self._parse("the review-threads query", lambda p: _bool(p, "pageInfo.hasNextPage"), page)
+            page = self._parse("the review-threads query", lambda a: _answer(a).at("repository", "pullRequest", "reviewThreads").value, answer)
+            nodes = self._parse("the review-threads query", lambda p: Shape(p, "reviewThreads", ShapeError).list_of("nodes"), page)
+            threads += [self._parse("a review thread", ReviewThread.from_json, n.value) for n in nodes]
+            more = self._parse("the review-threads query", lambda p: _answer(p).at("pageInfo").boolean("hasNextPage"), page)
             if not more:
                 return tuple(threads)
-            cursor = self._parse("the review-threads query", lambda p: _str(p, "pageInfo.endCursor"), page)
+            cursor = self._parse("the review-threads query", lambda p: _answer(p).at("pageInfo").string("endCursor"), page)
         raise EnvironmentFailure(PlatformCode.PLATFORM_REQUEST_FAILED, f"more than {self.client.limits.max_pages} pages of "
                                  "review threads")
 

@@ -41,6 +41,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..._digest import sha256_of
 from ..._safefs import AT_FDCWD, UnsafeEntry, create_at, open_dir_at, open_regular_at, replace_at
 from ...errors import CommonCode, Finding, InputError, ReasonCode
 
@@ -575,7 +576,7 @@ def write_workflow(repo_dir: str | os.PathLike[str], options: WorkflowOptions, *
             file is there and ``force`` is false), ``BAD_OUTPUT_PATH`` (it cannot be written).
     """
     data = render_workflow(options).encode("utf-8")
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = sha256_of(data)
     repo = os.fspath(repo_dir)
     target = os.path.join(os.path.abspath(repo), WORKFLOW_PATH)
     try:

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._digest import sha256_of
 from ...errors import EnvironmentFailure, Finding, VerificationError
 from ...git import ChangedSurface, GitCode, GitRepo
 from ...git._objects import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, MODE_TREE
@@ -165,7 +166,8 @@ def private_repository(git: GitRepo, scratch: str) -> str:
     Raises:
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from ..._safefs import O_NEW, write_all
+    from ..._fdio import write_all
+    from ..._safefs import O_NEW
 
     private = os.path.join(scratch, "diff.git")
     if os.path.isdir(private):
@@ -310,7 +312,7 @@ def content_digest(head: Sequence[tuple[str, str, int, str | None]], not_materia
 
     doc = {"head": sorted([list(e) for e in head], key=lambda e: str(e[0])), "not_materialized": [dict(x) for x in not_materialized],
            "diff": diff_sha256}
-    return "sha256:" + hashlib.sha256(canonical_bytes(doc)).hexdigest()
+    return sha256_of(canonical_bytes(doc))
 
 
 def _kind(mode: str) -> str:
@@ -394,7 +396,8 @@ def change_inventory(generated: Mapping[str, bytes], head: Sequence[tuple[str, s
 
 
 def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
-    from ..._safefs import O_NEW, write_all
+    from ..._fdio import write_all
+    from ..._safefs import O_NEW
 
     fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)
     try:

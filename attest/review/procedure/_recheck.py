@@ -30,13 +30,14 @@ Every outcome but ``proceed`` closes the old review with a recheck record,
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..._digest import sha256_of
+from ..._shape import Shape
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..bootstrap import HostAdapter
 from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
@@ -230,73 +231,50 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
         raise VerificationError(RecheckCode.REVIEW_STATE_TAMPERED, f"the state of review {review} holds review {claimed}", where)
 
     def bad(detail: str) -> VerificationError:
-        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state {detail}", where)
+        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, detail, where)
 
-    keys = set(doc)
-    if keys != _STATE_KEYS and keys != _STATE_KEYS | {"refresh"}:
-        raise bad(f"must have exactly the fields {sorted(_STATE_KEYS)} (and refresh after a refresh)")
-    if doc["format"] != STATE_FORMAT:
-        raise bad(f"is not a {STATE_FORMAT}")
-
-    def obj(key: str, fields: set[str] | frozenset[str]) -> dict[str, Any]:
-        value = doc[key]
-        if not isinstance(value, dict) or set(value) != set(fields):
-            raise bad(f"{key} must be an object of exactly {sorted(fields)}")
-        return value
-
-    def integer(value: Any, what: str) -> int:
-        if type(value) is not int or value <= 0:
-            raise bad(f"{what} must be a positive integer")
-        return value
-
-    def text(value: Any, what: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise bad(f"{what} must be a non-empty string")
-        return value
-
-    repository = obj("repository", {"id", "full_name"})
-    pull_request = obj("pull_request", {"id", "number"})
-    base = obj("base", {"commit", "tree", "object_format"})
-    fmt = base["object_format"]
-    if fmt not in ("sha1", "sha256"):
-        raise bad("base.object_format must be sha1 or sha256")
-    shas = {"base.commit": base["commit"], "base.tree": base["tree"], "head": doc["head"], "merge_base": doc["merge_base"]}
-    for what, value in shas.items():
-        if not isinstance(value, str) or not is_full_sha(value, fmt):
-            raise bad(f"{what} must be a full {fmt} object id")
-    obj("handoff", {"path", "digest"})
-    obj("config", {"sha256"})
-    obj("lock", {"sha256"})
-    obj("images", set(IMAGE_NAMES))
-    obj("projections", {"semantic", "adapter"})
-    change = obj("change", {"identity", "path", "backend"})
-    if not all(isinstance(v, str) and v for v in change.values()) or not _DIGEST.match(change["identity"]):
-        raise bad("change must be {identity: sha256:<hex>, path, backend} of the change image")
-    if not isinstance(doc["change_content"], str) or not _DIGEST.match(doc["change_content"]):
-        raise bad("change_content must be the sha256:<hex> of the change image's head tree and diff")
-    text(doc["context"], "context")
-    repo = text(doc["repo"], "repo")
-    if not os.path.isabs(repo):
-        raise bad("repo must be an absolute path")
-    host = doc["host"]
-    adapter = host.get("adapter") if isinstance(host, dict) else None
-    if not isinstance(adapter, str) or set(host) != _HOST_KEYS.get(adapter, {"adapter"}):
-        raise bad("host must be {adapter: identity, path} or {adapter: github, repository, pr, api_url}")
-    surface = doc["surface"]
-    if not isinstance(surface, dict) or not isinstance(surface.get("paths"), list) or \
-            (surface.get("base"), surface.get("head")) != (doc["merge_base"], doc["head"]):
-        raise bad("surface must be the changed surface from its merge_base to its head")
-    authority = parse_authority_changes(doc["authority_changes"], surface, where)
+    state = Shape(doc, "state", bad)
+    if state.keys() not in (_STATE_KEYS, _STATE_KEYS | {"refresh"}):
+        state.fail(f"exactly the fields {sorted(_STATE_KEYS)} (and refresh after a refresh)")
+    state.one_of("format", (STATE_FORMAT,))
+    repository = state.nested("repository", ("id", "full_name"))
+    pull_request = state.nested("pull_request", ("id", "number"))
+    base = state.nested("base", ("commit", "tree", "object_format"))
+    fmt: Literal["sha1", "sha256"] = "sha256" if base.one_of("object_format", ("sha1", "sha256")) == "sha256" else "sha1"
+    shas = [base.at("commit"), base.at("tree"), state.at("head"), state.at("merge_base")]
+    for sha in shas:
+        sha.check(isinstance(sha.value, str) and is_full_sha(sha.value, fmt), f"a full {fmt} object id")
+    state.nested("handoff", ("path", "digest"))
+    state.nested("config", ("sha256",))
+    state.nested("lock", ("sha256",))
+    state.nested("images", IMAGE_NAMES)
+    state.nested("projections", ("semantic", "adapter"))
+    change = state.nested("change", ("identity", "path", "backend"))
+    change.string("identity", pattern=_DIGEST, expected="sha256:<hex> of the change image")
+    change.string("path")
+    change.string("backend")
+    state.string("change_content", pattern=_DIGEST, expected="the sha256:<hex> of the change image's head tree and diff")
+    state.string("context")
+    repo = state.string("repo")
+    state.check(os.path.isabs(repo), "an absolute path", "repo")
+    host = state.at("host").object()
+    adapter = host.string("adapter", empty=True)
+    host.object(_HOST_KEYS.get(adapter, {"adapter"}))
+    surface = state.at("surface").object(required=("paths",))
+    surface.list_of("paths")
+    surface.check((surface.optional_string("base"), surface.optional_string("head")) == (doc["merge_base"], doc["head"]),
+                  "the changed surface from the state's merge_base to its head")
+    authority = parse_authority_changes(doc["authority_changes"], doc["surface"], where)
     generation = 0
-    if "refresh" in doc:
-        refresh = obj("refresh", {"previous", "generation"})
-        generation = integer(refresh["generation"], "refresh.generation")
-        if not isinstance(refresh["previous"], str) or not _ID.match(refresh["previous"]):
-            raise bad("refresh.previous must be a review id")
-    return ReviewState(claimed, "sha256:" + hashlib.sha256(data).hexdigest(), doc,
-                       integer(repository["id"], "repository.id"), text(repository["full_name"], "repository.full_name"),
-                       integer(pull_request["id"], "pull_request.id"), integer(pull_request["number"], "pull_request.number"),
-                       base["commit"], base["tree"], fmt, doc["head"], doc["merge_base"], repo, host, generation, authority)
+    if state.has("refresh"):
+        refresh = state.nested("refresh", ("previous", "generation"))
+        generation = refresh.positive_int("generation")
+        refresh.string("previous", pattern=_ID, expected="a review id (32 lowercase hex digits)")
+    return ReviewState(claimed, sha256_of(data), doc,
+                       repository.positive_int("id"), repository.string("full_name"),
+                       pull_request.positive_int("id"), pull_request.positive_int("number"),
+                       doc["base"]["commit"], doc["base"]["tree"], fmt, doc["head"], doc["merge_base"], repo, doc["host"],
+                       generation, authority)
 
 
 def _read_at(state_dir: str, sub: str, name: str, max_bytes: int) -> bytes | None:
@@ -362,10 +340,14 @@ def load_review_state(state_dir: str | os.PathLike[str], review: str) -> ReviewS
     record = _read_at(state, RECHECKS_DIR, f"{review}.json", MAX_RECORD_BYTES)
     if record is not None:
         doc = _strict_doc(record, "the recheck record", record_where, MAX_RECORD_BYTES)
-        if set(doc) != _RECORD_KEYS or doc["review"] != review or doc["state"] != parsed.digest or doc["outcome"] not in _CLOSED \
-                or not isinstance(doc["reason"], str):
-            raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the recheck record is not one of this review state",
-                                    record_where)
+        rec = Shape(doc, "recheck_record", lambda d: VerificationError(RecheckCode.REVIEW_STATE_MALFORMED,
+                                                                        f"the recheck record is not one of this review state: {d}",
+                                                                        record_where))
+        rec.object(_RECORD_KEYS)
+        rec.one_of("review", (review,))
+        rec.one_of("state", (parsed.digest,))
+        rec.one_of("outcome", _CLOSED)
+        rec.string("reason", empty=True)
         then = f"an earlier recheck decided {doc['outcome']} ({doc['reason']})"
         if doc["outcome"] == "refresh":
             then += f"; the current review is {doc['superseded_by']}"

@@ -48,6 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..._digest import sha256_of
+from ..._shape import Shape
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ..handoff import ResultFinding, ReviewResult
 from ._codes import SerializeCode
@@ -372,27 +374,30 @@ def parse_run_record(data: bytes, where: str) -> RunRecord:
     from ._recheck import _strict_doc
 
     doc = _strict_doc(data, "the run record", where, MAX_RUN_RECORD_BYTES)
-    bad = VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, "the run record is not the documented shape", where)
-    if set(doc) != _RUN_KEYS:
-        raise bad
-    outcome, result, failure, blocking, confinement = (doc["outcome"], doc["result"], doc["failure"], doc["blocking"],
-                                                      doc["confinement"])
-    shape = (isinstance(doc["review"], str) and bool(_REVIEW_ID.match(doc["review"]))
-             and all(isinstance(doc[k], str) and _RESULT_DIGEST.match(doc[k]) for k in ("state", "handoff_digest"))
-             and all(type(doc[k]) is int and doc[k] > 0 for k in ("repository_id", "pull_request_id"))
-             and isinstance(doc["head"], str) and bool(_HEAD.match(doc["head"]))
-             and outcome in RUN_OUTCOMES and type(blocking) is int and blocking >= 0
-             and (confinement is None or isinstance(confinement, dict))
-             and (failure is None or (isinstance(failure, dict) and set(failure) == {"code", "detail"}
-                                      and all(isinstance(v, str) for v in failure.values())))
-             and (result is None or (isinstance(result, str) and bool(_RESULT_DIGEST.match(result)))))
+    rec = Shape(doc, "run_record", lambda d: VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, d, where)).object(_RUN_KEYS)
+    review = rec.string("review", pattern=_REVIEW_ID, expected="a review id (32 lowercase hex digits)")
+    state = rec.string("state", pattern=_RESULT_DIGEST, expected="sha256:<64 hex>")
+    handoff = rec.string("handoff_digest", pattern=_RESULT_DIGEST, expected="sha256:<64 hex>")
+    repository_id, pull_request_id = rec.positive_int("repository_id"), rec.positive_int("pull_request_id")
+    head = rec.string("head", pattern=_HEAD, expected="a full lowercase 40- or 64-hex commit id")
+    outcome = rec.one_of("outcome", RUN_OUTCOMES)
+    blocking = rec.non_negative_int("blocking")
+    confinement = rec.optional("confinement")
+    if confinement is not None:
+        confinement.object()
+    failure = rec.optional("failure")
+    if failure is not None:
+        failure.object(("code", "detail"))
+        failure.string("code", empty=True)
+        failure.string("detail", empty=True)
+    result = rec.optional_string("result", pattern=_RESULT_DIGEST, expected="sha256:<64 hex>")
     consistent = {"running": result is None and failure is None and blocking == 0 and confinement is None,
                   "result": result is not None and failure is None,
-                  "failed": result is None and failure is not None and blocking == 0}.get(outcome, False)
-    if not (shape and consistent):
-        raise bad
-    return RunRecord(doc["review"], doc["state"], doc["handoff_digest"], doc["repository_id"], doc["pull_request_id"], doc["head"],
-                     outcome, result, failure, blocking, confinement)
+                  "failed": result is None and failure is not None and blocking == 0}[outcome]
+    if not consistent:
+        rec.refuse(f"is {outcome!r}, which its result, failure, blocking and confinement contradict", "outcome")
+    return RunRecord(review, state, handoff, repository_id, pull_request_id, head, doc["outcome"], result, doc["failure"], blocking,
+                     doc["confinement"])
 
 
 def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
@@ -720,7 +725,7 @@ def serialize_review(
     result_digest: str | None = None
     if run.failure is None:
         data = read_bounded(os.fspath(result), what="review result", max_bytes=MAX_RESULT_BYTES)
-        result_digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        result_digest = sha256_of(data)
         if result_digest != run.result:
             raise VerificationError(SerializeCode.REVIEW_RESULT_NOT_OF_REVIEW, f"the result is {result_digest}; the run of review "
                                     f"{review} kept {run.result}", os.fspath(result))
@@ -756,8 +761,8 @@ def serialize_review(
     signed = sign_statement(stmt, signer)
     record_path = _write_outputs(root, review, signed, payload, out_path=out_path, record_path=record_path_arg)
     counted = stmt["predicate"]["findings"]
-    return Serialized(review, status, state.head, out_path, "sha256:" + hashlib.sha256(payload).hexdigest(), record_path,
-                      "sha256:" + hashlib.sha256(signed).hexdigest(), placed["event"], len(placed["comments"]),
+    return Serialized(review, status, state.head, out_path, sha256_of(payload), record_path,
+                      sha256_of(signed), placed["event"], len(placed["comments"]),
                       counted["in_body"], counted["blocking"], got, changes)
 
 

@@ -295,15 +295,16 @@ def create_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
 def replace_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     """Make ``name`` in the directory ``dfd`` hold exactly ``data``, atomically and durably.
 
-    A new temp file (``O_EXCL``, no link followed) is written, fsynced, renamed over ``name``
-    and the directory fsynced; on failure the temp file is removed and ``name`` is untouched.
+    A new temp file (``O_EXCL``, no link followed, named ``.<name>.<random>.attest-tmp``) is
+    written, fsynced, renamed over ``name`` and the directory fsynced; on any failure, an
+    interruption included, the temp file is removed and ``name`` is untouched.
 
     Raises:
         OSError: any step fails.
     """
     import secrets
 
-    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    tmp = f".{name[:64]}.{secrets.token_hex(8)}.attest-tmp"  # within NAME_MAX for any name
     try:
         fd = os.open(tmp, O_NEW, mode, dir_fd=dfd)
         try:
@@ -313,13 +314,13 @@ def replace_at(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
         finally:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        os.fsync(dfd)
-    except OSError:
+    except BaseException:
         try:
             os.unlink(tmp, dir_fd=dfd)
         except OSError:
             pass
         raise
+    os.fsync(dfd)
 
 
 def chown_tree(parent_fd: int, name: str, uid: int) -> None:

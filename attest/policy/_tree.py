@@ -17,15 +17,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
-from .._fdio import write_all
-from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
+from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at, replace_at
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import open_root
 from ..inventory._codes import InventoryCode
@@ -345,23 +343,7 @@ class RepositoryRoot:
         name = path.rsplit("/", 1)[-1]
         try:
             with self._parent(path, create=True) as dfd:
-                tmp = f".{name[:64]}.{secrets.token_hex(6)}.attest-tmp"
-                wfd = os.open(tmp, _O_NEW, 0o644, dir_fd=dfd)
-                try:
-                    try:
-                        write_all(wfd, data)
-                        os.fchmod(wfd, 0o644)
-                        os.fsync(wfd)
-                    finally:
-                        os.close(wfd)
-                    os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-                except BaseException:
-                    try:
-                        os.unlink(tmp, dir_fd=dfd)
-                    except FileNotFoundError:
-                        pass
-                    raise
-                os.fsync(dfd)
+                replace_at(dfd, name, data, mode=0o644)
         except OSError as e:
             if isinstance(e, UnsafeEntry):
                 raise VerificationError(findings=[_unsafe_finding(path, e.kind)]) from e

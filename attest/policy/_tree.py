@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
-from .._safefs import O_NEW, Kind, UnsafeEntry, classify, open_dir_at, open_regular_at, replace_at
+from .._safefs import Kind, UnsafeEntry, classify, open_dir_at, open_regular_at, replace_at
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..inventory import open_root
 from ..inventory._codes import InventoryCode
@@ -34,7 +34,6 @@ MAX_SKILL_TREE_ENTRIES = 1024
 MAX_SKILL_TREE_DEPTH = 16
 MAX_DIR_ENTRIES = 65536
 HEAD_BYTES = 4096   # what a marker check sees of a file that is only hashed
-_O_NEW = O_NEW
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,10 @@ def store_gc(
     dry_run: bool = flag("--dry-run", help="Only report what would be removed."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed."""
+    """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed.
+
+    Also removes the staging interrupted freezes, runs and builds left (never a running build's), and lists it.
+    """
     from .._fs import read_bounded
     from ..errors import CommonCode, InputError
     from ..freeze import Store
@@ -201,7 +204,9 @@ def store_gc(
     verb = "would remove" if dry_run else "removed"
     for ident in result.removed:
         print(f"{verb} {ident}")
-    print(f"{verb} {len(result.removed)}, kept {len(result.kept)}")
+    for path in result.staging:
+        print(f"{verb} staging {path}")
+    print(f"{verb} {len(result.removed)} image(s) and {len(result.staging)} leftover staging, kept {len(result.kept)}")
     if result.broken:
         sys.stdout.flush()
         raise VerificationError(findings=result.broken)

@@ -79,7 +79,7 @@ def _interrupted() -> int:
     """Say that the command was interrupted and what of its staging was cleaned (or is left, and how to remove it); 130."""
     import os
 
-    from ..builder._common import INTERRUPTED_STAGING
+    from ..builder import INTERRUPTED_STAGING
 
     lines = ["attest: interrupted (SIGINT) before it finished"]
     for path, left in INTERRUPTED_STAGING:

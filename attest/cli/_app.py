@@ -336,6 +336,25 @@ def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str) -> str:
     return state
 
 
+def state_outside_repository(state: str, repo: str | os.PathLike[str]) -> None:
+    """Refuse a state directory inside the repository under review (its work tree, git directory or object stores).
+
+    What the pull request's checkout holds is the author's: a state there (the default .attest-state of a
+    command run in the checkout, or one named) could be theirs. A missing state is judged where it would be made.
+
+    Raises:
+        VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``.
+    """
+    from ..git import repository_locations
+    from ..review.bootstrap import verify_inputs_outside
+
+    where = os.path.abspath(state)
+    while not os.path.lexists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    roots = {f"the repository under review ({w})": w for w in repository_locations(repo)}
+    verify_inputs_outside({f"the state directory {os.path.abspath(state)}": where}, roots)
+
+
 def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir") -> None:
     """Refuse, as bad usage, a directory option naming state the command reads but never creates."""
     from .._fs import check_directory_path

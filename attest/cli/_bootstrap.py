@@ -16,7 +16,9 @@ from ._app import (
     error_text,
     option,
     print_json,
+    state_outside_repository,
     state_to_read,
+    state_to_write,
     working,
 )
 
@@ -60,6 +62,8 @@ def bootstrap(
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     # Step 1 reads the promoted skill's image from the store: a missing state directory holds none.
+    state = state_to_write(state_dir)
+    state_outside_repository(state, repo)  # first: a default .attest-state in the pull request's checkout is refused as such
     state = state_to_read(state_dir, made_by="`attest promote` and `attest install skill`")
     try:
         with working("bootstrapping: steps 1-9", json_mode):

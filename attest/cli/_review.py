@@ -19,7 +19,9 @@ from ._app import (
     new_group,
     option,
     print_json,
+    state_outside_repository,
     state_to_read,
+    state_to_write,
 )
 from ._freeze import EnvOption, parse_env_options
 from ._publish import publish_review
@@ -64,6 +66,7 @@ def start_review(
     from ..review.procedure import review_start
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
+    state_outside_repository(state_to_write(state_dir), repo)
     state = state_to_read(state_dir, made_by="`attest bootstrap`")
     start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state, repo=repo, host=host,
                          semantic=semantic, adapter=adapter)

@@ -166,3 +166,32 @@ def test_every_state_dir_option_is_one_definition() -> None:
                 assert param.help == STATE_DIR_HELP and param.required is False, path
     assert {"exec", "freeze", "store gc", "bootstrap", "install skill", "build runtime", "promote", "rebuild-release",
             "merge-gate check", "review start", "review serialize"} <= set(seen)
+
+
+# -- the state directory is never inside the repository under review --------------------------------
+
+@pytest.mark.parametrize("command", ["bootstrap", "review start"])
+@pytest.mark.parametrize("made", [False, True])
+def test_a_default_state_inside_the_repository_under_review_is_refused(command: str, made: bool, given: Path, tmp_path: Path) -> None:
+    """Run in the pull request's checkout, the default .attest-state would be the checkout's (the author's): refused as such."""
+    from support.gitrepo import git
+
+    consumer = tmp_path / "consumer"
+    consumer.mkdir()
+    git(consumer, "init", "-q")
+    (consumer / "README").write_text("consumer\n")
+    git(consumer, "add", "README")
+    git(consumer, "commit", "-q", "-m", "base")
+    (consumer / "src").mkdir()
+    if made:  # one a command made there earlier, private as a state must be: still the checkout's
+        (consumer / "src" / ".attest-state").mkdir(mode=0o700)
+    args = [a if a != "G/proj/repo" else str(consumer / ".git") for a in READERS[command][1]]
+    rc, doc, _ = attest(_words(args, given), consumer / "src")
+    assert rc == 1, doc
+    [error] = doc["errors"]  # type: ignore[misc]
+    assert error["code"] == "BOOTSTRAP_INPUT_IN_TREE", error
+    assert f"the state directory {consumer / 'src' / '.attest-state'} lies inside the repository under review" in error["detail"]
+    assert (consumer / "src" / ".attest-state").exists() is made  # nothing made there either
+    # Named explicitly, inside is refused the same way.
+    rc, doc, _ = attest([*_words(args, given), "--state-dir", str(consumer / "state")], tmp_path)
+    assert rc == 1 and [e["code"] for e in doc["errors"]] == ["BOOTSTRAP_INPUT_IN_TREE"], doc  # type: ignore[union-attr]

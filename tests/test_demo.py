@@ -20,6 +20,9 @@ def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.Ca
         assert "rebuilt in another staging context: same name" in out
         assert "skipped (--offline" in out
         assert out.rstrip().endswith("demo complete: every check ended as it must.")
+        # Wrapped at word boundaries to 100 columns: only a single word longer than that (a path) may overflow.
+        assert all(len(line) <= 100 or len(line.split()) == 1 for line in out.splitlines()), out
+        assert f"to remove {tmp_path / 'state'}, run `attest store gc --state-dir {tmp_path / 'state'} --recent 0`" in " ".join(out.split())
 
 
 def test_the_default_state_inside_another_repository_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -24,6 +24,7 @@ from ._api import (
 )
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
+from ._common import INTERRUPTED_STAGING
 from ._identity import InterpreterIdentity, interpreter_identity, verify_same_interpreter
 from ._install import (
     InstallationClaim,
@@ -83,6 +84,7 @@ from ._skill import build_skill
 
 __all__ = [
     "DISAGREEMENT_PREDICATE",
+    "INTERRUPTED_STAGING",
     "PROMOTION_PREDICATE",
     "REBUILD_PREDICATE",
     "RELEASE_POLICY_EXTENSIONS",

@@ -69,6 +69,11 @@ def builder_identity() -> dict[str, Any]:
             "worker_interpreter": worker, "installer": version("installer"), "packaging": version("packaging")}
 
 
+#: The build staging directories an interrupted build (``KeyboardInterrupt``, Ctrl-C) held, each with
+#: whether it is still there once the build's own cleanup ran: what ``attest`` reports as cleaned or left.
+INTERRUPTED_STAGING: list[tuple[str, bool]] = []
+
+
 @contextmanager
 def make_staging(parent: str) -> Iterator[str]:
     """A new private (0700) staging directory under ``parent``, held while the context lasts.
@@ -86,6 +91,9 @@ def make_staging(parent: str) -> Iterator[str]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
+    except KeyboardInterrupt:
+        INTERRUPTED_STAGING.append((path, os.path.lexists(path)))  # after the caller's cleanup, which ran first
+        raise
     finally:
         os.close(fd)
 

@@ -57,6 +57,42 @@ def _console_app(args: list[str]) -> typer.Typer | None:
     return build_app((module,)) if module is not None else None
 
 
+def _on_interrupt(came: list[bool]) -> object:
+    """Note in ``came`` a SIGINT (Ctrl-C) before it is raised as ``KeyboardInterrupt``; return the handler it replaced.
+
+    Only in the main thread with Python's own handler in place (elsewhere nothing is noted, and None returned).
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def note(signum: int, frame: object) -> None:
+        came.append(True)
+        signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
+
+    return signal.signal(signal.SIGINT, note)
+
+
+def _interrupted() -> int:
+    """Say that the command was interrupted and what of its staging was cleaned (or is left, and how to remove it); 130."""
+    import os
+
+    from ..builder import INTERRUPTED_STAGING
+
+    lines = ["attest: interrupted (SIGINT) before it finished"]
+    for path, left in INTERRUPTED_STAGING:
+        state = os.path.dirname(os.path.dirname(path))
+        lines.append(f"attest: could not remove its staging {path}: `attest store gc --state-dir {state}` removes it" if left
+                     else f"attest: removed its staging {path}")
+    try:
+        sys.stderr.write("".join(line + "\n" for line in lines))
+    except OSError:
+        pass
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable, write_stdout
 
@@ -113,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         render(InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}"))
         return 2
 
+    interrupted: list[bool] = []
+    previous = _on_interrupt(interrupted)
     try:
         rv = app(args=args, prog_name="attest", standalone_mode=False)
+        if interrupted:  # typer turns the KeyboardInterrupt into a silent return of 130
+            return _interrupted()
     except AttestError as err:
         return render(err)
     except typer.Exit as e:
@@ -139,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("attest: aborted\n")
         return 2
     except KeyboardInterrupt:
-        sys.stderr.write("attest: interrupted\n")
-        return 130
+        return _interrupted()
     except OSError as e:
         if isinstance(e, StdoutError) or stdout_unwritable():
             return stdout_failure(e)  # the result could not be delivered: never exit 0
@@ -149,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         return internal(e)
     except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback, never exit 0
         return internal(e)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]
     # click returns the code of a typer.Exit in non-standalone mode; commands return None.
     return rv if isinstance(rv, int) else 0
 

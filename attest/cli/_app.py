@@ -133,6 +133,10 @@ BackendOption = option(None, "--backend", metavar="BACKEND",
                        help="Immutability backend of every image this run freezes: immutable, readonly or ro-bind "
                             "[default: $ATTEST_BACKEND, else immutable]; recorded with each image, never a silent fallback.")
 JsonOption = flag("--json", help="Print one JSON object (machine-readable; docs/json.md) instead of text.")
+STATE_DIR_HELP = ("The deployment's state directory (mode 0700: the store, builds, installations, reviews) "
+                  "[default: $ATTEST_STATE_DIR, else .attest-state in the current directory]. A command that writes "
+                  "into it creates it; one that only reads from it refuses a missing one (UNREADABLE).")
+StateDirOption = option(None, "--state-dir", metavar="DIR", help=STATE_DIR_HELP)
 
 
 def print_json(obj: dict[str, Any]) -> None:
@@ -295,6 +299,60 @@ def line_buffered() -> None:
 
 
 # -- checks of what the command line names (bad usage or unreadable input: exit 2) -------------
+
+
+def state_to_write(given: str | os.PathLike[str] | None) -> str:
+    """The state directory of a command that writes into it: ``--state-dir``, else $ATTEST_STATE_DIR, else .attest-state.
+
+    Nothing is created here: the command's library call creates a missing one (mode 0700).
+
+    Raises:
+        InputError: ``UNREADABLE`` for a path that names no directory a state could be (a file, an empty name).
+    """
+    from .._fs import check_directory_path
+    from ..builder import default_state
+
+    state = os.fspath(given) if given is not None else default_state()
+    check_directory_path(state, what="--state-dir")
+    return state
+
+
+def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str) -> str:
+    """The state directory of a command that only reads from it: as :func:`state_to_write`, and it must exist.
+
+    ``made_by`` says what writes that state (``attest promote``, ``attest review start``, ...): the
+    message of a missing directory names it and the option, instead of a staging failure later.
+
+    Raises:
+        InputError: ``UNREADABLE`` when the directory does not exist.
+    """
+    from ..errors import CommonCode, InputError
+
+    state = state_to_write(given)
+    if not os.path.isdir(state):
+        how = "--state-dir DIR" if given is not None else "--state-dir DIR or set $ATTEST_STATE_DIR (the default is .attest-state here)"
+        raise InputError(CommonCode.UNREADABLE, f"the state directory does not exist, and this command reads what {made_by} "
+                         f"put there: run that with this state directory first, or pass {how}", os.path.abspath(state))
+    return state
+
+
+def state_outside_repository(state: str, repo: str | os.PathLike[str]) -> None:
+    """Refuse a state directory inside the repository under review (its work tree, git directory or object stores).
+
+    What the pull request's checkout holds is the author's: a state there (the default .attest-state of a
+    command run in the checkout, or one named) could be theirs. A missing state is judged where it would be made.
+
+    Raises:
+        VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``.
+    """
+    from ..git import repository_locations
+    from ..review.bootstrap import verify_inputs_outside
+
+    where = os.path.abspath(state)
+    while not os.path.lexists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    roots = {f"the repository under review ({w})": w for w in repository_locations(repo)}
+    verify_inputs_outside({f"the state directory {os.path.abspath(state)}": where}, roots)
 
 
 def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir") -> None:

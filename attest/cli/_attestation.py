@@ -128,7 +128,12 @@ def verify_attestation(
     artifact: Optional[Path] = option(None, "--artifact", metavar="FILE", help="For a message-signature bundle: the signed artifact."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Verify an attestation under a trust policy (offline) and print the verified statement."""
+    """Verify an attestation's signatures under a trust policy (offline) and print the verified statement.
+
+    No tree is read: this checks who signed FILE, not what it describes. To also check that a
+    tree is exactly the one a closed-inventory attestation describes, use `attest verify PATH
+    --attestation FILE`, which first verifies FILE exactly as this command does.
+    """
     from .._fs import read_bounded
     from ..attestation import MAX_ATTESTATION_BYTES, load_policy, verify_artifact_bundle, verify_attestation_file
 
@@ -165,7 +170,10 @@ def verify(
     """Exit 0 only if the attestation verifies under the policy and PATH matches the closed inventory it carries exactly.
 
     Any predicate that carries a closed inventory of its one subject is accepted: closed-tree
-    (`attest attest`), runtime and installation (`attest build --key`).
+    (`attest attest`), runtime and installation (`attest build --key`). The attestation is
+    verified exactly as `attest verify-attestation FILE` does (the same signatures, policy and
+    failures), then PATH is compared with its inventory; `verify-attestation` reads no tree and
+    prints the statement instead.
     """
     from ..attestation import MAX_ATTESTATION_BYTES, load_policy, load_signer, verify_tree_attestation
     from ..errors import CommonCode, InputError

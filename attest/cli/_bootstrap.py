@@ -7,7 +7,20 @@ from typing import Optional
 
 import typer
 
-from ._app import BackendOption, JsonOption, ReportedFailure, checked_output, error_text, option, print_json, working
+from ._app import (
+    BackendOption,
+    JsonOption,
+    ReportedFailure,
+    StateDirOption,
+    checked_output,
+    error_text,
+    option,
+    print_json,
+    state_outside_repository,
+    state_to_read,
+    state_to_write,
+    working,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +31,7 @@ def bootstrap(
     pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (outside every repository and image; docs/formats.md \"Pins\")."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): signers of the installation, runtime "
                                 "and handoff attestations."),
-    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (the store, builds, installations)."),
+    state_dir: Optional[Path] = StateDirOption,
     skill: Path = option(..., "--skill", metavar="DIR", help="The installed agent-policy Skill (a copy source only)."),
     installation: Path = option(..., "--installation", metavar="FILE", help="The Skill's installation attestation (ATT)."),
     repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
@@ -44,15 +57,17 @@ def bootstrap(
     """Authenticate the bootstrap Skill, freeze and verify the base, runtime and procedure, and sign the handoff."""
     import os
 
-    from .._fs import check_directory_path
     from ..review.bootstrap import BootstrapError, host_adapter
     from ..review.bootstrap import bootstrap as run
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
-    check_directory_path(state_dir, what="--state-dir")
+    # Step 1 reads the promoted skill's image from the store: a missing state directory holds none.
+    state = state_to_write(state_dir)
+    state_outside_repository(state, repo)  # first: a default .attest-state in the pull request's checkout is refused as such
+    state = state_to_read(state_dir, made_by="`attest promote` and `attest install skill`")
     try:
         with working("bootstrapping: steps 1-9", json_mode):
-            result = run(pins=pins, trust=policy, state_dir=state_dir, skill_dir=skill, installation=installation, repo=repo,
+            result = run(pins=pins, trust=policy, state_dir=state, skill_dir=skill, installation=installation, repo=repo,
                          host=host, key=key, out=out, backend=backend, log_checkpoint=log_checkpoint)
     except BootstrapError as err:  # rendered by the one handler: {"ok": false, "step": N, "errors": [...]} or text
         text = error_text(err).replace("attest: ", f"attest: bootstrap at step {err.step}: ", 1)

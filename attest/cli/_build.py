@@ -14,6 +14,7 @@ from ._app import (
     BackendOption,
     JsonOption,
     ReportedFailure,
+    StateDirOption,
     argument,
     checked_output,
     error_text,
@@ -24,8 +25,6 @@ from ._app import (
     working,
 )
 
-_STATE_HELP = "State directory (0700) holding the store, build records and attestations [default: $ATTEST_STATE_DIR or .attest-state]."
-StateDirOption = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP)
 CacheOption = option(None, "--cache", metavar="DIR", help="Fetched-input cache [default: STATE_DIR/cache].")
 KeyOption = option(None, "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations.")
 KeysOption = option([], "--key", metavar="KEY", help="Private key (PEM or signer URI) that signs the attestations. "
@@ -69,12 +68,10 @@ def _ids(sandbox: dict[str, object]) -> str:
 
 
 def _state(state_dir: Optional[str]) -> str:
-    from .._fs import check_directory_path
-    from ..builder import default_state
+    """Every command here writes into its state directory (the cache, builds, records) and creates a missing one."""
+    from ._app import state_to_write
 
-    state = state_dir or default_state()
-    check_directory_path(state, what="--state-dir")
-    return state
+    return state_to_write(state_dir)
 
 
 def fetch(
@@ -212,15 +209,17 @@ def rebuild_release(
     skill_recipe: str = SkillRecipeOption,
     skill_rev: Optional[str] = SkillRevOption,
     installer_rev: Optional[str] = InstallerRevOption,
-    state_dir: Optional[str] = option(None, "--state-dir", metavar="DIR", help=_STATE_HELP + " Use a state directory of this "
-                                      "rebuilder's own, never the promoter's."),
+    state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
     backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
-    """Rebuild a candidate's runtime and skill independently and sign a rebuild result for `attest promote`."""
+    """Rebuild a candidate's runtime and skill independently and sign a rebuild result for `attest promote`.
+
+    Use a state directory of this rebuilder's own (--state-dir), never the promoter's.
+    """
     from ..builder import run_rebuild_release
 
     with working(f"rebuilding the runtime and skill at {toolchain_rev[:12]}", json_mode):

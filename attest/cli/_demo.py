@@ -27,4 +27,22 @@ def demo(
         state_dir = check_default_state(Path(".attest-state"))
     check_directory_path(state_dir, what="--state-dir")
 
-    run_demo(state_dir, print, offline=offline)
+    run_demo(state_dir, say_wrapped, offline=offline)
+
+
+WIDTH = 100
+
+
+def say_wrapped(text: str) -> None:
+    """Print a demo line, wrapped at word boundaries to WIDTH columns; a continuation is indented 4 more than its line.
+
+    A word longer than the width (a path, an identity) is never cut: it goes on a line of its own.
+    """
+    import textwrap
+
+    for line in text.split("\n"):
+        if len(line) <= WIDTH:
+            print(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+        print("\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)))

@@ -13,18 +13,17 @@ from ._app import (
     BackendOption,
     JsonOption,
     ReportedFailure,
+    StateDirOption,
     argument,
-    existing_directory,
     flag,
     json_input,
     new_group,
     option,
     print_json,
     progress_bar,
+    state_to_read,
+    state_to_write,
 )
-
-StateDirOption = option(..., "--state-dir", metavar="DIR", help="Deployment-managed state directory (mode 0700) holding staging and the store.")
-
 
 
 def register(app: typer.Typer) -> None:
@@ -43,21 +42,20 @@ def freeze(
     source: Path = argument(metavar="SOURCE", help="The source tree (a candidate only: its bytes decide nothing)."),
     attestation: Path = option(..., "--attestation", metavar="FILE", help="The closed-tree attestation (DSSE envelope or bundle)."),
     policy: Path = option(..., "--policy", metavar="FILE", help="Trust policy (TOML), from outside SOURCE."),
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
 ) -> None:
     """Freeze SOURCE into the store: copy privately, seal, verify the frozen bytes against the attestation, publish."""
-    from .._fs import check_directory_path
     from ..attestation import MAX_ATTESTATION_BYTES, load_policy
     from ..freeze import freeze_attested, get_backend
 
     get_backend(backend)  # an unknown backend is bad usage, before anything is read
-    check_directory_path(state_dir, what="--state-dir")
+    state = state_to_write(state_dir)  # freezing writes into the store: a missing state directory is created
     json_input(attestation, what="attestation", max_bytes=MAX_ATTESTATION_BYTES)
     pol = load_policy(policy)
     with progress_bar("verifying the frozen image", json_mode) as progress:
-        image = freeze_attested(source, attestation, pol, state_dir, backend=backend, progress=progress)
+        image = freeze_attested(source, attestation, pol, state, backend=backend, progress=progress)
     if json_mode:
         print_json({"ok": True, **image.to_json(), "source_read": not image.reused})
     elif image.reused:
@@ -97,7 +95,7 @@ EnvOption = option(
 def exec_(
     command: list[str] = argument(metavar="CMD...", help="The command and its arguments (after --)."),
     image: list[str] = option(..., "--image", metavar="NAME=REF", help="REF: an image path printed by freeze, or its identity sha256:<hex>. Repeatable."),
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     cwd: Optional[str] = option(None, "--cwd", metavar="NAME", help="Run in the image with this NAME (default: a private run directory)."),
     env: list[str] = EnvOption,
     json_mode: bool = JsonOption,
@@ -123,7 +121,7 @@ def exec_(
 _BARE_HEX = re.compile(r"[0-9a-fA-F]{16,}")
 
 
-def _exec(command: list[str], image: list[str], state_dir: Path, cwd: Optional[str], env: list[str]) -> int:
+def _exec(command: list[str], image: list[str], state_dir: Optional[Path], cwd: Optional[str], env: list[str]) -> int:
     from ..errors import InputError
     from ..freeze import FreezeCode, run_from_images
 
@@ -138,13 +136,13 @@ def _exec(command: list[str], image: list[str], state_dir: Path, cwd: Optional[s
             raise InputError(FreezeCode.BAD_IMAGE_REF, "the image name is given twice", name)
         images[name] = ref
     passed, setting = parse_env_options(env)
-    existing_directory(state_dir)  # after the command line's own mistakes, before anything is looked up
+    state = state_to_read(state_dir, made_by="`attest freeze`")  # after the command line's own mistakes, before any lookup
     sys.stdout.flush()
-    return run_from_images(state_dir, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
+    return run_from_images(state, images, command, cwd_image=cwd, pass_env=passed, set_env=setting)
 
 
 def store_ls(
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     check: bool = flag("--check", help="Also confirm each image's seal still holds."),
     json_mode: bool = JsonOption,
 ) -> None:
@@ -152,8 +150,7 @@ def store_ls(
     from ..errors import VerificationError
     from ..freeze import Store
 
-    existing_directory(state_dir)
-    entries = Store(state_dir).ls(check=check)
+    entries = Store(state_to_read(state_dir, made_by="`attest freeze` or `attest build`")).ls(check=check)
     broken = [f for e in entries for f in e.problems]
     if json_mode:
         doc = {"ok": not broken, "images": [e.to_json() for e in entries]}
@@ -170,19 +167,22 @@ def store_ls(
 
 
 def store_gc(
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     keep: list[str] = option([], "--keep", metavar="IDENTITY", help="sha256:<hex> identity a pin refers to; never removed. Repeatable."),
     keep_file: Optional[Path] = option(None, "--keep-file", metavar="FILE", help="File of identities to keep, one per line ('#' comments)."),
     recent: float = option(7 * 24 * 3600, "--recent", metavar="SECONDS", min=0, help="Keep images frozen or run within this many seconds."),
     dry_run: bool = flag("--dry-run", help="Only report what would be removed."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed."""
+    """Remove images that no pin (--keep) or recent run refers to; clear flags only on what is removed.
+
+    Also removes the staging interrupted freezes, runs and builds left (never a running build's), and lists it.
+    """
     from .._fs import read_bounded
     from ..errors import CommonCode, InputError
     from ..freeze import Store
 
-    existing_directory(state_dir)
+    state = state_to_read(state_dir, made_by="`attest freeze` or `attest build`")
     kept = list(keep)
     if keep_file is not None:
         data = read_bounded(keep_file, what="keep file", max_bytes=16 * 1024 * 1024)
@@ -193,7 +193,7 @@ def store_gc(
         kept += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     from ..errors import VerificationError
 
-    result = Store(state_dir).gc(keep=kept, recent=recent, dry_run=dry_run)
+    result = Store(state).gc(keep=kept, recent=recent, dry_run=dry_run)
     if json_mode:
         doc = {"ok": not result.broken, **result.to_json()}
         if result.broken:  # the collection ran; a kept (pinned) image no longer holds: exit 1
@@ -204,7 +204,9 @@ def store_gc(
     verb = "would remove" if dry_run else "removed"
     for ident in result.removed:
         print(f"{verb} {ident}")
-    print(f"{verb} {len(result.removed)}, kept {len(result.kept)}")
+    for path in result.staging:
+        print(f"{verb} staging {path}")
+    print(f"{verb} {len(result.removed)} image(s) and {len(result.staging)} leftover staging, kept {len(result.kept)}")
     if result.broken:
         sys.stdout.flush()
         raise VerificationError(findings=result.broken)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._app import JsonOption, existing_directory, new_group, option, print_json
+from ._app import JsonOption, StateDirOption, new_group, option, print_json, state_to_read
 
 
 def register(app: typer.Typer) -> None:
@@ -18,8 +18,7 @@ def register(app: typer.Typer) -> None:
 
 def install_skill(
     pins: Path = option(..., "--pins", metavar="FILE", help="Deployment pins written by `attest promote` (its [skill] table names the skill)."),
-    state_dir: Path = option(..., "--state-dir", metavar="DIR", help="Deployment state directory (0700) holding the promoted skill's image "
-                                   "and build attestation; the installation attestation is written under STATE/installations/."),
+    state_dir: Optional[Path] = StateDirOption,
     dest: Path = option(..., "--dest", metavar="DIR", help="The installed root (absent or an empty directory; outside the state directory "
                               "and every git repository), for example ~/.agents/skills/agent-policy."),
     key: list[str] = option(..., "--key", metavar="KEY", help="Deployment signing key (PEM or signer URI) for the "
@@ -31,15 +30,19 @@ def install_skill(
                                                 "--verify-log` prints it), instead of trusting the log on first use."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Copy the promoted skill image into DEST and write a signed installation attestation outside it."""
+    """Copy the promoted skill image into DEST and write a signed installation attestation outside it.
+
+    The state directory holds the promoted skill's image and build attestation (`attest promote`);
+    the installation attestation is written under STATE/installations/.
+    """
     from ..attestation import load_policy, load_signer, signing_keys
     from ..builder import install_skill as install
 
-    existing_directory(state_dir)
+    state = state_to_read(state_dir, made_by="`attest promote`")
     # Every key is opened and the set checked (no key twice) before anything is copied.
     signers = signing_keys([load_signer(k) for k in key], "dsse")
     trust = load_policy(policy) if policy is not None else None
-    result = install(pins, state_dir, dest, signers, policy=trust, log_checkpoint=log_checkpoint)
+    result = install(pins, state, dest, signers, policy=trust, log_checkpoint=log_checkpoint)
     if json_mode:
         print_json(result.to_json())
         return

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import JsonOption, ReportedFailure, checked_output, existing_directory, flag, new_group, option, print_json
+from ._app import JsonOption, ReportedFailure, StateDirOption, checked_output, flag, new_group, option, print_json, state_to_read
 
 RecordOption = option(..., "--record", metavar="FILE", help="The signed review record `attest review serialize` wrote.")
 PolicyOption = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): who may sign review records and CI results.")
@@ -20,9 +20,6 @@ TokenEnvOption = option(None, "--token-env", metavar="NAME", help="With --github
 ApiUrlOption = option(None, "--api-url", metavar="URL", help="With --github: REST API base URL.")
 TrustedProducerOption = option(None, "--trusted-producer-app", metavar="LOGIN", help="With --github: also "
                                "require `attest evidence trusted-producer` evidence from this App login.")
-GateStateDirOption = option(..., "--state-dir", metavar="DIR", help="The deployment's state directory, always read: every "
-                            "review record (each must verify) and every review run there of this head counts (one with "
-                            "blocking findings, or still running, keeps the head blocked, whatever record is given).")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,13 +44,17 @@ def check(
     token_env: Optional[str] = TokenEnvOption,
     api_url: Optional[str] = ApiUrlOption,
     trusted_producer_app: Optional[str] = TrustedProducerOption,
-    state_dir: Path = GateStateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     publish_status: bool = flag("--publish-status", help="With --github: post the decision as the `attest/merge-gate` commit "
                                 "status on the exact head (success only when authorized; else failure, or pending when only "
                                 "time can clear it), also when the gate cannot decide."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1)."""
+    """Authorize a merge only for a complete review record of the exact current head plus its CI (exit 0), else explain (exit 1).
+
+    The state directory is always read: every review record there (each must verify) and every review run there of
+    this head counts (one with blocking findings, or still running, keeps the head blocked, whatever record is given).
+    """
     from ..errors import InputError
     from ..review.bootstrap import BootstrapCode
 
@@ -75,11 +76,15 @@ def merge(
     token_env: Optional[str] = TokenEnvOption,
     api_url: Optional[str] = ApiUrlOption,
     trusted_producer_app: Optional[str] = TrustedProducerOption,
-    state_dir: Path = GateStateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     method: str = option("merge", "--method", metavar="METHOD", help="merge (a merge commit) or squash; never rebase."),
     json_mode: bool = JsonOption,
 ) -> None:
-    """Run the gate on GitHub and, only when it authorizes, merge pinned to the exact head, then check the merge commit."""
+    """Run the gate on GitHub and, only when it authorizes, merge pinned to the exact head, then check the merge commit.
+
+    The state directory is always read: every review record there (each must verify) and every review run there of
+    this head counts (one with blocking findings, or still running, keeps the head blocked, whatever record is given).
+    """
     from ..errors import VerificationError
     from ..review.platform import PlatformCode, merge_pull_request
 
@@ -118,7 +123,7 @@ def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[
 
 def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list[str], identity: Optional[Path],
               github: Optional[str], pr: Optional[int], token_env: Optional[str], api_url: Optional[str],
-              trusted_producer_app: Optional[str], state_dir: Path, publish_status: bool) -> tuple[Any, Any]:
+              trusted_producer_app: Optional[str], state_dir: Optional[Path], publish_status: bool) -> tuple[Any, Any]:
     """The gate's decision (and its posted status): the one call of merge_gate_check for check and merge."""
     import os
 
@@ -128,6 +133,7 @@ def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list
     from ..review.merge import merge_gate_check
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
+    state = state_to_read(state_dir, made_by="`attest review start` and `attest review serialize`")  # before any host request
     producer: Any = None
     if trusted_producer_app is not None:
         if github is None or pr is None:
@@ -144,10 +150,9 @@ def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list
         from ..review.platform import github_gate_facts
 
         host_facts = github_gate_facts(platform)
-    existing_directory(state_dir)
     try:
         gate = merge_gate_check(record=record, policy=load_policy(policy), host=host, ci=ci, required_checks=require_check,
-                                state_dir=state_dir, trusted_producer=producer, host_facts=host_facts)
+                                state_dir=state, trusted_producer=producer, host_facts=host_facts)
     except AttestError as e:
         if publish_status and platform is not None:
             _status_of_error(platform, e)

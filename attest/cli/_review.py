@@ -11,16 +11,19 @@ from ._agent import agent_command
 from ._app import (
     JsonOption,
     ReportedFailure,
+    StateDirOption,
     argument,
     checked_output,
     digest_option,
-    existing_directory,
     flag,
     new_group,
     option,
     print_json,
+    state_outside_repository,
+    state_to_read,
+    state_to_write,
 )
-from ._freeze import EnvOption, StateDirOption, parse_env_options
+from ._freeze import EnvOption, parse_env_options
 from ._publish import publish_review
 
 
@@ -39,7 +42,7 @@ def register(app: typer.Typer) -> None:
 def start_review(
     handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     repo: Path = option(..., "--repo", metavar="GITDIR", help="The repository under review (GITDIR): objects only, never a worktree."),
     semantic: str = option(..., "--semantic", metavar="PATH", help="The semantic projection: a configured policy-context-md output path of "
                                  "the trusted base, exactly as configured."),
@@ -63,8 +66,9 @@ def start_review(
     from ..review.procedure import review_start
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
-    existing_directory(state_dir)
-    start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state_dir, repo=repo, host=host,
+    state_outside_repository(state_to_write(state_dir), repo)
+    state = state_to_read(state_dir, made_by="`attest bootstrap`")
+    start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state, repo=repo, host=host,
                          semantic=semantic, adapter=adapter)
     doc = start.to_json()
     if json_mode:
@@ -90,7 +94,7 @@ def _authority_lines(changes: list[dict[str, str]], label: str) -> list[str]:
 
 
 def recheck_review(
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     review: str = option(..., "--review", metavar="ID", help="The review id `attest review start` (or a refresh) printed."),
     token_env: Optional[str] = option(None, "--token-env", metavar="NAME", help="With a --github review: NAME of the environment variable "
                                             "holding the API token, never printed or recorded (default: GITHUB_TOKEN if set, and "
@@ -102,8 +106,7 @@ def recheck_review(
 
     from ..errors import VerificationError
     from ..review.procedure import recheck_review as recheck
-    existing_directory(state_dir)
-    got = recheck(state_dir=state_dir, review=review, token_env=token_env, environ=os.environ)
+    got = recheck(state_dir=state_to_read(state_dir, made_by="`attest review start`"), review=review, token_env=token_env, environ=os.environ)
     doc = got.to_json()
     lines = [f"{got.outcome.outcome.upper()} review {got.state.review}: {got.outcome.reason}"]
     lines += [f"  {f.code}: {f.detail}" for f in got.outcome.findings if f.code != got.outcome.reason or len(got.outcome.findings) > 1]
@@ -127,7 +130,7 @@ def exec_review(
                                         "stdout (docs/review.md \"The reviewer's inputs\")."),
     handoff: Path = option(..., "--handoff", metavar="FILE", help="The signed handoff written by `attest bootstrap`."),
     policy: Path = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST) the handoff must verify under."),
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the reviewer's result (only if it is a valid result).", callback=checked_output),
     env: list[str] = EnvOption,
     readonly: list[Path] = option([], "--readonly", metavar="DIR", help="A host directory the confined reviewer may also read "
@@ -155,7 +158,7 @@ def exec_review(
     from ..review.handoff import run_review_step
     from ..review.procedure import run_review
 
-    existing_directory(state_dir)
+    state = state_to_read(state_dir, made_by="`attest bootstrap`")
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
     if unsafe_unconfined:
@@ -164,7 +167,7 @@ def exec_review(
                "unsafe_unconfined": unsafe_unconfined}
     if review is not None:
         digest_option(reviewer, what="--reviewer")
-        run = run_review(state_dir=state_dir, review=review, handoff=handoff, policy=load_policy(policy), argv=command,
+        run = run_review(state_dir=state, review=review, handoff=handoff, policy=load_policy(policy), argv=command,
                          reviewer=reviewer, reviewer_attestation=reviewer_attestation, **options)
     elif reviewer is not None or reviewer_attestation is not None:
         from ..errors import CommonCode, InputError
@@ -172,7 +175,7 @@ def exec_review(
         raise InputError(CommonCode.USAGE, "--reviewer and --reviewer-attestation need --review (the started review the "
                          "reviewer analyses)")
     else:
-        run = run_review_step(handoff, load_policy(policy), state_dir, command, **options)
+        run = run_review_step(handoff, load_policy(policy), state, command, **options)
     if json_mode:
         print_json(run.to_json())
         return
@@ -188,7 +191,7 @@ def exec_review(
 
 
 def serialize_review(
-    state_dir: Path = StateDirOption,
+    state_dir: Optional[Path] = StateDirOption,
     review: str = option(..., "--review", metavar="ID", help="The review id (after any refresh, the current one)."),
     result: Path = option(..., "--result", metavar="FILE", help="The result `attest review exec --review ID` wrote for this review."),
     out: Path = option(..., "-o", "--output", metavar="FILE", help="Where to write the GitHub review payload (only after proceed).", callback=checked_output),
@@ -206,8 +209,7 @@ def serialize_review(
     from ..attestation import load_signer
     from ..review.procedure import serialize_review as serialize
 
-    existing_directory(state_dir)
-    done = serialize(state_dir=state_dir, review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
+    done = serialize(state_dir=state_to_read(state_dir, made_by="`attest review start`"), review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
                      token_env=token_env, environ=os.environ)
     doc = done.to_json()
     lines = [f"SERIALIZED review {done.review}: {done.status.upper()} for head {done.head} (recheck: proceed)",

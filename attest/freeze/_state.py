@@ -84,7 +84,8 @@ def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int
     """Open (creating with mode 0700 if allowed) the state directory; refuse links and sharing.
 
     Every ancestor is checked too (:func:`check_ancestor`): a private state directory under a
-    directory others may write is not private.
+    directory others may write is not private. Not allowed to create it, a missing state
+    directory is ``UNREADABLE`` (an ``InputError``): there is nothing in it to read.
     """
     path = os.path.abspath(os.fspath(state_dir))
     _check_ancestors(path)
@@ -100,6 +101,11 @@ def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int
                 raise EnvironmentFailure(FreezeCode.STAGING_FAILED, f"cannot create the state directory: {e.strerror}", path) from e
         finally:
             os.close(pfd)
+    elif not os.path.lexists(path):
+        from ..errors import CommonCode, InputError
+
+        # Only read here: a missing state directory holds nothing to read, and is the caller's mistake.
+        raise InputError(CommonCode.UNREADABLE, "the state directory does not exist (pass --state-dir, or set $ATTEST_STATE_DIR)", path)
     fd = _open_path(path)
     try:
         _check_private(os.fstat(fd), path)

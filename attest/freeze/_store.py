@@ -265,10 +265,13 @@ class Store:
         when = time.time() if now is None else now
         removed: list[str] = []
         kept: list[str] = []
+        staging: list[str] = []  # the leftover staging of interrupted freezes, runs and builds removed (or, dry, to remove)
         state_fd = open_state(self.state_dir, create=False)
         try:
             with state_lock(state_fd, exclusive=True):
                 subs = {n: open_sub(state_fd, n, f"{self.state_dir}/{n}") for n in ("store", "uses", "staging", "runs")}
+                # What interrupted freezes and runs left, listed before images are moved aside into staging below.
+                left = {sub: sorted(os.listdir(subs[sub])) for sub in ("staging", "runs")}
                 try:
                     for name in sorted(os.listdir(subs["store"])):
                         if not _HEX64.match(name):
@@ -294,7 +297,9 @@ class Store:
                                 os.unlink(name, dir_fd=subs["uses"])
                             except FileNotFoundError:
                                 pass
-                    if not dry_run:
+                    if dry_run:
+                        staging += [f"{self.state_dir}/{sub}/{name}" for sub in ("staging", "runs") for name in left[sub]]
+                    else:
                         # Whatever a command, a reviewer or a build step left there (a deep tree, a
                         # FIFO, a 0000-mode directory) never stops the collection: what cannot be
                         # removed is reported (REMOVAL_FAILED) and everything else is removed.
@@ -304,7 +309,12 @@ class Store:
                                     remove_tree(subs[sub], name, f"{self.state_dir}/{sub}/{name}")
                                 except EnvironmentFailure as e:
                                     broken.extend(e.findings)
-                        broken.extend(_remove_abandoned(state_fd, f"{self.state_dir}/{HELD_STAGING}"))
+                                    continue
+                                if name in left[sub]:  # not an image this collection moved aside
+                                    staging.append(f"{self.state_dir}/{sub}/{name}")
+                    gone, failed = _remove_abandoned(state_fd, f"{self.state_dir}/{HELD_STAGING}", dry_run=dry_run)
+                    staging += gone
+                    broken.extend(failed)
                 finally:
                     for fd in subs.values():
                         os.close(fd)
@@ -312,7 +322,7 @@ class Store:
             os.close(state_fd)
         missing = sorted(keep_hex - {k[7:] for k in kept} - {r[7:] for r in removed})
         broken.extend(Finding(FreezeCode.NOT_IN_STORE, f"sha256:{h}", "a kept image is not in the store") for h in missing)
-        return GcResult(tuple(removed), tuple(kept), dry_run, tuple(broken))
+        return GcResult(tuple(removed), tuple(kept), dry_run, tuple(broken), tuple(staging))
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,18 +365,20 @@ class GcResult:
     kept: tuple[str, ...]
     dry_run: bool
     broken: tuple[Finding, ...] = ()  # kept (pinned) images that no longer hold or are absent; what could not be removed
+    staging: tuple[str, ...] = ()  # paths of the staging interrupted freezes, runs and builds left, removed (dry: to remove)
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": list(self.removed), "kept": list(self.kept), "dry_run": self.dry_run,
+        return {"removed": list(self.removed), "kept": list(self.kept), "staging": list(self.staging), "dry_run": self.dry_run,
                 "broken": [f.to_json() for f in self.broken]}
 
 
-def _remove_abandoned(state_fd: int, where: str) -> list[Finding]:
+def _remove_abandoned(state_fd: int, where: str, *, dry_run: bool = False) -> tuple[list[str], list[Finding]]:
     """Remove every ``STATE/build-staging/*`` that no live process holds (its flock is free).
 
     A build holds an exclusive flock on its staging directory while it runs; one that was
-    interrupted (killed, the machine rebooted) leaves it unlocked. Returns a ``REMOVAL_FAILED``
-    finding for each entry that could not be removed entirely (the rest of it is).
+    interrupted (killed, the machine rebooted) leaves it unlocked. Returns the paths removed
+    (with ``dry_run``, the ones that would be, none removed) and a ``REMOVAL_FAILED`` finding
+    for each entry that could not be removed entirely (the rest of it is).
     """
     import fcntl
 
@@ -374,30 +386,35 @@ def _remove_abandoned(state_fd: int, where: str) -> list[Finding]:
         held = open_sub(state_fd, HELD_STAGING, where, create=False)
     except EnvironmentFailure as e:
         if isinstance(e.__cause__, FileNotFoundError):
-            return []
+            return [], []
         raise
+    removed: list[str] = []
     failed: list[Finding] = []
     try:
-        for name in os.listdir(held):
+        for name in sorted(os.listdir(held)):
             try:
                 try:
                     fd = os.open(name, O_DIR, dir_fd=held)
                 except OSError:
-                    remove_tree(held, name, f"{where}/{name}")  # not a directory a build made: nothing holds it
+                    if not dry_run:
+                        remove_tree(held, name, f"{where}/{name}")  # not a directory a build made: nothing holds it
+                    removed.append(f"{where}/{name}")
                     continue
                 try:
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
                         continue  # a live build holds it
-                    remove_tree(held, name, f"{where}/{name}")
+                    if not dry_run:
+                        remove_tree(held, name, f"{where}/{name}")
+                    removed.append(f"{where}/{name}")
                 finally:
                     os.close(fd)
             except EnvironmentFailure as e:
                 failed.extend(e.findings)
     finally:
         os.close(held)
-    return failed
+    return removed, failed
 
 
 def _last_use(uses_fd: int, name: str) -> float | None:

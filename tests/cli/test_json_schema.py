@@ -153,7 +153,7 @@ def test_the_cheap_successes_carry_the_schema_and_the_shared_key_names(tmp_path:
 
 
 @pytest.mark.parametrize("argv", [["verify"], ["verify", "--no-such-option", "x"], ["review", "exec", "--handoff"],
-                                  ["keygen"], ["store", "ls"]])
+                                  ["keygen"], ["store", "gc", "--recent", "-1"]])  # (store ls: its --state-dir has a default now)
 def test_a_usage_error_under_json_is_the_error_document_too(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     # typer's own usage errors (a missing argument, an unknown option): exit 2 and, with --json, one JSON object on stdout.
     rc = main([*argv, "--json"])

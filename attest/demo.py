@@ -273,7 +273,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
     # The promotion (step 11) rebuild-checks the skill and the runtime itself and refuses a difference; its reports are
     # printed there. Only a demo that stops before the promotion runs the skill's rebuild check here (the warm run used
-    # to build each of them twice: issue 14).
+    # to build each of them twice).
     if offline:
         _rebuild(repo / "builders" / "skill.toml", sha, state, say)
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
@@ -324,7 +324,7 @@ def _verified_promotion(state: Path, sha: str, runtime: BuildResult, skill: Buil
     """Whether this state's pins already promote ``sha`` with exactly these two builds, by a verified log; say so.
 
     A second run of the demo reuses its first promotion instead of promoting again (a promotion
-    rebuilds the runtime from nothing to check it: 10-15 s of a warm run, issue 14). Nothing
+    rebuilds the runtime from nothing to check it: 10-15 s of a warm run). Nothing
     unverified is reused: the whole log verifies under the release policy (every entry's
     signature, the chain, the head naming the pins' current bytes), and its head names this
     revision and exactly the runtime and skill just reused from the store (each verified there).
@@ -400,7 +400,7 @@ def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = 
     return out
 
 
-# -- the trusted review chain (issue 12): install, a consumer repository, `attest bootstrap` ------------------------
+# -- the trusted review chain: install, a consumer repository, `attest bootstrap` ------------------------
 
 CONSUMER_MODULES = {
     "policy/core/evidence.md": b"# Evidence\n\nEvery finding cites the changed line.\n",

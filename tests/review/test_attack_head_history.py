@@ -8,7 +8,7 @@ against the code it was written for (the comment above it says how):
    whether the first run succeeded, failed or is still running, and the run is claimed before
    the reviewer starts; a blocking analysis of a head keeps that head blocked, in ``review
    serialize`` (``REVIEW_HEAD_BLOCKED``) and in the merge gate;
-4. the merge gate always reads the deployment's state (``--state-dir`` is required): every record
+4. the merge gate always reads the deployment's state (``--state-dir``, a missing one UNREADABLE): every record
    and every run of the head counts (``MERGE_BLOCKING_FINDINGS``, ``MERGE_ANALYSIS_UNFINISHED``);
 5. a CI result records the base it ran against, and counts only for the record's base
    (``MERGE_CI_STALE_BASE``);

@@ -1,5 +1,7 @@
 # Recipes run inside .venv (python3 bootstrap.py RECIPE sets it up).
 set shell := ["bash", "-euo", "pipefail", "-c"]
+# Recipes do not echo their lines (verify's are long shell); the checks and tests do ([no-quiet]).
+set quiet
 
 # Relative paths are the caller's: `verify` runs in the directory just was called from.
 state := env_var_or_default("ATTEST_STATE_DIR", ".attest-state")
@@ -36,8 +38,8 @@ demo:
 # default review-out in the caller's directory), ATTEST_STATE_DIR (default .attest-state there),
 # ATTEST_BACKEND (default immutable). Relative paths are the caller's; a failing step prints its reason.
 # REPO and HOST reach attest as arguments, never as shell text.
-# The trusted review of a pull request: bootstrap, review start, the reviewer from the four frozen
-# images only, recheck, then serialize (which rechecks again immediately before it writes).
+# (serialize rechecks again immediately before it writes.)
+# The trusted review of a pull request: bootstrap, start, the reviewer from four frozen images, recheck, serialize.
 [positional-arguments]
 [no-cd]
 verify REPO *HOST:
@@ -64,19 +66,23 @@ verify REPO *HOST:
         --key {{quote(env_var('ATTEST_KEY'))}} -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}
 
 # Static checks: mypy --strict on the package, ruff on everything. Either failing fails CI.
+[no-quiet]
 check:
     mypy --strict attest
     ruff check .
 
 # pytest's exit 5 (no tests collected) is a failure, as every non-zero exit is.
 # The static checks, then the whole test suite on two workers with the slowest durations.
+[no-quiet]
 test *ARGS: check
     python -m pytest -n 2 --durations=15 {{ARGS}}
 
 # The fast tier: every test but the `slow` ones (a real promotion, the demo, a confined reviewer). CI runs them all.
+[no-quiet]
 test-fast *ARGS: check
     python -m pytest -n 2 -m "not slow" --durations=15 {{ARGS}}
 
 # Performance figures against the standard tools, measured in the same run.
+[no-quiet]
 bench *ARGS:
     python -m bench {{ARGS}}

@@ -750,6 +750,8 @@ def run_demo(state_dir: Path, say: Say, *, offline: bool = False) -> None:
             "promoted runtime)")
     else:
         step_chain(state, promoted[0], say, promoted[1])
-    say(f"(the store's images are immutable: to remove {state}, run `attest store gc --state-dir {state} --recent 0`, "
+    others = [str(Path(state) / name) for name in REBUILDERS if (Path(state) / name).is_dir()]  # the rebuilders' own stores
+    also = f" and the same for {' and '.join(others)}" if others else ""
+    say(f"(the store's images are immutable: to remove {state}, run `attest store gc --state-dir {state} --recent 0`{also}, "
         "then remove the directory)")
     say("demo complete: every check ended as it must.")

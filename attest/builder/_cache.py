@@ -61,7 +61,7 @@ def verified_cached_file(cache: str | os.PathLike[str], sha256: str, *, what: st
     """The cached file for ``sha256`` after re-hashing it; raises when absent or altered."""
     p = cached_file(cache, sha256)
     if p is None:
-        raise InputError(BuildCode.NOT_IN_CACHE, f"{what} (sha256 {sha256}) is not in the cache; run `attest fetch` first", str(cache))
+        raise InputError(BuildCode.NOT_IN_CACHE, f"{what} (sha256 {sha256}) is not in the cache; run `attest fetch --cache {cache}` first", str(cache))
     got = sha256_file(p)
     if got != sha256:
         raise VerificationError(BuildCode.HASH_MISMATCH, f"cached {p.name} has sha256 {got}, the lock says {sha256}", str(p))

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.build import registry_reachable
+from support.build import registry_reachable, sandbox_available
 
 from attest.attestation import load_policy, load_signer
 from attest.builder import install_skill
@@ -26,20 +26,10 @@ from attest.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sandbox_available() -> bool:
-    from attest.builder import Sandbox
-    from attest.errors import EnvironmentFailure
-
-    try:
-        Sandbox.establish(allow_unisolated_network=False)
-    except EnvironmentFailure:
-        return False
-    return True
-
 
 @pytest.mark.registry
 @pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable")
-@pytest.mark.skipif(not _sandbox_available(), reason="the build sandbox cannot be established here")
+@pytest.mark.skipif(not sandbox_available(), reason="the build sandbox cannot be established here")
 def test_the_demo_hands_off_a_pull_request_and_refuses_a_changed_base(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     state = tmp_path / "state"
     assert main(["demo", "--state-dir", str(state)]) == 0  # its lines wrapped at 100 columns: a space in a long line may be a newline

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.build import registry_reachable
+from support.build import registry_reachable, sandbox_available
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial.md"
@@ -32,16 +32,6 @@ def sh_blocks(text: str) -> list[str]:
     """The tutorial's ```sh blocks, in order (```text blocks are output shown, never run)."""
     return [m.group(1) for m in re.finditer(r"^```sh\n(.*?)^```[ \t]*$", text, re.M | re.S)]
 
-
-def _sandbox_available() -> bool:
-    from attest.builder import Sandbox
-    from attest.errors import EnvironmentFailure
-
-    try:
-        Sandbox.establish(allow_unisolated_network=False)
-    except EnvironmentFailure:
-        return False
-    return True
 
 
 def _base_python() -> Path:
@@ -63,7 +53,7 @@ def test_the_tutorial_blocks_are_shell_and_use_only_what_it_sets() -> None:
 @pytest.mark.slow
 @pytest.mark.registry
 @pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable (attest fetch)")
-@pytest.mark.skipif(not _sandbox_available(), reason="the build sandbox cannot be established here")
+@pytest.mark.skipif(not sandbox_available(), reason="the build sandbox cannot be established here")
 def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     blocks = sh_blocks(TUTORIAL.read_text())
     python = _base_python()

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.build import RUNTIME_RECIPE, SKILL_RECIPE, Project, make_toolchain_repo, write_lock
+from support.build import SKILL_RECIPE, Project
 from support.caps import BACKEND
+from support.deployment import make_project
 from support.gitrepo import git
 from support.trees import chattr, is_immutable
 
@@ -84,13 +85,8 @@ def skill_table(skill: BuildResult, recipe_root: str = "agent-policy") -> dict[s
 def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     tmp = tmp_path_factory.mktemp("install")
     root = tmp / "proj"
+    sha = make_project(root)
     wheels = root / "lockfiles" / "wheels"
-    wheels.mkdir(parents=True)
-    write_lock(root, wheels)
-    sha = make_toolchain_repo(root / "repo")
-    (root / "builders").mkdir()
-    (root / "builders" / "runtime.toml").write_text(RUNTIME_RECIPE)
-    (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
     project = Project(root, root / "repo", sha, wheels, root / "lockfiles" / "pylock.toml", root / "builders" / "runtime.toml",
                       root / "builders" / "skill.toml", tmp / "cache", tmp / "state")
     keys = tmp / "keys"

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.build import RUNTIME_RECIPE, SKILL_RECIPE, make_toolchain_repo, site_rel, write_lock
+from support.build import make_toolchain_repo, site_rel
+from support.deployment import make_project
 
 from attest._json import canonical_bytes
 from attest.attestation import (
@@ -135,13 +136,7 @@ def _cli(args: list[str]) -> tuple[int, str]:
 def rel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     tmp = tmp_path_factory.mktemp("release")
     root = tmp / "proj"
-    wheels = root / "lockfiles" / "wheels"
-    wheels.mkdir(parents=True)
-    write_lock(root, wheels)
-    sha1 = make_toolchain_repo(root / "repo")
-    (root / "builders").mkdir()
-    (root / "builders" / "runtime.toml").write_text(RUNTIME_RECIPE)
-    (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
+    sha1 = make_project(root)
     keys = tmp / "keys"
     keys.mkdir()
     generate_key("ed25519", keys / "release.pem")

@@ -288,3 +288,15 @@ def site_rel() -> str:
 
 
 _SITE_REL: str | None = None
+
+
+def sandbox_available() -> bool:
+    """Whether the confined, network-isolated build sandbox can be established here."""
+    from attest.builder import Sandbox
+    from attest.errors import EnvironmentFailure
+
+    try:
+        Sandbox.establish(allow_unisolated_network=False)
+    except EnvironmentFailure:
+        return False
+    return True

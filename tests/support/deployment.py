@@ -48,9 +48,8 @@ DEPLOY_ROLES = (INSTALLATION_PREDICATE, HANDOFF_PREDICATE, REVIEW_RECORD_PREDICA
 RELEASE_ROLES = (RUNTIME_PREDICATE, PROMOTION_PREDICATE)
 
 
-def make_deployment(tmp: Path) -> Deployment:
-    """Promote a toolchain repository's runtime and skill into pins under *tmp*, with a deployment key and its trust."""
-    root = tmp / "proj"
+def make_project(root: Path) -> str:
+    """A toolchain project under *root*: its lock and wheels, its git repository (the full SHA returned), its two recipes."""
     wheels = root / "lockfiles" / "wheels"
     wheels.mkdir(parents=True)
     write_lock(root, wheels)
@@ -58,6 +57,13 @@ def make_deployment(tmp: Path) -> Deployment:
     (root / "builders").mkdir()
     (root / "builders" / "runtime.toml").write_text(RUNTIME_RECIPE)
     (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
+    return sha
+
+
+def make_deployment(tmp: Path) -> Deployment:
+    """Promote a toolchain repository's runtime and skill into pins under *tmp*, with a deployment key and its trust."""
+    root = tmp / "proj"
+    sha = make_project(root)
     keys = tmp / "keys"
     keys.mkdir()
     generate_key("ed25519", keys / "release.pem")

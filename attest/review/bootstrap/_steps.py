@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._fs import read_bounded
 from ..._safefs import O_NEW
@@ -29,6 +29,14 @@ from ...freeze import Image
 from ._base import BaseSnapshot
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins
+
+if TYPE_CHECKING:
+    from ...attestation import Policy
+    from ...builder import VerifiedInstallation
+    from ...git import GitRepo
+    from ...inventory import Inventory
+    from ...policy import PolicyConfig, PolicyLock
+    from ._identity import Identity
 
 MAX_CHECK_OUTPUT = 16 << 20
 MAX_RUNTIME_ATTESTATION = 64 << 20
@@ -47,7 +55,7 @@ def _raise(findings: Sequence[Finding]) -> None:
 class BootstrapImage:
     """The installed Skill, authenticated by its installation attestation, frozen and verified after the seal."""
 
-    installation: Any  # attest.builder.VerifiedInstallation
+    installation: VerifiedInstallation
     image: Image
 
 
@@ -62,7 +70,7 @@ def decide_image(image: Image, identity: str, code: BootstrapCode, what: str) ->
     return []
 
 
-def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir: str | os.PathLike[str],
+def establish_skill(installation: str | os.PathLike[str], policy: Policy, skill_dir: str | os.PathLike[str],
                     pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str | None) -> BootstrapImage:
     """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified.
 
@@ -100,7 +108,7 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
 # -- step 3: the trusted-base snapshot ----------------------------------------------------------
 
 
-def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], *, backend: str | None) -> BaseSnapshot:
+def establish_base(repo: GitRepo, identity: Identity, state_dir: str | os.PathLike[str], *, backend: str | None) -> BaseSnapshot:
     """Step 3: :func:`snapshot_base` of the base commit, whose tree must be step 2's.
 
     Raises:
@@ -122,8 +130,8 @@ def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], 
 class Authority:
     """The trusted base's ``.agent-policy.yml`` and ``.agent-policy.lock``, parsed from the frozen snapshot."""
 
-    config: Any  # attest.policy.PolicyConfig
-    lock: Any  # attest.policy.PolicyLock
+    config: PolicyConfig
+    lock: PolicyLock
 
     @property
     def config_sha256(self) -> str:
@@ -134,7 +142,7 @@ class Authority:
         return str(self.lock.sha256)
 
 
-def decide_authority(config: Any, lock: Any) -> list[Finding]:
+def decide_authority(config: PolicyConfig, lock: PolicyLock) -> list[Finding]:
     """Agreement of config and lock, full SHAs, ``pr-review`` enabled (pure).
 
     Raises:
@@ -201,7 +209,7 @@ class RuntimeImage:
         return self.image.path
 
 
-def decide_lock_toolchain(lock: Any, pins: DeploymentPins) -> list[Finding]:
+def decide_lock_toolchain(lock: PolicyLock, pins: DeploymentPins) -> list[Finding]:
     """The base lock's toolchain repository and revision must be the pinned ones (pure).
 
     Raises:
@@ -250,7 +258,7 @@ def decide_runtime_claim(statement: Mapping[str, Any], inventory_identity: str, 
             for key, got, want in checks if got != want]
 
 
-def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Any, state_dir: str | os.PathLike[str], *,
+def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Policy, state_dir: str | os.PathLike[str], *,
                       attestation: str | os.PathLike[str] | None = None) -> RuntimeImage:
     """Step 5: lock toolchain == pins; the runtime attestation (pinned bytes) verifies under TRUST and equals the pins; the image verifies.
 
@@ -499,7 +507,7 @@ FILE_MODE = 0o444
 DIR_MODE = 0o555
 
 
-def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], lock: Any) -> Any:
+def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], lock: PolicyLock) -> Inventory:
     """The closed inventory the bundle must have: each file (relative to the Skill directory) with its reproduced digest.
 
     Raises:

@@ -50,7 +50,7 @@ from ._outputs import BuildResult
 from ._promotion_codes import PromotionCode
 
 if TYPE_CHECKING:
-    from ..attestation import Policy
+    from ..attestation import KeylessSigner, Policy, Signer
     from ._recipe import RuntimeRecipe, SkillRecipe
     from ._sandbox import Sandbox
 
@@ -486,7 +486,7 @@ def disagreement_statement(verdict: RebuildersVerdict, candidate: RebuildSubject
     })
 
 
-def write_disagreement(verdict: RebuildersVerdict, candidate: RebuildSubject, signer: Any, state: str, policy_digest: str,
+def write_disagreement(verdict: RebuildersVerdict, candidate: RebuildSubject, signer: Signer | KeylessSigner | Sequence[Signer], state: str, policy_digest: str,
                        time: _dt.datetime, *, fmt: str = "dsse") -> str:
     """Sign the negative result and write it to ``STATE/rebuild-disagreements/<revision>-<digest>.json``; return its path.
 
@@ -542,7 +542,7 @@ def candidate_subject(toolchain_repository: str, toolchain_rev: str, skill_recip
 
 
 def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str, cache: str,
-                    sandbox: Sandbox, signer: Any, out: str, skill_rev: str | None = None, installer_rev: str | None = None,
+                    sandbox: Sandbox, signer: Signer | KeylessSigner | Sequence[Signer], out: str, skill_rev: str | None = None, installer_rev: str | None = None,
                     python: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> RebuildRelease:
     """Build (or reuse, from this rebuilder's own store) the candidate's runtime and skill and sign a rebuild result.
 

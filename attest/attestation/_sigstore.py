@@ -9,11 +9,20 @@ and the OIDC issuer extension equal to the pinned issuer.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CommonCode, EnvironmentFailure, InputError, VerificationError
 from ._codes import AttestationCode
 from ._policy import SigstoreSignerSpec
+
+if TYPE_CHECKING:
+    from sigstore.models import Bundle
+    from sigstore.verify import Verifier
+    from sigstore.verify.policy import Identity
+    from sigstore_models.common.v1 import TimeRange
+    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
+
+    from ._keys import PublicKey
 
 
 def _sigstore() -> Any:
@@ -38,7 +47,7 @@ def _sigstore() -> Any:
 CLOCK_RESOLUTION = _dt.timedelta(microseconds=1)
 
 
-def inclusive_tsa_validity(root: Any) -> Any:
+def inclusive_tsa_validity(root: TrustedRootModel) -> TrustedRootModel:
     """A copy of the parsed trusted root whose TSA periods, compared exclusively, are the closed ones (pure).
 
     Raises:
@@ -53,7 +62,7 @@ def inclusive_tsa_validity(root: Any) -> Any:
     return root.model_copy(update={"timestamp_authorities": authorities})
 
 
-def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Any, Any, Any]:
+def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Verifier, Bundle, Identity]:
     sigstore = _sigstore()
     from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
@@ -191,7 +200,7 @@ def _fail(code: AttestationCode, detail: str) -> VerificationError:
     return VerificationError(code, detail)
 
 
-def _entry_body_check(entry: Any, public_key: Any, signature: bytes, *, artifact: bytes | None,
+def _entry_body_check(entry: Any, public_key: PublicKey, signature: bytes, *, artifact: bytes | None,
                       payload_type: str | None, payload: bytes | None, pae: bytes | None) -> None:
     """(8) The entry's canonicalized body records ``signature`` by ``public_key`` over this artifact / envelope.
 
@@ -273,7 +282,7 @@ def _utc(seconds: int) -> _dt.datetime | None:
         return None
 
 
-def _within(period: Any, when: _dt.datetime) -> bool:
+def _within(period: TimeRange | None, when: _dt.datetime) -> bool:
     """``when`` inside a trusted root's validity period, a closed interval; no period: always (pure)."""
     if period is None:
         return True
@@ -341,7 +350,7 @@ def verify_key_bundle_evidence(
     trusted_root: bytes,
     root_source: str,
     bundle_bytes: bytes,
-    public_key: Any,
+    public_key: PublicKey,
     signature: bytes,
     *,
     artifact: bytes | None = None,

@@ -78,7 +78,7 @@ class RebuildersRequirement:
         return {"threshold": self.threshold, "identities": list(self.identities)}
 
 
-def parse_rebuilders(raw: Any, signer_ids: Sequence[str], where: str) -> RebuildersRequirement:
+def parse_rebuilders(raw: object, signer_ids: Sequence[str], where: str) -> RebuildersRequirement:
     """Validate a ``[rebuilders]`` table against the policy's signer ids (pure).
 
     Raises:
@@ -210,13 +210,13 @@ class RebuildSubject:
         if not isinstance(pred, dict) or set(pred) != {"toolchain", "runtime", "skill"}:
             raise bad("predicate is not exactly {toolchain, runtime, skill}")
 
-        def ref(value: Any, what: str) -> tuple[str, str]:
+        def ref(value: object, what: str) -> tuple[str, str]:
             if (not isinstance(value, dict) or set(value) != {"repository", "revision"} or not isinstance(value["repository"], str)
                     or not value["repository"] or not is_full_sha(value["revision"])):
                 raise bad(f"{what} is not {{repository, revision: <full sha>}}")
             return value["repository"], value["revision"]
 
-        def artifact(value: Any, what: str, extra: set[str]) -> RebuiltArtifact:
+        def artifact(value: object, what: str, extra: set[str]) -> RebuiltArtifact:
             if not isinstance(value, dict) or set(value) != {"name", "inputs_digest", "inventory"} | extra:
                 raise bad(f"{what} is not exactly {sorted({'name', 'inputs_digest', 'inventory'} | extra)}")
             if not isinstance(value["name"], str) or not value["name"] or not isinstance(value["inputs_digest"], str):

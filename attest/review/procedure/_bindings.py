@@ -59,7 +59,7 @@ class Bindings:
         return self.semantic.context
 
 
-def parse_reproduced_outputs(predicate: Any) -> tuple[ReproducedOutput, ...]:
+def parse_reproduced_outputs(predicate: object) -> tuple[ReproducedOutput, ...]:
     """The handoff predicate's ``outputs`` (what step 6 of the bootstrap reproduced), strictly (pure).
 
     Raises:

@@ -254,7 +254,7 @@ def authority_changes(changed: Sequence[tuple[str, str]], config: PolicyConfig, 
     return tuple(out)
 
 
-def parse_authority_changes(value: Any, surface: Any, where: str | None = None) -> tuple[AuthorityChange, ...]:
+def parse_authority_changes(value: object, surface: object, where: str | None = None) -> tuple[AuthorityChange, ...]:
     """A state's ``authority_changes`` read strictly against its surface document (pure).
 
     A list of exactly ``{path, status, kind}``, each a path of the surface with its status, in

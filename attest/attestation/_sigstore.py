@@ -9,23 +9,26 @@ and the OIDC issuer extension equal to the pinned issuer.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import CommonCode, EnvironmentFailure, InputError, VerificationError
 from ._codes import AttestationCode
 from ._policy import SigstoreSignerSpec
 
 if TYPE_CHECKING:
-    from sigstore.models import Bundle
+    from sigstore.models import Bundle, TransparencyLogEntry, TrustedRoot
     from sigstore.verify import Verifier
     from sigstore.verify.policy import Identity
     from sigstore_models.common.v1 import TimeRange
+    from sigstore_models.rekor import v1 as rekor_v1
+    from sigstore_models.trustroot.v1 import TransparencyLogInstance
     from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
     from ._keys import PublicKey
 
 
-def _sigstore() -> Any:
+def _sigstore() -> ModuleType:
     try:
         import sigstore.errors
         import sigstore.models
@@ -200,7 +203,7 @@ def _fail(code: AttestationCode, detail: str) -> VerificationError:
     return VerificationError(code, detail)
 
 
-def _entry_body_check(entry: Any, public_key: PublicKey, signature: bytes, *, artifact: bytes | None,
+def _entry_body_check(entry: rekor_v1.TransparencyLogEntry, public_key: PublicKey, signature: bytes, *, artifact: bytes | None,
                       payload_type: str | None, payload: bytes | None, pae: bytes | None) -> None:
     """(8) The entry's canonicalized body records ``signature`` by ``public_key`` over this artifact / envelope.
 
@@ -289,7 +292,8 @@ def _within(period: TimeRange | None, when: _dt.datetime) -> bool:
     return bool(period.start <= when and (period.end is None or when <= period.end))
 
 
-def _verify_entry(sigstore: Any, entry: Any, root: Any, root_source: str, clock: _dt.datetime) -> tuple[Any, _dt.datetime | None]:
+def _verify_entry(sigstore: ModuleType, entry: TransparencyLogEntry, root: TrustedRoot, root_source: str,
+                  clock: _dt.datetime) -> tuple[TransparencyLogInstance, _dt.datetime | None]:
     """(3) One log entry against the one log of the root its log id names; that log and the entry's signed integrated time.
 
     sigstore's own keyring tries every log key of the root when the entry's log id is no key's
@@ -325,8 +329,8 @@ def _verify_entry(sigstore: Any, entry: Any, root: Any, root_source: str, clock:
         except (sigstore.errors.Error, ValueError) as e:
             reasons.append(str(e))
             continue
-        if signed_time is not None and not _within(log.public_key.valid_for, signed_time):
-            period = log.public_key.valid_for
+        period = log.public_key.valid_for
+        if signed_time is not None and period is not None and not _within(period, signed_time):  # no period: always within
             reasons.append(f"integrated at {signed_time.isoformat()}, outside its log key's validity "
                            f"({period.start.isoformat()} to {period.end.isoformat() if period.end else 'open'})")
             continue
@@ -342,7 +346,7 @@ class _TimestampAuthorities:
     deployment that signs with keys has no reason to pin; the timestamp check does not use them.
     """
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: TrustedRoot) -> None:
         self._trusted_root = root
 
 
@@ -404,7 +408,7 @@ def verify_key_bundle_evidence(
     if len(stamps) > MAX_ALLOWED_TIMESTAMP or len(set(stamps)) != len(stamps):
         raise _fail(AttestationCode.BAD_BUNDLE, f"more than {MAX_ALLOWED_TIMESTAMP} or duplicate signed timestamps")
     clock = now or _dt.datetime.now(_dt.UTC)
-    untimed: list[Any] = []  # the log instances of entries no signed integrated time places in time
+    untimed: list[TransparencyLogInstance] = []  # the log instances of entries no signed integrated time places in time
     for entry in entries:
         log, signed_time = _verify_entry(sigstore, entry, root, root_source, clock)  # (3)
         if signed_time is None:

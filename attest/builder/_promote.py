@@ -93,7 +93,7 @@ def parse_pins(data: bytes | None, where: str) -> dict[str, Any]:
     return doc
 
 
-def _toml_value(v: Any, where: str) -> str:
+def _toml_value(v: object, where: str) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):

@@ -182,7 +182,7 @@ def _shaped(what: str, build: Callable[[], _T]) -> _T:
         raise _malformed(what, f"{e.where} {e.detail}") from e
 
 
-def _projection(role: str, doc: Any) -> Projection:
+def _projection(role: str, doc: object) -> Projection:
     where = f"projections.{role}"
     p = _obj(doc, {"path", "file", "sha256"}, where)
     if p["file"] != f"projections/{role}":

@@ -36,7 +36,7 @@ def b64encode(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def b64decode_strict(value: Any, what: str) -> bytes:
+def b64decode_strict(value: object, what: str) -> bytes:
     """Standard-alphabet, padded base64 whose re-encoding is the input, or raise.
 
     Lenient decoders accept several spellings of one byte string (missing padding,
@@ -87,7 +87,7 @@ class Envelope:
         return {"payload": b64encode(self.payload), "payloadType": self.payload_type, "signatures": sigs}
 
     @classmethod
-    def from_json(cls, doc: Any, *, what: str = "DSSE envelope") -> Envelope:
+    def from_json(cls, doc: object, *, what: str = "DSSE envelope") -> Envelope:
         """Validate the envelope object: exact fields, in-toto payload type, canonical base64.
 
         Raises:

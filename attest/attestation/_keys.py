@@ -21,7 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -54,7 +54,7 @@ def key_id(key: PublicKey) -> str:
     return hashlib.sha256(public_key_der(key)).hexdigest()
 
 
-def _check_public(key: Any, where: str) -> PublicKey:
+def _check_public(key: object, where: str) -> PublicKey:
     if isinstance(key, ed25519.Ed25519PublicKey):
         return key
     if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
@@ -133,11 +133,24 @@ class PemSigner:
         return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
 
 
+class SslibSignature(Protocol):
+    """What :class:`SslibSigner` reads of a securesystemslib ``Signature``: the hex signature."""
+
+    @property
+    def signature(self) -> str: ...
+
+
+class SslibBackend(Protocol):
+    """What :class:`SslibSigner` calls on a securesystemslib ``Signer``."""
+
+    def sign(self, payload: bytes) -> SslibSignature: ...
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class SslibSigner:
     """A securesystemslib signer (KMS, HSM, ``file2:`` ...) seen through our interface."""
 
-    inner: Any  # securesystemslib.signer.Signer
+    inner: SslibBackend
     public: PublicKey
 
     @property

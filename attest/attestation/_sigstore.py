@@ -9,14 +9,26 @@ and the OIDC issuer extension equal to the pinned issuer.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import CommonCode, EnvironmentFailure, InputError, VerificationError
 from ._codes import AttestationCode
 from ._policy import SigstoreSignerSpec
 
+if TYPE_CHECKING:
+    from sigstore.models import Bundle, TransparencyLogEntry, TrustedRoot
+    from sigstore.verify import Verifier
+    from sigstore.verify.policy import Identity
+    from sigstore_models.common.v1 import TimeRange
+    from sigstore_models.rekor import v1 as rekor_v1
+    from sigstore_models.trustroot.v1 import TransparencyLogInstance
+    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
-def _sigstore() -> Any:
+    from ._keys import PublicKey
+
+
+def _sigstore() -> ModuleType:
     try:
         import sigstore.errors
         import sigstore.models
@@ -38,7 +50,7 @@ def _sigstore() -> Any:
 CLOCK_RESOLUTION = _dt.timedelta(microseconds=1)
 
 
-def inclusive_tsa_validity(root: Any) -> Any:
+def inclusive_tsa_validity(root: TrustedRootModel) -> TrustedRootModel:
     """A copy of the parsed trusted root whose TSA periods, compared exclusively, are the closed ones (pure).
 
     Raises:
@@ -53,7 +65,7 @@ def inclusive_tsa_validity(root: Any) -> Any:
     return root.model_copy(update={"timestamp_authorities": authorities})
 
 
-def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Any, Any, Any]:
+def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Verifier, Bundle, Identity]:
     sigstore = _sigstore()
     from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
@@ -191,7 +203,7 @@ def _fail(code: AttestationCode, detail: str) -> VerificationError:
     return VerificationError(code, detail)
 
 
-def _entry_body_check(entry: Any, public_key: Any, signature: bytes, *, artifact: bytes | None,
+def _entry_body_check(entry: rekor_v1.TransparencyLogEntry, public_key: PublicKey, signature: bytes, *, artifact: bytes | None,
                       payload_type: str | None, payload: bytes | None, pae: bytes | None) -> None:
     """(8) The entry's canonicalized body records ``signature`` by ``public_key`` over this artifact / envelope.
 
@@ -273,14 +285,15 @@ def _utc(seconds: int) -> _dt.datetime | None:
         return None
 
 
-def _within(period: Any, when: _dt.datetime) -> bool:
+def _within(period: TimeRange | None, when: _dt.datetime) -> bool:
     """``when`` inside a trusted root's validity period, a closed interval; no period: always (pure)."""
     if period is None:
         return True
     return bool(period.start <= when and (period.end is None or when <= period.end))
 
 
-def _verify_entry(sigstore: Any, entry: Any, root: Any, root_source: str, clock: _dt.datetime) -> tuple[Any, _dt.datetime | None]:
+def _verify_entry(sigstore: ModuleType, entry: TransparencyLogEntry, root: TrustedRoot, root_source: str,
+                  clock: _dt.datetime) -> tuple[TransparencyLogInstance, _dt.datetime | None]:
     """(3) One log entry against the one log of the root its log id names; that log and the entry's signed integrated time.
 
     sigstore's own keyring tries every log key of the root when the entry's log id is no key's
@@ -316,8 +329,8 @@ def _verify_entry(sigstore: Any, entry: Any, root: Any, root_source: str, clock:
         except (sigstore.errors.Error, ValueError) as e:
             reasons.append(str(e))
             continue
-        if signed_time is not None and not _within(log.public_key.valid_for, signed_time):
-            period = log.public_key.valid_for
+        period = log.public_key.valid_for
+        if signed_time is not None and period is not None and not _within(period, signed_time):  # no period: always within
             reasons.append(f"integrated at {signed_time.isoformat()}, outside its log key's validity "
                            f"({period.start.isoformat()} to {period.end.isoformat() if period.end else 'open'})")
             continue
@@ -333,7 +346,7 @@ class _TimestampAuthorities:
     deployment that signs with keys has no reason to pin; the timestamp check does not use them.
     """
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: TrustedRoot) -> None:
         self._trusted_root = root
 
 
@@ -341,7 +354,7 @@ def verify_key_bundle_evidence(
     trusted_root: bytes,
     root_source: str,
     bundle_bytes: bytes,
-    public_key: Any,
+    public_key: PublicKey,
     signature: bytes,
     *,
     artifact: bytes | None = None,
@@ -395,7 +408,7 @@ def verify_key_bundle_evidence(
     if len(stamps) > MAX_ALLOWED_TIMESTAMP or len(set(stamps)) != len(stamps):
         raise _fail(AttestationCode.BAD_BUNDLE, f"more than {MAX_ALLOWED_TIMESTAMP} or duplicate signed timestamps")
     clock = now or _dt.datetime.now(_dt.UTC)
-    untimed: list[Any] = []  # the log instances of entries no signed integrated time places in time
+    untimed: list[TransparencyLogInstance] = []  # the log instances of entries no signed integrated time places in time
     for entry in entries:
         log, signed_time = _verify_entry(sigstore, entry, root, root_source, clock)  # (3)
         if signed_time is None:

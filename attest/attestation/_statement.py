@@ -45,7 +45,7 @@ def _fail(code: AttestationCode, detail: str, path: str | None = None) -> Verifi
     return VerificationError(code, detail, path)
 
 
-def check_digest_set(digest: Any, where: str, *, require_sha256: bool = True) -> dict[str, str]:
+def check_digest_set(digest: object, where: str, *, require_sha256: bool = True) -> dict[str, str]:
     """A DigestSet that carries SHA-256 (64 lowercase hex); other algorithms must be hex too.
 
     ``require_sha256=False`` only for what is described rather than verified (a provenance's
@@ -115,7 +115,7 @@ def closed_tree_statement(name: str, inventory: Inventory) -> dict[str, Any]:
     return statement([subject(name, inventory.digest_hex)], CLOSED_TREE_PREDICATE, closed_tree_predicate(inventory))
 
 
-def verify_statement(doc: Any) -> dict[str, Any]:
+def verify_statement(doc: object) -> dict[str, Any]:
     """Validate a parsed statement object (exact fields, type, subjects, digests)."""
     if not isinstance(doc, dict):
         raise _fail(AttestationCode.BAD_STATEMENT, "the statement is not a JSON object")

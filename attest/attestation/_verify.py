@@ -342,7 +342,7 @@ def closed_tree_inventory(verified: VerifiedStatement, *,
     return tree_inventory(verified.statement, predicate_type)
 
 
-def message_signature(doc: Any, artifact: bytes) -> bytes:
+def message_signature(doc: object, artifact: bytes) -> bytes:
     """The signature of a key-signed message-signature bundle over ``artifact`` (pure; the signature is not checked here).
 
     ``messageSignature`` is ``{"messageDigest": {"algorithm": "SHA2_256", "digest": b64}?,

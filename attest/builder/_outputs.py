@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +162,7 @@ class _Unsealed:
     def holds(self, fd: int | None, st: os.stat_result) -> str | None:
         return None
 
-    def wrap(self, argv: Any, images: Any, cwd: str | None) -> list[str]:
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
         raise NotImplementedError
 
 

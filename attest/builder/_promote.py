@@ -58,7 +58,7 @@ from ._sandbox import Sandbox
 from ._skill import build_skill
 
 if TYPE_CHECKING:
-    from ..attestation import Policy, VerifiedStatement
+    from ..attestation import KeylessSigner, Policy, Signer, VerifiedStatement
     from ._promolog import AcceptedLog, LogEntry
     from ._rebuilders import RebuildClaim, RebuildersRequirement
 
@@ -93,7 +93,7 @@ def parse_pins(data: bytes | None, where: str) -> dict[str, Any]:
     return doc
 
 
-def _toml_value(v: Any, where: str) -> str:
+def _toml_value(v: object, where: str) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -464,9 +464,10 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
 
-def _signer_ids(signer: Any) -> tuple[str, ...]:
-    keys = signer if isinstance(signer, Sequence) else [signer]
-    return tuple("key:sha256:" + k.key_id for k in keys if isinstance(getattr(k, "key_id", None), str))
+def _signer_ids(signer: Signer | KeylessSigner | Sequence[Signer]) -> tuple[str, ...]:
+    keys: Sequence[object] = signer if isinstance(signer, Sequence) else [signer]
+    ids = (getattr(k, "key_id", None) for k in keys)
+    return tuple("key:sha256:" + i for i in ids if isinstance(i, str))
 
 
 def _log_record(facts: PromotionFacts, plan: PromotionPlan, policy: Policy, fixture: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -486,7 +487,7 @@ def promote(
     *,
     toolchain_rev: str,
     pins_path: str,
-    signer: Any,
+    signer: Signer | KeylessSigner | Sequence[Signer],
     policy_path: str,
     runtime_recipe: RuntimeRecipe,
     skill_recipe: SkillRecipe,
@@ -633,7 +634,7 @@ def _read_inputs(pins_path: str, policy_path: str, state: str, rebuild_results: 
 
 
 def _refuse_before_build(inputs: _Inputs, revs: _Revisions, *, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe,
-                         signer: Any) -> None:
+                         signer: Signer | KeylessSigner | Sequence[Signer]) -> None:
     """Step 2, last: what the release policy and the rebuild results decide alone (:func:`decide_before_build`)."""
     from ._rebuilders import decide_before_build
 
@@ -647,7 +648,7 @@ def _refuse_before_build(inputs: _Inputs, revs: _Revisions, *, runtime_recipe: R
 
 
 def _checked_candidate(revs: _Revisions, inputs: _Inputs, *, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str,
-                       cache: str, sandbox: Sandbox, python: str | None, fmt: str, signer: Any, clock: Callable[[], _dt.datetime],
+                       cache: str, sandbox: Sandbox, python: str | None, fmt: str, signer: Signer | KeylessSigner | Sequence[Signer], clock: Callable[[], _dt.datetime],
                        freeze_backend: str | None) -> PromotionFacts:
     """Steps 3-6: the runtime and the skill built (or reused) and attested, rebuilt, verified, and agreed by the rebuilders."""
     from ._rebuilders import candidate_subject, decide_rebuilders, write_disagreement
@@ -709,7 +710,7 @@ def _notes(inputs: _Inputs, before: str | None) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _write_promotion(pins_path: str, inputs: _Inputs, facts: PromotionFacts, plan: PromotionPlan, *, state: str, signer: Any,
+def _write_promotion(pins_path: str, inputs: _Inputs, facts: PromotionFacts, plan: PromotionPlan, *, state: str, signer: Signer | KeylessSigner | Sequence[Signer],
                      fmt: str, clock: Callable[[], _dt.datetime], before_write: BeforeWrite | None) -> _Written:
     """Steps 8-10: exercise the candidate, append the log entry and write the pins, remember the log's head."""
     from .._digest import sha256_of

@@ -51,7 +51,7 @@ from ._outputs import BuildResult
 from ._promotion_codes import PromotionCode
 
 if TYPE_CHECKING:
-    from ..attestation import Policy
+    from ..attestation import KeylessSigner, Policy, Signer
     from ._recipe import RuntimeRecipe, SkillRecipe
     from ._sandbox import Sandbox
 
@@ -79,7 +79,7 @@ class RebuildersRequirement:
         return {"threshold": self.threshold, "identities": list(self.identities)}
 
 
-def parse_rebuilders(raw: Any, signer_ids: Sequence[str], where: str) -> RebuildersRequirement:
+def parse_rebuilders(raw: object, signer_ids: Sequence[str], where: str) -> RebuildersRequirement:
     """Validate a ``[rebuilders]`` table against the policy's signer ids (pure).
 
     Raises:
@@ -211,13 +211,13 @@ class RebuildSubject:
         if not isinstance(pred, dict) or set(pred) != {"toolchain", "runtime", "skill"}:
             raise bad("predicate is not exactly {toolchain, runtime, skill}")
 
-        def ref(value: Any, what: str) -> tuple[str, str]:
+        def ref(value: object, what: str) -> tuple[str, str]:
             if (not isinstance(value, dict) or set(value) != {"repository", "revision"} or not isinstance(value["repository"], str)
                     or not value["repository"] or not is_full_sha(value["revision"])):
                 raise bad(f"{what} is not {{repository, revision: <full sha>}}")
             return value["repository"], value["revision"]
 
-        def artifact(value: Any, what: str, extra: set[str]) -> RebuiltArtifact:
+        def artifact(value: object, what: str, extra: set[str]) -> RebuiltArtifact:
             if not isinstance(value, dict) or set(value) != {"name", "inputs_digest", "inventory"} | extra:
                 raise bad(f"{what} is not exactly {sorted({'name', 'inputs_digest', 'inventory'} | extra)}")
             if not isinstance(value["name"], str) or not value["name"] or not isinstance(value["inputs_digest"], str):
@@ -487,7 +487,7 @@ def disagreement_statement(verdict: RebuildersVerdict, candidate: RebuildSubject
     })
 
 
-def write_disagreement(verdict: RebuildersVerdict, candidate: RebuildSubject, signer: Any, state: str, policy_digest: str,
+def write_disagreement(verdict: RebuildersVerdict, candidate: RebuildSubject, signer: Signer | KeylessSigner | Sequence[Signer], state: str, policy_digest: str,
                        time: _dt.datetime, *, fmt: str = "dsse") -> str:
     """Sign the negative result and write it to ``STATE/rebuild-disagreements/<revision>-<digest>.json``; return its path.
 
@@ -543,7 +543,7 @@ def candidate_subject(toolchain_repository: str, toolchain_rev: str, skill_recip
 
 
 def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe, state: str, cache: str,
-                    sandbox: Sandbox, signer: Any, out: str, skill_rev: str | None = None, installer_rev: str | None = None,
+                    sandbox: Sandbox, signer: Signer | KeylessSigner | Sequence[Signer], out: str, skill_rev: str | None = None, installer_rev: str | None = None,
                     python: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> RebuildRelease:
     """Build (or reuse, from this rebuilder's own store) the candidate's runtime and skill and sign a rebuild result.
 

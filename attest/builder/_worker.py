@@ -20,7 +20,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.scripts import ScriptSection
 
 INSTALLER_NAME = b"attest\n"
 
@@ -96,7 +100,7 @@ GUARD_PTH = "00-attest-runtime-guard.pth"
 STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 
 
-def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> Any:
+def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> SchemeDictionaryDestination:
     from installer.destinations import SchemeDictionaryDestination
     from installer.records import RecordEntry
     from installer.utils import Scheme
@@ -104,12 +108,12 @@ def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = Fa
     site = os.path.abspath(scheme["purelib"]) if runtime else None
 
     class RelocatableDestination(SchemeDictionaryDestination):
-        def write_to_fs(self, scheme: Scheme, path: str, stream: Any, is_executable: bool) -> RecordEntry:
+        def write_to_fs(self, scheme: Scheme, path: str, stream: BinaryIO, is_executable: bool) -> RecordEntry:
             if site is not None:  # the runtime tree, where the guard must run first
                 _refuse_startup_hook(scheme, os.path.abspath(os.path.join(self.scheme_dict[scheme], path)), site)
             return super().write_to_fs(scheme, path, stream, is_executable)
 
-        def write_file(self, scheme: Scheme, path: Any, stream: Any, is_executable: bool) -> RecordEntry:
+        def write_file(self, scheme: Scheme, path: str | os.PathLike[str], stream: BinaryIO, is_executable: bool) -> RecordEntry:
             if scheme == "scripts":
                 data = stream.read()
                 first, _, rest = data.partition(b"\n")
@@ -119,7 +123,7 @@ def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = Fa
                 return self.write_to_fs(scheme, os.fspath(path), io.BytesIO(data), is_executable)
             return super().write_file(scheme, path, stream, is_executable)
 
-        def write_script(self, name: str, module: str, attr: str, section: Any) -> RecordEntry:
+        def write_script(self, name: str, module: str, attr: str, section: ScriptSection) -> RecordEntry:
             root = attr.split(".")[0]
             data = _LAUNCHER.format(module=module, root=root, attr=attr).encode()
             with io.BytesIO(data) as stream:

@@ -69,7 +69,7 @@ def _bad(detail: str, path: str | None = None, code: InventoryCode = InventoryCo
     return InputError(code, detail, path)
 
 
-def _entry_from_json(raw: Any, index: int) -> Entry:
+def _entry_from_json(raw: object, index: int) -> Entry:
     if not isinstance(raw, dict):
         raise _bad(f"entries[{index}] is not an object")
     path = raw.get("path")
@@ -163,7 +163,7 @@ class Inventory:
         return cls(ordered, tuple(ignore))
 
     @classmethod
-    def from_json(cls, doc: Any) -> Inventory:
+    def from_json(cls, doc: object) -> Inventory:
         if not isinstance(doc, dict):
             raise _bad("the inventory is not a JSON object")
         required = {"format", "name_policy", "ignore", "entries"}

@@ -134,29 +134,29 @@ def _missing(what: str, detail: str) -> InputError:
 # -- shapes (pure) ------------------------------------------------------------------------------
 
 
-def _obj(doc: Any, keys: set[str], where: str) -> dict[str, Any]:
+def _obj(doc: object, keys: set[str], where: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or set(doc) != keys:
         raise _Bad(where, f"must be an object of exactly {', '.join(sorted(keys))}")
     return doc
 
 
-def _match(value: Any, pattern: re.Pattern[str], where: str, what: str) -> str:
+def _match(value: object, pattern: re.Pattern[str], where: str, what: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise _Bad(where, f"must be {what}")
     return value
 
 
-def _sha(value: Any, where: str) -> str:
+def _sha(value: object, where: str) -> str:
     return _match(value, _SHA, where, "a full lowercase hex object id (40 or 64 digits)")
 
 
-def _int(value: Any, where: str, *, low: int = 1) -> int:
+def _int(value: object, where: str, *, low: int = 1) -> int:
     if type(value) is not int or not low <= value <= _MAX_ID:
         raise _Bad(where, f"must be an integer of at least {low}")
     return value
 
 
-def _path(value: Any, where: str) -> str:
+def _path(value: object, where: str) -> str:
     from ...inventory import check_path
 
     problem = check_path(value) if isinstance(value, str) else (None, "not a string")
@@ -182,7 +182,7 @@ def _shaped(what: str, build: Callable[[], _T]) -> _T:
         raise _malformed(what, f"{e.where} {e.detail}") from e
 
 
-def _projection(role: str, doc: Any) -> Projection:
+def _projection(role: str, doc: object) -> Projection:
     where = f"projections.{role}"
     p = _obj(doc, {"path", "file", "sha256"}, where)
     if p["file"] != f"projections/{role}":
@@ -190,7 +190,7 @@ def _projection(role: str, doc: Any) -> Projection:
     return Projection(role, _path(p["path"], f"{where}.path"), p["file"], _match(p["sha256"], _SHA256, f"{where}.sha256", "64 hex digits"))
 
 
-def _not_materialized(i: int, doc: Any) -> NotMaterialized:
+def _not_materialized(i: int, doc: object) -> NotMaterialized:
     where = f"not_materialized[{i}]"
     x = _obj(doc, {"path", "kind", "target"}, where)
     if x["kind"] not in NOT_MATERIALIZED_KINDS or not isinstance(x["target"], str):
@@ -198,7 +198,7 @@ def _not_materialized(i: int, doc: Any) -> NotMaterialized:
     return NotMaterialized(_path(x["path"], f"{where}.path"), x["kind"], x["target"])
 
 
-def _review(doc: Any) -> ChangeReview:
+def _review(doc: object) -> ChangeReview:
     d = _obj(doc, _REVIEW_KEYS, "review.json")
     if d["format"] != CHANGE_FORMAT:
         raise _Bad("format", f"must be {CHANGE_FORMAT}")
@@ -233,12 +233,12 @@ def parse_review(data: bytes) -> ChangeReview:
     return _shaped("review.json", lambda: _review(_strict_json(data, "review.json", MAX_REVIEW_BYTES, 4)))
 
 
-def _side(doc: Any, where: str) -> tuple[int, int]:
+def _side(doc: object, where: str) -> tuple[int, int]:
     s = _obj(doc, {"start", "count"}, where)
     return _int(s["start"], f"{where}.start", low=0), _int(s["count"], f"{where}.count", low=0)
 
 
-def _hunk(doc: Any, where: str) -> Hunk:
+def _hunk(doc: object, where: str) -> Hunk:
     h = _obj(doc, {"left", "right"}, where)
     (ls, lc), (rs, rc) = _side(h["left"], f"{where}.left"), _side(h["right"], f"{where}.right")
     try:
@@ -247,18 +247,18 @@ def _hunk(doc: Any, where: str) -> Hunk:
         raise _Bad(where, "is not a hunk (git diff -U0 numbering)") from e
 
 
-def _optional(value: Any, check: Callable[[Any, str], str], where: str) -> str | None:
+def _optional(value: object, check: Callable[[object, str], str], where: str) -> str | None:
     return None if value is None else check(value, where)
 
 
-def _mode(value: Any, where: str) -> str:
+def _mode(value: object, where: str) -> str:
     if value not in MODES:
         raise _Bad(where, f"must be one of {', '.join(MODES)} or null")
     assert isinstance(value, str)
     return value
 
 
-def _changed_path(i: int, doc: Any) -> ChangedPath:
+def _changed_path(i: int, doc: object) -> ChangedPath:
     where = f"paths[{i}]"
     p = _obj(doc, _PATH_KEYS, where)
     if p["status"] not in STATUSES or p["content"] not in CONTENTS or not isinstance(p["hunks"], list):
@@ -272,7 +272,7 @@ def _changed_path(i: int, doc: Any) -> ChangedPath:
         raise _Bad(where, "is not a consistent changed path (status, modes, object ids and hunks disagree)") from e
 
 
-def _surface(doc: Any) -> ChangedSurface:
+def _surface(doc: object) -> ChangedSurface:
     s = _obj(doc, _SURFACE_KEYS, "surface.json")
     if not isinstance(s["paths"], list):
         raise _Bad("paths", "must be a list")

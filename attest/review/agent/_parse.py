@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ...errors import AttestError, VerificationError
 from ..evidence._wrap import CLOSE, FENCE, FENCE_OPEN, MAX_DETAIL, MAX_OUTPUT_BYTES, OPEN, ReviewFinding, _Diagnostic
@@ -154,7 +153,7 @@ def _printable(text: str, *, lines: bool) -> bool:
     return all(c.isprintable() or c == " " for c in text)
 
 
-def _finding(value: Any, index: int) -> AgentFinding:
+def _finding(value: object, index: int) -> AgentFinding:
     side = value.get("side") if isinstance(value, dict) else None
     rest = {k: v for k, v in value.items() if k != "side"} if isinstance(value, dict) else value
     try:
@@ -168,7 +167,7 @@ def _finding(value: Any, index: int) -> AgentFinding:
     return AgentFinding(base.path, base.severity, base.title, base.line, side, base.detail)
 
 
-def _strings(value: Any, what: str, *, limit: int, length: int, lines: bool) -> tuple[str, ...]:
+def _strings(value: object, what: str, *, limit: int, length: int, lines: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or len(value) > limit:
         raise _invalid(f"{what} must be a list of at most {limit} strings")
     for i, item in enumerate(value):
@@ -178,7 +177,7 @@ def _strings(value: Any, what: str, *, limit: int, length: int, lines: bool) -> 
     return tuple(value)
 
 
-def parse_document(value: Any) -> AgentOutput:
+def parse_document(value: object) -> AgentOutput:
     """The block's JSON value as :class:`AgentOutput`, every field checked (pure).
 
     Raises:

@@ -17,7 +17,7 @@ import os
 import time as _time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._digest import sha256_of
 from ...errors import AttestError, CommonCode, EnvironmentFailure, InputError
@@ -44,6 +44,11 @@ from ._steps import (
     run_managed_check,
 )
 
+if TYPE_CHECKING:
+    from ...attestation import KeylessSigner, Signer
+    from ...builder._promolog import AcceptedLog
+    from ...freeze import Image
+
 STEP_NAMES = ("skill", "identity", "base", "config", "runtime", "check", "paths", "bundle", "evidence")  # docs/bootstrap.md, steps 1-9
 
 
@@ -63,7 +68,7 @@ class Established:
     reproduced: tuple[ReproducedOutput, ...]
     bundle: ProcedureBundle
 
-    def images(self) -> dict[str, Any]:
+    def images(self) -> dict[str, Image]:
         return {"bootstrap": self.skill.image, "runtime": self.runtime.image, "base": self.base.image, "procedure": self.bundle.image}
 
 
@@ -117,7 +122,7 @@ class BootstrapResult:
     handoff_digest: str
     established: Established
     timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
-    promotion_log: Any = None  # attest.builder._promolog.AcceptedLog: the pins' log as checked and remembered (head None: no log)
+    promotion_log: AcceptedLog | None = None  # the pins' log as checked and remembered (head None: no log)
 
     def to_json(self, *, timings: bool = False) -> dict[str, Any]:
         """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
@@ -137,7 +142,7 @@ class BootstrapResult:
         return doc
 
 
-def write_handoff(done: Established, signer: Any, out: str | os.PathLike[str], time: _dt.datetime, *, fmt: str = "dsse") -> tuple[str, str]:
+def write_handoff(done: Established, signer: Signer | KeylessSigner | Sequence[Signer], out: str | os.PathLike[str], time: _dt.datetime, *, fmt: str = "dsse") -> tuple[str, str]:
     """Step 9: sign the handoff statement and write it atomically; return (path, sha256:<hex>).
 
     Raises:

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._digest import sha256_of
 from ..._fs import read_bounded
@@ -30,6 +30,14 @@ from ...freeze import Image
 from ._base import BaseSnapshot
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins
+
+if TYPE_CHECKING:
+    from ...attestation import Policy
+    from ...builder import VerifiedInstallation
+    from ...git import GitRepo
+    from ...inventory import Inventory
+    from ...policy import PolicyConfig, PolicyLock
+    from ._identity import Identity
 
 MAX_CHECK_OUTPUT = 16 << 20
 MAX_RUNTIME_ATTESTATION = 64 << 20
@@ -48,7 +56,7 @@ def _raise(findings: Sequence[Finding]) -> None:
 class BootstrapImage:
     """The installed Skill, authenticated by its installation attestation, frozen and verified after the seal."""
 
-    installation: Any  # attest.builder.VerifiedInstallation
+    installation: VerifiedInstallation
     image: Image
 
 
@@ -63,7 +71,7 @@ def decide_image(image: Image, identity: str, code: BootstrapCode, what: str) ->
     return []
 
 
-def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir: str | os.PathLike[str],
+def establish_skill(installation: str | os.PathLike[str], policy: Policy, skill_dir: str | os.PathLike[str],
                     pins: DeploymentPins, state_dir: str | os.PathLike[str], *, backend: str | None) -> BootstrapImage:
     """Step 1: ATT verifies under TRUST and equals the pins and DIR; DIR is copied, sealed, and the frozen copy verified.
 
@@ -101,7 +109,7 @@ def establish_skill(installation: str | os.PathLike[str], policy: Any, skill_dir
 # -- step 3: the trusted-base snapshot ----------------------------------------------------------
 
 
-def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], *, backend: str | None) -> BaseSnapshot:
+def establish_base(repo: GitRepo, identity: Identity, state_dir: str | os.PathLike[str], *, backend: str | None) -> BaseSnapshot:
     """Step 3: :func:`snapshot_base` of the base commit, whose tree must be step 2's.
 
     Raises:
@@ -123,8 +131,8 @@ def establish_base(repo: Any, identity: Any, state_dir: str | os.PathLike[str], 
 class Authority:
     """The trusted base's ``.agent-policy.yml`` and ``.agent-policy.lock``, parsed from the frozen snapshot."""
 
-    config: Any  # attest.policy.PolicyConfig
-    lock: Any  # attest.policy.PolicyLock
+    config: PolicyConfig
+    lock: PolicyLock
 
     @property
     def config_sha256(self) -> str:
@@ -135,7 +143,7 @@ class Authority:
         return str(self.lock.sha256)
 
 
-def decide_authority(config: Any, lock: Any) -> list[Finding]:
+def decide_authority(config: PolicyConfig, lock: PolicyLock) -> list[Finding]:
     """Agreement of config and lock, full SHAs, ``pr-review`` enabled (pure).
 
     Raises:
@@ -202,7 +210,7 @@ class RuntimeImage:
         return self.image.path
 
 
-def decide_lock_toolchain(lock: Any, pins: DeploymentPins) -> list[Finding]:
+def decide_lock_toolchain(lock: PolicyLock, pins: DeploymentPins) -> list[Finding]:
     """The base lock's toolchain repository and revision must be the pinned ones (pure).
 
     Raises:
@@ -251,7 +259,7 @@ def decide_runtime_claim(statement: Mapping[str, Any], inventory_identity: str, 
             for key, got, want in checks if got != want]
 
 
-def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Any, state_dir: str | os.PathLike[str], *,
+def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Policy, state_dir: str | os.PathLike[str], *,
                       attestation: str | os.PathLike[str] | None = None) -> RuntimeImage:
     """Step 5: lock toolchain == pins; the runtime attestation (pinned bytes) verifies under TRUST and equals the pins; the image verifies.
 
@@ -500,7 +508,7 @@ FILE_MODE = 0o444
 DIR_MODE = 0o555
 
 
-def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], lock: Any) -> Any:
+def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[ReproducedOutput], lock: PolicyLock) -> Inventory:
     """The closed inventory the bundle must have: each file (relative to the Skill directory) with its reproduced digest.
 
     Raises:

@@ -67,7 +67,7 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.REVIEW_RESULT_INVALID, detail)
 
 
-def _finding(i: int, doc: Any) -> ResultFinding:
+def _finding(i: int, doc: object) -> ResultFinding:
     where = f"findings[{i}]"
     if not isinstance(doc, dict) or not _REQUIRED <= set(doc) or set(doc) - _REQUIRED - _OPTIONAL:
         raise _bad(f"{where} must have {sorted(_REQUIRED)} and may have {sorted(_OPTIONAL)}, nothing else")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._digest import sha256_of
 from ..._fdio import write_all
@@ -44,8 +44,13 @@ from ._codes import HandoffCode
 from ._handoff import IMAGE_NAMES, Handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, ReviewResult, parse_result
 
+if TYPE_CHECKING:
+    from ...attestation import Policy
+    from ...freeze import Image
+    from ...freeze._exec import Confine
 
-def decide_images(handoff: Handoff, images: Mapping[str, Any]) -> list[Finding]:
+
+def decide_images(handoff: Handoff, images: Mapping[str, Image]) -> list[Finding]:
     """Whether the verified store images are exactly the handoff's (pure: identity, path, backend, bundle files).
 
     Raises:
@@ -387,7 +392,7 @@ NOEXEC_IMAGES = frozenset({"CHANGE"})
 
 
 def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Confinement] | None = None,
-                     state_dir: str | None = None) -> tuple[Any, list[int]]:
+                     state_dir: str | None = None) -> tuple[Confine, list[int]]:
     """A ``confine`` callback for :func:`attest.freeze.run_from_images` and a list that receives the uid it picked.
 
     The reviewer's root holds the system paths without the host's ``/etc``
@@ -419,7 +424,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
 
     picked: list[int] = []
 
-    def confine(argv: Sequence[str], images: Mapping[str, Any], run_dir: str, cwd: str) -> tuple[list[str], list[int]]:
+    def confine(argv: Sequence[str], images: Mapping[str, Image], run_dir: str, cwd: str) -> tuple[list[str], list[int]]:
         rootless = os.geteuid() != 0
         uid = os.getuid() if rootless else pick_step_uid()
         gid = os.getgid() if rootless else uid  # rootful: setpriv --regid with the uid's number
@@ -507,7 +512,7 @@ class ReviewerImage:
         return {"identity": self.identity, "attestation": self.attestation, "attestation_digest": self.attestation_digest}
 
 
-def verify_reviewer_image(identity: str, attestation: str | os.PathLike[str] | None, policy: Any) -> ReviewerImage:
+def verify_reviewer_image(identity: str, attestation: str | os.PathLike[str] | None, policy: Policy) -> ReviewerImage:
     """Verify ``attestation`` under ``policy``: a closed-tree attestation of exactly the image ``identity``.
 
     The store image itself is verified (seal, every byte, seal) when the run takes it; this is
@@ -577,7 +582,7 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
 
 def run_review_step(
     handoff_path: str | os.PathLike[str],
-    policy: Any,
+    policy: Policy,
     state_dir: str | os.PathLike[str],
     argv: Sequence[str],
     *,
@@ -587,10 +592,10 @@ def run_review_step(
     readonly: Sequence[str] = (),
     network: bool = False,
     unsafe_unconfined: bool = False,
-    more_images: Mapping[str, Any] | None = None,
-    require_more: Callable[[Mapping[str, Any]], list[Finding]] | None = None,
+    more_images: Mapping[str, str | Image] | None = None,
+    require_more: Callable[[Mapping[str, Image]], list[Finding]] | None = None,
     attest_env: Mapping[str, str] | None = None,
-    _verified: Mapping[str, Any] | None = None,
+    _verified: Mapping[str, Image] | None = None,
 ) -> ReviewRun:
     """Verify the handoff, run ``argv`` from its four frozen images, write the parsed result to ``out``.
 
@@ -612,7 +617,7 @@ def run_review_step(
 
     handoff = verify_handoff(handoff_path, policy)  # (1)
     state = os.path.abspath(os.fspath(state_dir))
-    confine: Any = None
+    confine: Confine | None = None
     established: list[Confinement] = []
     verify_can_confine(os.geteuid(), unsafe_unconfined=unsafe_unconfined)
     if not unsafe_unconfined:
@@ -621,7 +626,7 @@ def run_review_step(
         roots = tuple(os.path.abspath(p) for p in readonly)
         confine, _ = confine_reviewer(roots, network=network, record=established, state_dir=state)
 
-    def require(images: Mapping[str, Any]) -> None:  # (2), under the store lock, before the reviewer runs
+    def require(images: Mapping[str, Image]) -> None:  # (2), under the store lock, before the reviewer runs
         problems = decide_images(handoff, images)
         if require_more is not None:
             problems += require_more(images)
@@ -632,7 +637,7 @@ def run_review_step(
     try:
         # ``_verified``: the images review exec --review took from this store (seal, every byte,
         # seal) moments before, for this run; run_from_images then checks only their seals again.
-        refs: dict[str, Any] = dict(_verified) if _verified is not None else \
+        refs: dict[str, str | Image] = dict(_verified) if _verified is not None else \
             {name.upper(): handoff.images[name].identity for name in IMAGE_NAMES}
         if _verified is None:
             refs.update(more_images or {})
@@ -655,7 +660,7 @@ def run_review_step(
     return ReviewRun(handoff, result, path, sha256_of(canonical), confinement)
 
 
-def _canonical(doc: Any) -> bytes:
+def _canonical(doc: dict[str, Any]) -> bytes:
     from ..._json import canonical_bytes
 
     return canonical_bytes(doc)

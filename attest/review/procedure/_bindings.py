@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import Finding, VerificationError
 from ..bootstrap import ReproducedOutput
 from ._codes import BindingCode
+
+if TYPE_CHECKING:
+    from ..._safefs import Kind
+    from ...policy import PolicyConfig, PolicyLock
 
 #: The adapter-only renderers a review can serialize with (one today).
 SUPPORTED_ADAPTERS = frozenset({"github-review-json-adapter-v1"})
@@ -55,7 +59,7 @@ class Bindings:
         return self.semantic.context
 
 
-def parse_reproduced_outputs(predicate: Any) -> tuple[ReproducedOutput, ...]:
+def parse_reproduced_outputs(predicate: object) -> tuple[ReproducedOutput, ...]:
     """The handoff predicate's ``outputs`` (what step 6 of the bootstrap reproduced), strictly (pure).
 
     Raises:
@@ -91,8 +95,8 @@ def _judge_renderer(role: str, path: str, renderer: str) -> Finding | None:
     return Finding(BindingCode.REVIEW_BINDING_UNSUPPORTED, path, f"the output's renderer {renderer!r} is not {_want(role)}")
 
 
-def _judge_one(role: str, path: str, config: Any, lock: Any, reproduced: Sequence[ReproducedOutput],
-               kinds: Sequence[Any] | None) -> tuple[list[Finding], Binding | None]:
+def _judge_one(role: str, path: str, config: PolicyConfig, lock: PolicyLock, reproduced: Sequence[ReproducedOutput],
+               kinds: Sequence[Kind | None] | None) -> tuple[list[Finding], Binding | None]:
     from ...inventory._names import collision_key
     from ...policy import PathRole, PolicyCode, check_authority_path
 
@@ -146,8 +150,8 @@ def _judge_one(role: str, path: str, config: Any, lock: Any, reproduced: Sequenc
     return [], Binding(role, path, spec.renderer, spec.context, entry.sha256)
 
 
-def decide_bindings(config: Any, lock: Any, reproduced_outputs: Sequence[ReproducedOutput], semantic: str, adapter: str,
-                    *, kinds: Mapping[str, Sequence[Any]] | None = None) -> list[Finding]:
+def decide_bindings(config: PolicyConfig, lock: PolicyLock, reproduced_outputs: Sequence[ReproducedOutput], semantic: str, adapter: str,
+                    *, kinds: Mapping[str, Sequence[Kind | None]] | None = None) -> list[Finding]:
     """Every problem with binding ``semantic`` and ``adapter`` (pure; ``[]`` when both bind).
 
     ``kinds`` maps a path to what each of its components is in the base tree, from the root down
@@ -161,8 +165,8 @@ def decide_bindings(config: Any, lock: Any, reproduced_outputs: Sequence[Reprodu
     return _decide(config, lock, reproduced_outputs, semantic, adapter, kinds)[0]
 
 
-def _decide(config: Any, lock: Any, reproduced: Sequence[ReproducedOutput], semantic: str, adapter: str,
-            kinds: Mapping[str, Sequence[Any]] | None) -> tuple[list[Finding], Bindings | None]:
+def _decide(config: PolicyConfig, lock: PolicyLock, reproduced: Sequence[ReproducedOutput], semantic: str, adapter: str,
+            kinds: Mapping[str, Sequence[Kind | None]] | None) -> tuple[list[Finding], Bindings | None]:
     if semantic == adapter:
         return [Finding(BindingCode.REVIEW_BINDING_DUPLICATE, semantic if isinstance(semantic, str) else None,
                         "--semantic and --adapter name the same path; each role needs its own output")], None
@@ -181,8 +185,8 @@ def _decide(config: Any, lock: Any, reproduced: Sequence[ReproducedOutput], sema
     return [], Bindings(bound["semantic"], bound["adapter"])
 
 
-def bind_outputs(config: Any, lock: Any, reproduced_outputs: Sequence[ReproducedOutput], semantic: str, adapter: str,
-                 *, kinds: Mapping[str, Sequence[Any]] | None = None) -> Bindings:
+def bind_outputs(config: PolicyConfig, lock: PolicyLock, reproduced_outputs: Sequence[ReproducedOutput], semantic: str, adapter: str,
+                 *, kinds: Mapping[str, Sequence[Kind | None]] | None = None) -> Bindings:
     """The two bindings, or raise ``VerificationError`` with every finding of :func:`decide_bindings`.
 
     Raises:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AttestError, Finding
 from ..handoff import IMAGE_NAMES
 from ._codes import RecheckCode
+
+if TYPE_CHECKING:
+    from ...freeze import Image, RetainedBytes, Store
 
 MAX_PROJECTION_BYTES = 16 << 20
 
@@ -38,16 +41,16 @@ class ReviewRoot:
         Nothing.
     """
 
-    images: Mapping[str, Any]  # name -> attest.freeze.Image
-    semantic: Any  # attest.freeze.RetainedBytes
-    adapter: Any  # attest.freeze.RetainedBytes
+    images: Mapping[str, Image]  # by name
+    semantic: RetainedBytes
+    adapter: RetainedBytes
 
     def to_json(self) -> dict[str, Any]:
         return {"images": {n: i.identity for n, i in self.images.items()},
                 "projections": {"semantic": "sha256:" + self.semantic.sha256, "adapter": "sha256:" + self.adapter.sha256}}
 
 
-def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Any]) -> list[Finding]:
+def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Image]) -> list[Finding]:
     """Whether the verified store images are exactly the ones the review state records (pure).
 
     Raises:
@@ -66,7 +69,7 @@ def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Any]) -> l
     return found
 
 
-def _change_holds(store: Any, doc: Mapping[str, Any]) -> list[Finding]:
+def _change_holds(store: Store, doc: Mapping[str, Any]) -> list[Finding]:
     """The change image of the state ``doc``, taken from ``store`` (verified) and checked against the state; what is wrong."""
     from ...errors import EnvironmentFailure
     from ._change import decide_change, read_image_file
@@ -100,7 +103,7 @@ def reestablish_root(state_dir: str, doc: Mapping[str, Any]) -> tuple[list[Findi
     try:
         with state_lock(state_fd, exclusive=False):
             store = Store(state_dir)
-            images: dict[str, Any] = {}
+            images: dict[str, Image] = {}
             found: list[Finding] = []
             for name in IMAGE_NAMES:
                 try:

@@ -44,7 +44,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -56,7 +56,11 @@ from ._codes import SerializeCode
 from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange
 
 if TYPE_CHECKING:
-    from ._recheck import Recheck
+    from ...attestation import KeylessSigner, Policy, Signer
+    from ...freeze import Image
+    from ..bootstrap import HostAdapter
+    from ..handoff import Handoff, ReviewRun
+    from ._recheck import Recheck, ReviewState
     from ._root import ReviewRoot
 
 REVIEW_RECORD_PREDICATE = "https://attest.dev/review-record/v1"
@@ -352,7 +356,7 @@ class RunRecord:
                 "blocking": self.blocking, "confinement": None if self.confinement is None else dict(self.confinement)}
 
 
-def run_record(state: Any, handoff_digest: str, outcome: RunOutcome, *, result_digest: str | None = None,
+def run_record(state: ReviewState, handoff_digest: str, outcome: RunOutcome, *, result_digest: str | None = None,
                failure: Finding | None = None, blocking: int = 0, confinement: Mapping[str, Any] | None = None) -> RunRecord:
     """The run record of ``state`` with ``outcome`` (pure).
 
@@ -400,7 +404,7 @@ def parse_run_record(data: bytes, where: str) -> RunRecord:
                      doc["confinement"])
 
 
-def claim_run(state_dir: str, state: Any, handoff_digest: str) -> str:
+def claim_run(state_dir: str, state: ReviewState, handoff_digest: str) -> str:
     """Claim the one run of ``state``: create ``STATE/results/<id>.json`` exclusively (``running``), before the reviewer starts.
 
     Exclusive creation (a whole file linked to the name, which fails if it exists) through
@@ -450,7 +454,7 @@ def write_run_record(state_dir: str, record: RunRecord) -> str:
     return write_state_file(state_dir, RESULTS_DIR, f"{record.review}.json", canonical_bytes(record.to_json()))
 
 
-def read_run_record(state_dir: str, state: Any) -> RunRecord:
+def read_run_record(state_dir: str, state: ReviewState) -> RunRecord:
     """The finished run record of ``state``, strictly.
 
     Raises:
@@ -544,7 +548,7 @@ def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Fi
 # -- the record ----------------------------------------------------------------------------------------------------
 
 
-def review_record_statement(state: Any, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, Any] | None,
+def review_record_statement(state: ReviewState, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, Any] | None,
                             run: RunRecord, result: ReviewResult | None, placed: Mapping[str, Any],
                             time: _dt.datetime) -> dict[str, Any]:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
@@ -609,7 +613,7 @@ class Serialized:
     inline: int
     in_body: int
     blocking: int
-    recheck: Any  # the Recheck that said proceed
+    recheck: Recheck  # the one that said proceed
     authority: tuple[AuthorityChange, ...] = ()  # each also counted in in_body and blocking
 
     def to_json(self) -> dict[str, Any]:
@@ -634,7 +638,7 @@ def _refuse_serialized(state_dir: str, review: str) -> None:
                                 os.path.join(state_dir, RECORDS_DIR, f"{review}.json"))
 
 
-def _authority_of(state: Any, root: Any) -> tuple[AuthorityChange, ...]:
+def _authority_of(state: ReviewState, root: ReviewRoot) -> tuple[AuthorityChange, ...]:
     """The state's authority changes, if its surface and the re-established frozen base give exactly them.
 
     Raises:
@@ -690,12 +694,12 @@ def serialize_review(
     review: str,
     result: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    signer: Any,
+    signer: Signer | KeylessSigner | Sequence[Signer],
     record: str | os.PathLike[str] | None = None,
     token_env: str | None = None,
     environ: Mapping[str, str] = os.environ,
-    host: Any = None,
-    clock: Any = _now,
+    host: HostAdapter | None = None,
+    clock: Callable[[], _dt.datetime] = _now,
 ) -> Serialized:
     """Run steps 1-6 of the module docstring; write the payload and the signed record only after ``proceed``.
 
@@ -805,10 +809,10 @@ def _write_outputs(root: str, review: str, signed: bytes, payload: bytes, *, out
     return state_record if record_path is None else record_path
 
 
-def check_run_options(state_dir: str, handoff: Any, argv: Sequence[str], *, out: str | os.PathLike[str],
+def check_run_options(state_dir: str, handoff: Handoff, argv: Sequence[str], *, out: str | os.PathLike[str],
                       pass_env: Sequence[str] = (), set_env: Mapping[str, str] | None = None, unsafe_unconfined: bool = False,
                       environ: Mapping[str, str] = os.environ, more_images: Mapping[str, str] | None = None,
-                      **_: Any) -> dict[str, Any]:
+                      **_: object) -> dict[str, Image]:
     """Everything about a run of the verified ``handoff`` that can be checked without running the reviewer; raise what is wrong.
 
     :func:`run_review` calls it before it claims the run, so a refused option leaves the review
@@ -870,13 +874,13 @@ def run_review(
     state_dir: str | os.PathLike[str],
     review: str,
     handoff: str | os.PathLike[str],
-    policy: Any,
+    policy: Policy,
     argv: Sequence[str],
     out: str | os.PathLike[str],
     reviewer: str | None = None,
     reviewer_attestation: str | os.PathLike[str] | None = None,
     **options: Any,
-) -> Any:
+) -> ReviewRun:
     """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
 
     The reviewer gets the review's change image (``$ATTEST_IMAGE_CHANGE``, checked against the
@@ -924,7 +928,7 @@ def run_review(
     images = check_run_options(root, h, argv, out=out, set_env=set_env, more_images=more, **options)
     command = reviewer_command(argv, images["REVIEWER"].path if deployed is not None else None)
 
-    def require_change(verified: Mapping[str, Any]) -> list[Finding]:
+    def require_change(verified: Mapping[str, Image]) -> list[Finding]:
         image = verified["CHANGE"]
         return decide_change(state.doc, review, image, lambda rel: read_image_file(image, rel))
 

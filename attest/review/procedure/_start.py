@@ -43,7 +43,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import EnvironmentFailure, Finding, VerificationError
 from ..bootstrap import HostAdapter, HostIdentity, ReproducedOutput
@@ -51,6 +51,14 @@ from ..handoff import IMAGE_NAMES, Handoff, HandoffCode
 from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
 from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import ReviewStartCode
+
+if TYPE_CHECKING:
+    from ..._safefs import Kind
+    from ...attestation import Policy
+    from ...freeze import Image, RetainedBytes
+    from ...git import ChangedSurface, GitRepo
+    from ...policy import PolicyConfig, PolicyLock
+    from ..bootstrap import Authority
 
 STATE_FORMAT = "https://attest.dev/review-state/v1"
 REVIEWS_DIR = "reviews"
@@ -95,7 +103,7 @@ def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> 
     return HandoffEvidence(handoff, path, parse_reproduced_outputs(pred), digests[0], digests[1])
 
 
-def verify_handoff_evidence(path: str | os.PathLike[str], policy: Any) -> HandoffEvidence:
+def verify_handoff_evidence(path: str | os.PathLike[str], policy: Policy) -> HandoffEvidence:
     """Step 1: verify the handoff under ``policy`` once and read all of it from those verified bytes.
 
     Raises:
@@ -184,7 +192,7 @@ def _key(path: str) -> tuple[str, ...]:
     return tuple(namespace_key(part) for part in path.split("/"))
 
 
-def authority_kind(path: str, config: Any, lock: Any) -> str | None:
+def authority_kind(path: str, config: PolicyConfig, lock: PolicyLock) -> str | None:
     """What authority material of the base ``config`` and ``lock`` ``path`` is, or None (pure).
 
     Paths are compared component by component under case folding, NFC and what NTFS strips
@@ -204,11 +212,12 @@ def authority_kind(path: str, config: Any, lock: Any) -> str | None:
     return _kind_of(_key(path), _named(config, lock))
 
 
-def _named(config: Any, lock: Any) -> dict[tuple[str, ...], str]:
+def _named(config: PolicyConfig, lock: PolicyLock) -> dict[tuple[str, ...], str]:
     """The keys of the base's exact authority paths: the two files, the modules and outputs they name."""
     from ...policy import CONFIG_PATH, LOCK_PATH
 
-    named = {_key(o.path): "output" for o in (*config.outputs, *lock.outputs)}
+    named = {_key(o.path): "output" for o in config.outputs}
+    named.update({_key(o.path): "output" for o in lock.outputs})
     named.update({_key(m): "module" for m in (*(m for ctx in config.contexts for m in ctx.modules), *(i.path for i in lock.inputs))})
     named.update({_key(CONFIG_PATH): "config", _key(LOCK_PATH): "lock"})
     return named
@@ -227,7 +236,7 @@ def _kind_of(key: tuple[str, ...], named: dict[tuple[str, ...], str]) -> str | N
     return exact
 
 
-def authority_changes(changed: Sequence[tuple[str, str]], config: Any, lock: Any) -> tuple[AuthorityChange, ...]:
+def authority_changes(changed: Sequence[tuple[str, str]], config: PolicyConfig, lock: PolicyLock) -> tuple[AuthorityChange, ...]:
     """Every ``(path, status)`` of a changed surface that is authority material of the base (pure), in the surface's order.
 
     ``config`` and ``lock`` are the trusted base's (never the head's): the head's configuration
@@ -245,7 +254,7 @@ def authority_changes(changed: Sequence[tuple[str, str]], config: Any, lock: Any
     return tuple(out)
 
 
-def parse_authority_changes(value: Any, surface: Any, where: str | None = None) -> tuple[AuthorityChange, ...]:
+def parse_authority_changes(value: object, surface: object, where: str | None = None) -> tuple[AuthorityChange, ...]:
     """A state's ``authority_changes`` read strictly against its surface document (pure).
 
     A list of exactly ``{path, status, kind}``, each a path of the surface with its status, in
@@ -278,7 +287,8 @@ def parse_authority_changes(value: Any, surface: Any, where: str | None = None) 
     return tuple(out)
 
 
-def read_base_authority(image: Any, commit: str, tree: str, object_format: str, config_sha256: str, lock_sha256: str) -> Any:
+def read_base_authority(image: Image, commit: str, tree: str, object_format: str, config_sha256: str,
+                        lock_sha256: str) -> Authority:
     """The base's config and lock (:func:`attest.review.bootstrap.read_authority`) from a verified base image, the recorded ones exactly.
 
     Raises:
@@ -300,7 +310,7 @@ def read_base_authority(image: Any, commit: str, tree: str, object_format: str, 
 # -- step 7: where a binding's path leads in the base tree ---------------------------------------
 
 
-def path_kinds(repo: Any, tree: str, path: str) -> list[Any]:
+def path_kinds(repo: GitRepo, tree: str, path: str) -> list[Kind | None]:
     """What each component of ``path`` is in ``tree``, from the root down (``None``: absent), from objects.
 
     Raises:
@@ -311,7 +321,7 @@ def path_kinds(repo: Any, tree: str, path: str) -> list[Any]:
     """
     from ...policy import kind_of_git_mode
 
-    kinds: list[Any] = []
+    kinds: list[Kind | None] = []
     oid: str | None = tree
     parts = path.split("/")
     for i, part in enumerate(parts):
@@ -345,14 +355,14 @@ class ReviewStart:
     object_format: str
     head: str
     merge_base: str
-    surface: Any  # attest.git.ChangedSurface
+    surface: ChangedSurface
     bindings: Bindings
-    semantic: Any  # attest.freeze.RetainedBytes
-    adapter: Any  # attest.freeze.RetainedBytes
+    semantic: RetainedBytes
+    adapter: RetainedBytes
     repo: str
     host_adapter: dict[str, Any]
     authority: tuple[AuthorityChange, ...] = ()
-    change: Any = None  # attest.freeze.Image: the change image (._change), once frozen
+    change: Any = None  # attest.freeze.Image | None: the change image (._change), once frozen
     change_content: str = ""  # its head/, links and diff (._change.content_digest): part of what the id hashes
 
     @property
@@ -487,7 +497,7 @@ def describe_host(host: HostAdapter) -> dict[str, Any]:
 def review_start(
     *,
     handoff: str | os.PathLike[str],
-    policy: Any,
+    policy: Policy,
     state_dir: str | os.PathLike[str],
     repo: str | os.PathLike[str],
     host: HostAdapter,

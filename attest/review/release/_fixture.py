@@ -43,6 +43,7 @@ from ...freeze import resolve_backend
 from ._codes import ReleaseCode
 
 if TYPE_CHECKING:
+    from ...attestation import Policy
     from ...builder import BuildResult, PromotionCandidate
     from ..bootstrap import PolicyCheckRunner
 
@@ -221,7 +222,7 @@ def _quoted(value: str) -> str:
     return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
 
 
-def fixture_trust(deploy_public: str, release: Any) -> str:
+def fixture_trust(deploy_public: str, release: Policy) -> str:
     """The fixture's trust policy (pure): the ephemeral key signs installations and handoffs, the release signers runtimes.
 
     Raises:

@@ -43,12 +43,15 @@ demo:
 [positional-arguments]
 [no-cd]
 verify REPO *HOST:
+    missing=(); for name in ATTEST_PINS ATTEST_TRUST ATTEST_SKILL ATTEST_INSTALLATION ATTEST_KEY; do \
+        [ -n "${!name:-}" ] || missing+=("$name"); done; \
+    if [ "${#missing[@]}" -gt 0 ]; then echo "just verify: set ${missing[*]}: the deployment's files (docs/review.md, \"just verify\")" >&2; exit 2; fi
     mkdir -p -m 700 {{quote(review_dir)}}
-    {{quote(attest)}} bootstrap --pins {{quote(env_var('ATTEST_PINS'))}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
-        --state-dir {{quote(state)}} --skill {{quote(env_var('ATTEST_SKILL'))}} \
-        --installation {{quote(env_var('ATTEST_INSTALLATION'))}} --repo "$1" "${@:2}" \
-        --key {{quote(env_var('ATTEST_KEY'))}} --backend {{quote(backend)}} -o {{quote(review_dir / "handoff.json")}}
-    {{quote(attest)}} review start --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+    {{quote(attest)}} bootstrap --pins "$ATTEST_PINS" --policy "$ATTEST_TRUST" \
+        --state-dir {{quote(state)}} --skill "$ATTEST_SKILL" \
+        --installation "$ATTEST_INSTALLATION" --repo "$1" "${@:2}" \
+        --key "$ATTEST_KEY" --backend {{quote(backend)}} -o {{quote(review_dir / "handoff.json")}}
+    {{quote(attest)}} review start --handoff {{quote(review_dir / "handoff.json")}} --policy "$ATTEST_TRUST" \
         --state-dir {{quote(state)}} --repo "$1" "${@:2}" --semantic {{quote(semantic)}} --adapter {{quote(adapter)}} \
         --json > {{quote(review_dir / "start.json")}} || { \
         {{quote(python)}} -c 'import json, sys; sys.stderr.write("attest review start failed:\n" + "".join("  %s: %s\n" % (e["code"], e["detail"]) for e in json.load(open(sys.argv[1]))["errors"]))' {{quote(review_dir / "start.json")}}; \
@@ -58,12 +61,12 @@ verify REPO *HOST:
     if [ -n {{quote(reviewer_image)}} ]; then extra+=(--reviewer {{quote(reviewer_image)}} --reviewer-attestation {{quote(reviewer_attestation)}}); fi; \
     read -ra names <<< {{quote(reviewer_env)}}; for name in "${names[@]}"; do extra+=(--env "$name"); done; \
     if [ -n {{quote(reviewer_network)}} ]; then extra+=(--network); fi; \
-    {{quote(attest)}} review exec --handoff {{quote(review_dir / "handoff.json")}} --policy {{quote(env_var('ATTEST_TRUST'))}} \
+    {{quote(attest)}} review exec --handoff {{quote(review_dir / "handoff.json")}} --policy "$ATTEST_TRUST" \
         --state-dir {{quote(state)}} --review "$review" -o {{quote(review_dir / "result.json")}} "${extra[@]}" \
         -- /bin/sh -c {{quote(reviewer)}}; \
     {{quote(attest)}} review recheck --state-dir {{quote(state)}} --review "$review"; \
     {{quote(attest)}} review serialize --state-dir {{quote(state)}} --review "$review" --result {{quote(review_dir / "result.json")}} \
-        --key {{quote(env_var('ATTEST_KEY'))}} -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}
+        --key "$ATTEST_KEY" -o {{quote(review_dir / "payload.json")}} --record {{quote(review_dir / "record.json")}}
 
 # Static checks: mypy --strict on the package, ruff on everything. Either failing fails CI.
 [no-quiet]

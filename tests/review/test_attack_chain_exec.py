@@ -514,3 +514,23 @@ def test_refused_just_verify_quotes_repo(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     _just(tmp_path, f"repo$(touch {marker})", "--identity", "id.json")
     assert not marker.exists()
+
+
+def test_attack_just_verify_runs_shell_code_from_a_deployment_variable(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "just"), "--justfile", str(ROOT / "Justfile"), "verify", str(tmp_path / "repo"),
+                           "--identity", "id.json"], capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "ATTEST_PINS": f"p$(touch {marker})", "ATTEST_TRUST": f"t`touch {marker}`",
+                               "ATTEST_SKILL": "s", "ATTEST_INSTALLATION": "a", "ATTEST_KEY": "k",
+                               "ATTEST_STATE_DIR": str(tmp_path / "state"), "ATTEST_REVIEW_DIR": str(tmp_path / "out")})
+    assert done.returncode != 0 and not marker.exists(), "the shell ran a command substitution found in a deployment variable"
+
+
+def test_just_verify_names_every_deployment_variable_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTEST_")}
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "just"), "--justfile", str(ROOT / "Justfile"), "verify", str(tmp_path),
+                           "--identity", "id.json"], capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120,
+                          env={**env, "ATTEST_PINS": "pins.toml", "ATTEST_KEY": "k.pem"})
+    assert done.returncode != 0
+    assert "just verify: set ATTEST_TRUST ATTEST_SKILL ATTEST_INSTALLATION: the deployment's files" in done.stderr, done.stderr
+    assert not (tmp_path / "review-out").exists(), "nothing is written before the deployment's files are named"

@@ -297,7 +297,7 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str,
                 raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, f"the build record was not built with {key} as these inputs require", path)
     if image.backend != wanted:
         raise VerificationError(FreezeCode.STORE_CONFLICT, f"the store holds this build's image sealed with {image.backend!r}, "
-                                f"not {wanted!r}; use --backend {image.backend} or gc it", image.path)
+                                f"not {wanted!r}; choose that backend (--backend {image.backend} or $ATTEST_BACKEND={image.backend}), or remove the image with `attest store gc`", image.path)
     details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "host_libraries", "lock", "skill",
                                                    "network", "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),

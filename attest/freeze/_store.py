@@ -553,7 +553,7 @@ def _try_reuse(at: _OpenStore, expected: Inventory, backend: str) -> Image | Non
     if existing.backend != backend:
         raise VerificationError(
             FreezeCode.STORE_CONFLICT,
-            f"the store holds this identity sealed with {existing.backend!r}, not {backend!r}; use --backend {existing.backend} or gc it",
+            f"the store holds this identity sealed with {existing.backend!r}, not {backend!r}; choose that backend (--backend {existing.backend} or $ATTEST_BACKEND={existing.backend}), or remove the image with `attest store gc`",
             existing.path,
         )
     if not _problems(existing):

@@ -93,31 +93,62 @@ def _interrupted() -> int:
     return 130
 
 
+def _fast_answer(words: list[str]) -> int | None:
+    """The console script's ``--help`` and ``--version``, without importing typer; None when it is neither."""
+    from ._streams import stdout_failure, write_stdout
+
+    if words[-1:] in (["--help"], ["-h"]):
+        # typer's own help bytes, cached (._fasthelp).
+        from ._fasthelp import cached_help
+
+        text = cached_help(words)
+        if text is None:
+            return None
+        data = text.encode("utf-8", "surrogateescape")
+    elif words == ["--version"]:
+        # The same line the app's --version prints; it needs neither typer nor the app.
+        from .. import __version__
+
+        data = f"attest {__version__}\n".encode()
+    else:
+        return None
+    try:
+        write_stdout(data)
+    except OSError as e:
+        return stdout_failure(e)
+    return 0
+
+
+def _usage_error(e: Exception, args: list[str], json_mode: bool) -> int:
+    """A usage error: as typer renders it, and under ``--json`` as the error document too."""
+    from ._app import render_error
+    from ._streams import stdout_failure
+
+    show = getattr(e, "show", None)
+    if show is not None:
+        show()
+    else:
+        sys.stderr.write(f"attest: error: {e}\n")
+    if json_mode:
+        from ..errors import CommonCode, InputError
+
+        message = getattr(e, "format_message", None)
+        try:
+            render_error(InputError(CommonCode.USAGE, message() if callable(message) else str(e)), True)
+        except OSError as failed:
+            stdout_failure(failed)
+    # attest exec's own status is the command's: its own failures, bad usage too, are 125 (as env(1)).
+    return 125 if args[:1] == ["exec"] else 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable, write_stdout
+    from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable
 
     if argv is None:
         standard_streams()  # a closed descriptor: reserved, and the stream fails when written
-    if argv is None and sys.argv[-1:] in (["--help"], ["-h"]):
-        # The console script's own help: typer's bytes, without importing typer (._fasthelp).
-        from ._fasthelp import cached_help
-
-        text = cached_help(sys.argv[1:])
-        if text is not None:
-            try:
-                write_stdout(text.encode("utf-8", "surrogateescape"))
-            except OSError as e:
-                return stdout_failure(e)
-            return 0
-    if argv is None and sys.argv[1:] == ["--version"]:
-        # As fast as --help: the version needs neither typer nor the app (the same line the app's --version prints).
-        from .. import __version__
-
-        try:
-            write_stdout(f"attest {__version__}\n".encode())
-        except OSError as e:
-            return stdout_failure(e)
-        return 0
+        fast = _fast_answer(sys.argv[1:])
+        if fast is not None:
+            return fast
     import typer
     from typer.exceptions import TyperException
 
@@ -160,21 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return int(getattr(e, "exit_code", 1) or 0)
     except TyperException as e:  # usage errors: typer renders them itself, and under --json as the error document too
-        show = getattr(e, "show", None)
-        if show is not None:
-            show()
-        else:
-            sys.stderr.write(f"attest: error: {e}\n")
-        if json_mode:
-            from ..errors import CommonCode, InputError
-
-            message = getattr(e, "format_message", None)
-            try:
-                render_error(InputError(CommonCode.USAGE, message() if callable(message) else str(e)), True)
-            except OSError as failed:
-                stdout_failure(failed)
-        # attest exec's own status is the command's: its own failures, bad usage too, are 125 (as env(1)).
-        return 125 if args[:1] == ["exec"] else 2
+        return _usage_error(e, args, json_mode)
     except typer.Abort:
         sys.stderr.write("attest: aborted\n")
         return 2

@@ -317,23 +317,43 @@ def state_to_write(given: str | os.PathLike[str] | None) -> str:
     return state
 
 
-def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str) -> str:
+def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str, decides_review: bool = False) -> str:
     """The state directory of a command that only reads from it: as :func:`state_to_write`, and it must exist.
 
     ``made_by`` says what writes that state (``attest promote``, ``attest review start``, ...): the
     message of a missing directory names it and the option, instead of a staging failure later.
+    ``decides_review``: the command decides on a review from that state (review exec, recheck,
+    serialize, the merge gate), so the *default* state (neither ``--state-dir`` nor
+    $ATTEST_STATE_DIR) is refused inside a git work tree: run in a pull request's checkout, the
+    default .attest-state would be one its author could have committed (without the runs that block
+    a head).
 
     Raises:
         InputError: ``UNREADABLE`` when the directory does not exist.
+        VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``: a default state inside a git work tree.
     """
     from ..errors import CommonCode, InputError
 
     state = state_to_write(given)
+    if decides_review and given is None and not os.environ.get("ATTEST_STATE_DIR"):
+        _default_state_outside_work_trees(state)
     if not os.path.isdir(state):
         how = "--state-dir DIR" if given is not None else "--state-dir DIR or set $ATTEST_STATE_DIR (the default is .attest-state here)"
         raise InputError(CommonCode.UNREADABLE, f"the state directory does not exist, and this command reads what {made_by} "
                          f"put there: run that with this state directory first, or pass {how}", os.path.abspath(state))
     return state
+
+
+def _default_state_outside_work_trees(state: str) -> None:
+    from ..errors import VerificationError
+    from ..git import enclosing_work_tree
+    from ..review.bootstrap import BootstrapCode
+
+    tree = enclosing_work_tree(state)
+    if tree is not None:
+        raise VerificationError(BootstrapCode.BOOTSTRAP_INPUT_IN_TREE,
+                                f"the default state directory lies in the git work tree {tree}, which a pull request's checkout "
+                                "could be: pass the deployment's --state-dir (or set $ATTEST_STATE_DIR)", os.path.abspath(state))
 
 
 def state_outside_repository(state: str, repo: str | os.PathLike[str]) -> None:

@@ -133,7 +133,7 @@ def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list
     from ..review.merge import merge_gate_check
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
-    state = state_to_read(state_dir, made_by="`attest review start` and `attest review serialize`")  # before any host request
+    state = state_to_read(state_dir, made_by="`attest review start` and `attest review serialize`", decides_review=True)  # before any host request
     producer: Any = None
     if trusted_producer_app is not None:
         if github is None or pr is None:

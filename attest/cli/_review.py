@@ -67,7 +67,7 @@ def start_review(
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     state_outside_repository(state_to_write(state_dir), repo)
-    state = state_to_read(state_dir, made_by="`attest bootstrap`")
+    state = state_to_read(state_dir, made_by="`attest bootstrap`", decides_review=True)
     start = review_start(handoff=handoff, policy=load_policy(policy), state_dir=state, repo=repo, host=host,
                          semantic=semantic, adapter=adapter)
     doc = start.to_json()
@@ -106,7 +106,7 @@ def recheck_review(
 
     from ..errors import VerificationError
     from ..review.procedure import recheck_review as recheck
-    got = recheck(state_dir=state_to_read(state_dir, made_by="`attest review start`"), review=review, token_env=token_env, environ=os.environ)
+    got = recheck(state_dir=state_to_read(state_dir, made_by="`attest review start`", decides_review=True), review=review, token_env=token_env, environ=os.environ)
     doc = got.to_json()
     lines = [f"{got.outcome.outcome.upper()} review {got.state.review}: {got.outcome.reason}"]
     lines += [f"  {f.code}: {f.detail}" for f in got.outcome.findings if f.code != got.outcome.reason or len(got.outcome.findings) > 1]
@@ -158,7 +158,7 @@ def exec_review(
     from ..review.handoff import run_review_step
     from ..review.procedure import run_review
 
-    state = state_to_read(state_dir, made_by="`attest bootstrap`")
+    state = state_to_read(state_dir, made_by="`attest bootstrap`", decides_review=True)
     passed, setting = parse_env_options(env)
     sys.stdout.flush()
     if unsafe_unconfined:
@@ -209,7 +209,7 @@ def serialize_review(
     from ..attestation import load_signer
     from ..review.procedure import serialize_review as serialize
 
-    done = serialize(state_dir=state_to_read(state_dir, made_by="`attest review start`"), review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
+    done = serialize(state_dir=state_to_read(state_dir, made_by="`attest review start`", decides_review=True), review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
                      token_env=token_env, environ=os.environ)
     doc = done.to_json()
     lines = [f"SERIALIZED review {done.review}: {done.status.upper()} for head {done.head} (recheck: proceed)",

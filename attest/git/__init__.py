@@ -23,6 +23,7 @@ from ._codes import GitCode
 from ._objects import TreeEntry, is_full_sha, object_id, parse_commit_tree, parse_tree, verify_full_sha
 from ._repo import (
     GitRepo,
+    enclosing_work_tree,
     git_env,
     merge_bases,
     repository_locations,
@@ -60,6 +61,7 @@ __all__ = [
     "changed_surface",
     "diff_lines",
     "diff_trees",
+    "enclosing_work_tree",
     "git_env",
     "is_full_sha",
     "merge_bases",

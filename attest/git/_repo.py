@@ -487,3 +487,22 @@ def resolve_full_sha(repo: GitRepo, rev: str) -> str:
 
 __all__ = ["GitRepo", "git_env", "is_full_sha", "merge_bases", "resolve_full_sha", "unique_merge_base", "verify_export",
            "verify_not_shallow"]
+
+
+def enclosing_work_tree(path: str | os.PathLike[str]) -> str | None:
+    """The nearest directory at or above ``path`` (resolved) that holds a ``.git`` entry, else None.
+
+    A pure look at the filesystem, no git run: a ``.git`` directory, file (a linked worktree or a
+    submodule) or link all count, so a checkout of any kind is found. ``path`` need not exist: its
+    nearest existing ancestor is where the search starts.
+    """
+    where = os.path.realpath(os.fspath(path))
+    while not os.path.lexists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    while True:
+        if os.path.lexists(os.path.join(where, ".git")):
+            return where
+        parent = os.path.dirname(where)
+        if parent == where:
+            return None
+        where = parent

@@ -195,3 +195,32 @@ def test_a_default_state_inside_the_repository_under_review_is_refused(command: 
     # Named explicitly, inside is refused the same way.
     rc, doc, _ = attest([*_words(args, given), "--state-dir", str(consumer / "state")], tmp_path)
     assert rc == 1 and [e["code"] for e in doc["errors"]] == ["BOOTSTRAP_INPUT_IN_TREE"], doc  # type: ignore[union-attr]
+
+
+DECIDERS = ["review exec", "review recheck", "review serialize", "merge-gate check", "merge-gate merge"]
+
+
+@pytest.mark.parametrize("command", DECIDERS)
+def test_a_default_state_in_any_git_work_tree_is_refused_by_a_command_that_decides_on_a_review(command: str, given: Path,
+                                                                                                tmp_path: Path) -> None:
+    """Run in a pull request's checkout, the default .attest-state is one its author could have committed, private and
+    without the runs that block the head: a command deciding on a review never reads it (it knows no repository to
+    compare with, so any work tree counts)."""
+    from support.gitrepo import git
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".attest-state" / "reviews").mkdir(parents=True, mode=0o700)
+    os.chmod(checkout / ".attest-state", 0o700)
+    git(checkout, "init", "-q")
+    rc, doc, _ = attest(_words(READERS[command][1], given), checkout)
+    assert rc == 1, doc
+    [error] = doc["errors"]  # type: ignore[misc]
+    assert error["code"] == "BOOTSTRAP_INPUT_IN_TREE" and error["path"] == str(checkout / ".attest-state"), error
+    assert f"lies in the git work tree {checkout}" in error["detail"] and "--state-dir" in error["detail"], error
+    # The deployment's own choice, by the option or the environment, is its own: this check does not apply.
+    for how in ({"ATTEST_STATE_DIR": str(checkout / ".attest-state")}, {}):
+        words = _words(READERS[command][1], given)
+        cut = words.index("--") if "--" in words else len(words)
+        words[cut:cut] = [] if how else ["--state-dir", str(checkout / ".attest-state")]
+        rc, doc, _ = attest(words, checkout, **how)
+        assert "BOOTSTRAP_INPUT_IN_TREE" not in [e["code"] for e in doc.get("errors", [])], doc  # type: ignore[union-attr]

@@ -104,6 +104,9 @@ HANDOFF_CASES = [
     (("predicate", "procedure", "files", 1, "mode"), 1, "HANDOFF_MALFORMED", "handoff.procedure.files[1]"),
     (("predicate", "procedure", "files", 1, "path"), "a.py", "HANDOFF_MALFORMED", "handoff.procedure.files"),
     (("predicate", "time"), "yesterday", "HANDOFF_MALFORMED", "handoff.time"),
+    (("predicate", "time"), "\u0662\u0660\u0662\u0666-09-02T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),  # Arabic-Indic digits
+    (("predicate", "time"), "\uff12\uff10\uff12\uff16-09-02T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),  # full-width digits
+    (("predicate", "time"), "2026-13-45T99:99:99Z", "HANDOFF_MALFORMED", "handoff.time"),
     (("subject", 0, "digest", "sha256"), "0" * 64, "HANDOFF_SUBJECT_MISMATCH", "subjects"),
     (("predicateType",), "https://attest.dev/review-handoff/v2", "HANDOFF_WRONG_PREDICATE", "predicate type"),
 ]

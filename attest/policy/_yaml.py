@@ -43,6 +43,8 @@ _PARSER_FAILURES = (ValueError, ArithmeticError, AssertionError, LookupError, Ty
 # YAML 1.1 reads U+0085, U+2028 and U+2029 as line breaks (ending a comment), YAML 1.2 as
 # ordinary characters: one file, two documents. Refused anywhere in the text.
 _BREAK_AMBIGUOUS = re.compile("[\x85\u2028\u2029]")
+# A directive line of any name: ruamel.yaml ignores a reserved one (%FOO) that libyaml refuses.
+_DIRECTIVE_LINE = re.compile(r"^%", re.M)
 # Number-shaped plain scalars. Readers disagree about numbers far beyond the YAML tables
 # (go-yaml strips '_' and takes 0X/0B/0O; the 1.2 core schema has '.1e1'), so the rule is
 # conservative: starting like a number and made only of characters some number syntax uses,
@@ -139,6 +141,14 @@ def _yaml_text(data: bytes, what: str, max_bytes: int) -> str:
             PolicyCode.YAML_SYNTAX,
             f"{what}: U+{ord(odd.group()):04X} on line {line} is a line break to YAML 1.1 readers and not to YAML 1.2 readers",
         )
+    if "\ufeff" in text:  # at the start the prelude refused it; elsewhere readers differ (a key's first character or none)
+        line = text.count("\n", 0, text.index("\ufeff")) + 1
+        raise InputError(PolicyCode.YAML_SYNTAX, f"{what}: a byte order mark (U+FEFF) on line {line}, which YAML readers "
+                         "read differently")
+    directive = _DIRECTIVE_LINE.search(text)
+    if directive is not None:
+        line = text.count("\n", 0, directive.start()) + 1
+        raise InputError(PolicyCode.YAML_DIRECTIVE, f"{what}: a directive (a line starting with %) on line {line}")
     return text
 
 

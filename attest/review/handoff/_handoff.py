@@ -29,7 +29,8 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")  # one path component, never '..'
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex object id"
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
+# ASCII digits only (a str pattern's \\d matches every Unicode digit), each field in its range.
+_TIME = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z\Z")
 
 
 @dataclass(frozen=True, slots=True)

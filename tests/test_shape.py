@@ -301,6 +301,8 @@ RECIPE = {"schema": "attest-recipe/v1", "kind": "runtime", "name": "runtime", "t
 
 RECIPE_CASES = [
     (("name",), "", "BAD_RECIPE", "recipe.name"),
+    (("name",), "../../../tmp/evil name\n", "BAD_RECIPE", "recipe.name"),
+    (("name",), "..", "BAD_RECIPE", "recipe.name"),
     (("schema",), "attest-recipe/v0", "BAD_RECIPE", "recipe.schema"),
     (("toolchain", "repository"), "", "BAD_RECIPE", "recipe.toolchain.repository"),
     (("toolchain",), DROP, "BAD_RECIPE", "recipe.toolchain"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from typing import Literal
@@ -24,6 +25,9 @@ from ._codes import BuildCode
 
 SCHEMA = "attest-recipe/v1"
 _BYTECODE = ("none", "checked-hash")
+# A recipe's name becomes part of file names under the state directory (builds/<hex>-<name>.build.json):
+# one path component, never '..', as the handoff requires of a runtime's name.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +94,7 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
     base = os.path.dirname(os.path.abspath(where))
     digest = hashlib.sha256(data).hexdigest()
     kind = doc.get("kind")
-    name = recipe.string("name")
+    name = recipe.string("name", pattern=_NAME, expected="one safe file-name component (letters, digits, . _ + -; not .. )")
     if kind == "runtime":
         recipe.object(allowed={"schema", "kind", "name", "toolchain", "lock", "interpreter", "expose", "options"})
         tc = _table(recipe, "toolchain", {"repository", "source"})

@@ -77,8 +77,18 @@ def run_of(dep: Any, review: str) -> dict[str, Any]:
     return doc
 
 
-def cli(*args: str, stdin: Any = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "attest", *args], capture_output=True, text=True, check=False, cwd=ROOT, stdin=stdin)
+def cli(*args: str, stdin: Any = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "attest", *args], capture_output=True, text=True, check=False, cwd=cwd, stdin=stdin)
+
+
+def refused_without_the_state(base: list[str], elsewhere: Path) -> None:
+    """The gate asked without the deployment's state: a missing default is usage (exit 2), and in a git work tree
+    (this checkout, as a pull request's could be) the default is never read at all (exit 1)."""
+    without = cli(*base, cwd=elsewhere)
+    assert without.returncode == 2 and "--state-dir" in without.stdout + without.stderr, without.stdout + without.stderr
+    in_checkout = cli(*base)
+    assert in_checkout.returncode == 1, in_checkout.stdout
+    assert [e["code"] for e in json.loads(in_checkout.stdout)["errors"]] == ["BOOTSTRAP_INPUT_IN_TREE"], in_checkout.stdout
 
 
 def exec_argv(dep: Any, s: Started, review: str, out: Path) -> list[str]:
@@ -197,8 +207,7 @@ def test_attack_a_clean_record_authorizes_while_another_analysis_of_the_head_run
     # The gate cannot be asked without the deployment's history (usage, exit 2); with it, it refuses.
     base = ["merge-gate", "check", "--record", str(record_b), "--policy", str(policy), "--identity", str(s.ident), "--ci", str(ok),
             "--require-check", "test", "--json"]
-    without = cli(*base)
-    assert without.returncode == 2 and "--state-dir" in without.stdout + without.stderr, without.stdout + without.stderr
+    refused_without_the_state(base, dep.tmp)
     with_state = cli(*base, "--state-dir", str(dep.state))
     assert with_state.returncode == 1 and [e["code"] for e in json.loads(with_state.stdout)["errors"]] == ["MERGE_BLOCKING_FINDINGS"]
     with pytest.raises(TypeError):
@@ -245,8 +254,7 @@ def test_attack_the_gate_without_the_state_clears_a_blocking_record(tmp_path: Pa
     ident = ta.identity(tmp_path / "id.json", ta.H_NEW)
     base = ["merge-gate", "check", "--record", str(clean), "--policy", str(policy), "--identity", str(ident), "--ci", str(ci),
             "--require-check", "test", "--json"]
-    without = cli(*base)
-    assert without.returncode == 2, without.stdout
+    refused_without_the_state(base, tmp_path)
     got = cli(*base, "--state-dir", str(state))
     assert got.returncode == 1 and [e["code"] for e in json.loads(got.stdout)["errors"]] == ["MERGE_BLOCKING_FINDINGS"]
     # Every record there must verify, and every run record parse: the history is never skipped.

@@ -320,10 +320,10 @@ def rootless_problem() -> str | None:
     return None
 
 
-def readonly_roots(paths: Sequence[str]) -> tuple[str, ...]:
-    """Absolute, resolved, de-nested paths to expose read-only (system paths always first)."""
+def readonly_roots(paths: Sequence[str], *, system: Sequence[str] = SYSTEM_PATHS) -> tuple[str, ...]:
+    """Absolute, resolved, de-nested paths to expose read-only (``system`` paths always first)."""
     out: list[str] = []
-    for p in [*SYSTEM_PATHS, *(os.path.realpath(x) for x in paths)]:
+    for p in [*system, *(os.path.realpath(x) for x in paths)]:
         if not os.path.isabs(p) or p == "/" or not os.path.lexists(p):
             continue
         if any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
@@ -421,17 +421,7 @@ def confined_roots(paths: Sequence[str], *, host_etc: bool = True) -> tuple[str,
     Raises:
         Nothing: absolute, resolved, de-nested, existing paths, the system paths first.
     """
-    if host_etc:
-        return readonly_roots(paths)
-    out: list[str] = []
-    for p in [*(q for q in SYSTEM_PATHS if q != ETC), *(os.path.realpath(x) for x in paths)]:
-        if not os.path.isabs(p) or p == "/" or not os.path.lexists(p):
-            continue
-        if any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
-            continue
-        out = [q for q in out if not q.startswith(p + "/")]
-        out.append(p)
-    return tuple(out)
+    return readonly_roots(paths, system=SYSTEM_PATHS if host_etc else tuple(q for q in SYSTEM_PATHS if q != ETC))
 
 
 def _etc_target(target: str) -> str:

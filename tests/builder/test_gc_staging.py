@@ -9,22 +9,17 @@ import sys
 import time
 from pathlib import Path
 
-from support.build import Project, make_toolchain_repo
+from support.build import SLEEPING_STEP, Project, build_stages, make_toolchain_repo, wait_for_running_step
 
 from attest.builder import fetch, load_lock, load_recipe
 from attest.freeze import Store
-
-
-def _stages(state: Path) -> list[str]:
-    d = state / "build-staging"
-    return sorted(os.listdir(d)) if d.exists() else []
 
 
 def test_gc_spares_a_live_build_and_removes_a_killed_ones_staging(project: Project, tmp_path: Path) -> None:
     # The build code sleeps inside its step: a long build, then an interrupted one.
     # It marks when it runs: as the step's uid, after the confinement dropped root (a review found
     # that a step killed only before that point died, and one killed later outlived the builder).
-    sha = make_toolchain_repo(project.repo, build_hook="import time\nopen('step-running', 'w').close()\ntime.sleep(60)\n")
+    sha = make_toolchain_repo(project.repo, build_hook=SLEEPING_STEP)
     recipe = load_recipe(project.recipe)
     fetch(load_lock(recipe.lock_path), project.cache, lock_path=recipe.lock_path)
     state = tmp_path / "state"
@@ -32,21 +27,17 @@ def test_gc_spares_a_live_build_and_removes_a_killed_ones_staging(project: Proje
                               "--toolchain-rev", sha, "--state-dir", str(state), "--cache", str(project.cache), "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (_stages(state) and (state / "build-staging" / _stages(state)[0] / "src" / "step-running").exists()):
-            assert build.poll() is None and time.monotonic() < deadline, "the build did not reach its step"
-            time.sleep(0.1)
-        [stage] = _stages(state)
+        stage = wait_for_running_step(build, state)
         Store(state).gc(recent=0)
-        assert _stages(state) == [stage], "gc removed the staging of a running build"
+        assert build_stages(state) == [stage], "gc removed the staging of a running build"
     finally:
         os.killpg(build.pid, signal.SIGKILL)  # interrupted: no cleanup runs
         build.wait()
-    assert _stages(state) == [stage]
+    assert build_stages(state) == [stage]
     # The confined step died with the builder: no process is left in the staging directory.
     deadline = time.monotonic() + 10
     while subprocess.run(["pgrep", "-f", stage], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "a build step outlived the interrupted build"
         time.sleep(0.1)
     Store(state).gc(recent=0)
-    assert _stages(state) == []
+    assert build_stages(state) == []

@@ -10,24 +10,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from support.build import RUNTIME_RECIPE, make_toolchain_repo, write_lock
+from support.build import RUNTIME_RECIPE, SLEEPING_STEP, build_stages, make_toolchain_repo, wait_for_running_step, write_lock
 
 from attest.builder import fetch, load_lock, load_recipe
-
-
-def _stages(state: Path) -> list[str]:
-    d = state / "build-staging"
-    return sorted(os.listdir(d)) if d.exists() else []
 
 
 def test_an_interrupted_build_says_so_removes_its_staging_and_exits_130(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     (root / "lockfiles" / "wheels").mkdir(parents=True)
     write_lock(root, root / "lockfiles" / "wheels")
-    sha = make_toolchain_repo(root / "repo", build_hook="import time\nopen('step-running', 'w').close()\ntime.sleep(60)\n")
+    sha = make_toolchain_repo(root / "repo", build_hook=SLEEPING_STEP)
     (root / "builders").mkdir()
     recipe = root / "builders" / "runtime.toml"
     recipe.write_text(RUNTIME_RECIPE)
@@ -40,11 +34,7 @@ def test_an_interrupted_build_says_so_removes_its_staging_and_exits_130(tmp_path
                               "--state-dir", str(state), "--cache", str(cache)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while not (_stages(state) and (state / "build-staging" / _stages(state)[0] / "src" / "step-running").exists()):
-            assert build.poll() is None and time.monotonic() < deadline, "the build did not reach its step"
-            time.sleep(0.1)
-        [stage] = _stages(state)
+        stage = wait_for_running_step(build, state)
         os.killpg(build.pid, signal.SIGINT)  # Ctrl-C: the whole process group
         out, err = build.communicate(timeout=60)
     finally:
@@ -54,7 +44,7 @@ def test_an_interrupted_build_says_so_removes_its_staging_and_exits_130(tmp_path
     assert build.returncode == 130, (out, err)
     assert "Traceback" not in err, err
     assert "interrupted" in err and f"removed its staging {state / 'build-staging' / stage}" in err, err
-    assert _stages(state) == []
+    assert build_stages(state) == []
     for sub in ("staging", "runs"):
         assert not (state / sub).exists() or os.listdir(state / sub) == []
     # Nothing was published: no build record without its attestations.

@@ -6,10 +6,13 @@ import base64
 import hashlib
 import io
 import os
+import subprocess
 import textwrap
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .gitrepo import GIT_ENV, git
 
@@ -300,3 +303,23 @@ def sandbox_available() -> bool:
     except EnvironmentFailure:
         return False
     return True
+
+
+# A build step that marks when it runs (as the step's uid, inside the confinement), then sleeps: a build to interrupt or gc.
+SLEEPING_STEP = "import time\nopen('step-running', 'w').close()\ntime.sleep(60)\n"
+
+
+def build_stages(state: Path) -> list[str]:
+    """The build staging directories under the state directory, sorted."""
+    d = state / "build-staging"
+    return sorted(os.listdir(d)) if d.exists() else []
+
+
+def wait_for_running_step(build: subprocess.Popen[Any], state: Path, *, timeout: float = 60) -> str:
+    """Wait until the build's one staging holds the running step's mark; its staging's name."""
+    deadline = time.monotonic() + timeout
+    while not (build_stages(state) and (state / "build-staging" / build_stages(state)[0] / "src" / "step-running").exists()):
+        assert build.poll() is None and time.monotonic() < deadline, "the build did not reach its step"
+        time.sleep(0.1)
+    [stage] = build_stages(state)
+    return stage

@@ -82,6 +82,25 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail)
 
 
+def _check_recorded_inputs(pred: Shape) -> None:
+    """The fields the handoff records but the review does not read: each of its documented shape, no field more."""
+    for key in ("config", "lock"):
+        pred.nested(key, ("path", "sha256")).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
+        pred.at(key).string("path")
+    installation = pred.nested("installation", ("attestation_digest", "installed_root", "installer", "source"))
+    installation.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>")
+    installation.string("installed_root")
+    for key in ("installer", "source"):
+        party = installation.nested(key, ("repository", "revision"))
+        party.string("repository")
+        party.string("revision", pattern=_SHA, expected=_SHA_EXPECTED)
+    for output in pred.list_of("outputs"):
+        output.object(("context", "path", "renderer", "sha256"))
+        for key in ("context", "path", "renderer"):
+            output.string(key)
+        output.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
+
+
 def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers: tuple[str, ...]) -> Handoff:
     """Read a verified statement as a :class:`Handoff` (pure); raise ``VerificationError`` otherwise.
 
@@ -95,16 +114,20 @@ def parse_handoff(statement: dict[str, Any], *, attestation_digest: str, signers
         raise VerificationError(HandoffCode.HANDOFF_WRONG_PREDICATE,
                                 f"the statement's predicate type is {str(statement.get('predicateType'))[:200]!r}, not {HANDOFF_PREDICATE}")
     pred = Shape(statement.get("predicate"), "handoff", _bad).object(_PREDICATE_KEYS)
-    repo = pred.nested("repository", required=("id", "full_name"))
-    pr = pred.nested("pull_request", required=("id", "number"))
-    base = pred.nested("base", required=("commit", "tree"))
-    toolchain = pred.nested("toolchain", required=("revision",))
-    procedure = pred.nested("procedure", required=("files",))
-    runtime = pred.nested("runtime", required=("name", "attestation_digest"))
+    repo = pred.nested("repository", ("id", "full_name"))
+    pr = pred.nested("pull_request", ("id", "number"))
+    base = pred.nested("base", ("commit", "tree", "object_format"))
+    base.one_of("object_format", ("sha1", "sha256"))
+    toolchain = pred.nested("toolchain", ("repository", "revision"))
+    toolchain.string("repository")
+    procedure = pred.nested("procedure", ("revision", "files"))
+    procedure.check(procedure.get("revision") == toolchain.get("revision"), "the toolchain's revision", "revision")
+    runtime = pred.nested("runtime", ("name", "attestation_digest"))
+    _check_recorded_inputs(pred)
     raw_images = pred.nested("images", IMAGE_NAMES)
     images: dict[str, HandoffImage] = {}
     for name in IMAGE_NAMES:
-        entry = raw_images.nested(name, required=("identity", "path", "backend"))
+        entry = raw_images.nested(name, ("identity", "path", "backend"))
         path = entry.string("path")
         entry.check(os.path.isabs(path), "an absolute path", "path")
         images[name] = HandoffImage(entry.string("identity", pattern=_IDENTITY, expected="sha256:<64 hex>"), path,

@@ -63,6 +63,7 @@ Outcome = Literal["proceed", "refresh", "restart", "fail"]
 OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # ascending precedence
 _ID = re.compile(r"[0-9a-f]{32}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_SHA_TREE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
                          "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
                          "change_content", "change"})
@@ -260,7 +261,9 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     host = state.at("host").object()
     adapter = host.string("adapter", empty=True)
     host.object(_HOST_KEYS.get(adapter, {"adapter"}))
-    surface = state.at("surface").object(required=("paths",))
+    surface = state.nested("surface", ("base", "head", "base_tree", "head_tree", "paths"))
+    for key in ("base_tree", "head_tree"):
+        surface.string(key, pattern=_SHA_TREE, expected="a full tree id")
     surface.list_of("paths")
     surface.check((surface.optional_string("base"), surface.optional_string("head")) == (doc["merge_base"], doc["head"]),
                   "the changed surface from the state's merge_base to its head")

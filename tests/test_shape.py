@@ -212,6 +212,7 @@ RECORD_CASES = [
     (("status",), "approved", "MERGE_RECORD_MALFORMED", "record.status"),
     (("repository", "id"), 0, "MERGE_RECORD_MALFORMED", "record.repository.id"),
     (("repository", "full_name"), "", "MERGE_RECORD_MALFORMED", "record.repository.full_name"),
+    (("repository", "full_name"), "a/b\n", "MERGE_RECORD_MALFORMED", "record.repository.full_name"),
     (("pull_request", "number"), None, "MERGE_RECORD_MALFORMED", "record.pull_request.number"),
     (("base", "commit"), "main", "MERGE_RECORD_MALFORMED", "record.base.commit"),
     (("base", "tree"), "main", "MERGE_RECORD_MALFORMED", "record.base.tree"),
@@ -245,6 +246,9 @@ CI_CASES = [
     (("check",), "", "MERGE_RECORD_MALFORMED", "ci_result.check"),
     (("conclusion",), "ok", "MERGE_RECORD_MALFORMED", "ci_result.conclusion"),
     (("run",), "r" * 2001, "MERGE_RECORD_MALFORMED", "ci_result.run"),
+    (("run",), "r1\x1b[2J", "MERGE_RECORD_MALFORMED", "ci_result.run"),  # a terminal escape in what the gate prints
+    (("repository", "full_name"), "acme", "MERGE_RECORD_MALFORMED", "ci_result.repository.full_name"),
+    (("repository", "full_name"), "acme/widgets/extra", "MERGE_RECORD_MALFORMED", "ci_result.repository.full_name"),
     (("run",), DROP, "MERGE_RECORD_MALFORMED", "ci_result"),
 ]
 

@@ -37,7 +37,7 @@ from ..._shape import Shape
 from ...errors import AttestError, Finding, InputError, VerificationError
 from ..evidence._http import DEFAULT_API_URL, FetchFailed, GitHubClient, HttpLimits
 from ._codes import BootstrapCode
-from ._identity import _FULL_NAME, _SHA, MAX_ID, HostAdapter, HostIdentity, IdentityFile
+from ._identity import _SHA, FULL_NAME, MAX_ID, HostAdapter, HostIdentity, IdentityFile
 
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
 # A name that is safe to put into a request path: GitHub's owner and repository spellings, and
@@ -156,7 +156,7 @@ class GitHubIdentity:
 
     def _name(self, doc: Any, dotted: str, where: str) -> str:
         field = self._field(doc, dotted, where)
-        name = field.string(pattern=_FULL_NAME, expected="OWNER/NAME")
+        name = field.string(pattern=FULL_NAME, expected="OWNER/NAME")
         field.check(_check_full_name(name), "OWNER/NAME")
         return name
 

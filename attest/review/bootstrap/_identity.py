@@ -31,7 +31,7 @@ from ._codes import BootstrapCode
 
 MAX_IDENTITY_BYTES = 64 * 1024
 MAX_ID = (1 << 53) - 1  # JSON-safe integers only
-_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z")
+FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex commit id"
 _SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "base": {"sha"}, "head": {"sha"}}
@@ -68,7 +68,7 @@ class HostIdentity:
         parts = {key: ident.nested(key, fields) for key, fields in _SHAPE.items()}
         not_full = ident.with_error(lambda d: InputError(GitCode.NOT_FULL_SHA, d, where))
         repository, pull_request = parts["repository"], parts["pull_request"]
-        name = repository.string("full_name", pattern=_FULL_NAME, expected="OWNER/NAME")
+        name = repository.string("full_name", pattern=FULL_NAME, expected="OWNER/NAME")
         return cls(repository.positive_int("id", maximum=MAX_ID), name, pull_request.positive_int("id", maximum=MAX_ID),
                    pull_request.positive_int("number", maximum=MAX_ID),
                    not_full.at("base").string("sha", pattern=_SHA, expected=_SHA_EXPECTED),

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ..._digest import sha256_of
 from ..._shape import Shape
 from ...errors import Finding, InputError, VerificationError
+from ..bootstrap._identity import FULL_NAME
 from ._codes import MergeGateCode
 
 if TYPE_CHECKING:
@@ -140,7 +141,8 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     pr = rec.nested("pull_request", ("id", "number"))
     findings = rec.nested("findings", ("total", "blocking", "inline", "in_body"))
     record = ReviewRecord(rec.string("review", pattern=_REVIEW_ID, expected="a review id (32 lowercase hex digits)"),
-                          rec.one_of("status", STATUSES), repo.positive_int("id"), repo.string("full_name"),
+                          rec.one_of("status", STATUSES), repo.positive_int("id"),
+                          repo.string("full_name", pattern=FULL_NAME, expected="OWNER/NAME"),
                           pr.positive_int("id"), pr.positive_int("number"),
                           rec.nested("base", ("commit", "tree")).string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
                           rec.string("head", pattern=_SHA, expected=_SHA_EXPECTED), findings.non_negative_int("blocking"),
@@ -210,13 +212,13 @@ def parse_ci_result(predicate: Any, digest: str, where: str | None = None) -> Ci
     ci = Shape(predicate, "ci_result", lambda d: _bad(d, where))
     ci.object(allowed=_CI_KEYS | {"base"}, required=_CI_KEYS)
     r = ci.nested("repository", ("id", "full_name"))
-    repository_id, full_name = r.positive_int("id"), r.string("full_name")
+    repository_id, full_name = r.positive_int("id"), r.string("full_name", pattern=FULL_NAME, expected="OWNER/NAME")
     head = ci.string("head", pattern=_SHA, expected=_SHA_EXPECTED)
     check = ci.string("check", pattern=_NAME, expected="a check name")
     base = ci.string("base", pattern=_SHA, expected=_SHA_EXPECTED) if ci.has("base") else None
     conclusion = ci.one_of("conclusion", CONCLUSIONS)
     run = ci.string("run")
-    ci.check(len(run) <= 2000, "at most 2000 characters", "run")
+    ci.check(len(run) <= 2000 and run.isprintable(), "at most 2000 printable characters", "run")
     return CiResult(check, repository_id, full_name, head, base, conclusion, run, digest)
 
 

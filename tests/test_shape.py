@@ -81,7 +81,7 @@ HANDOFF = {
                          "source": {"repository": "https://git.example/skill.git", "revision": A}},
         "runtime": {"name": "runtime-1", "attestation_digest": D["runtime"]},
         "config": {"path": ".agent-policy.yml", "sha256": "c" * 64}, "lock": {"path": ".agent-policy.lock", "sha256": "d" * 64},
-        "outputs": [{"context": "ctx", "path": "AGENTS.md", "renderer": "agents-md", "sha256": "a" * 64}],
+        "outputs": [{"context": None, "path": "AGENTS.md", "renderer": "agents-md", "sha256": "a" * 64}],
         "procedure": {"revision": C, "files": [{"path": "a.py", "sha256": "e" * 64}, {"path": "b.py", "sha256": "f" * 64}]},
         "time": "2026-12-01T00:00:00Z",
     },
@@ -128,6 +128,7 @@ HANDOFF_CASES = [
     (("predicate", "outputs"), {}, "HANDOFF_MALFORMED", "handoff.outputs"),
     (("predicate", "outputs", 0, "extra"), 1, "HANDOFF_MALFORMED", "handoff.outputs[0]"),
     (("predicate", "outputs", 0, "sha256"), "", "HANDOFF_MALFORMED", "handoff.outputs[0].sha256"),
+    (("predicate", "outputs", 0, "context"), 7, "HANDOFF_MALFORMED", "handoff.outputs[0].context"),
     (("predicate", "time"), "yesterday", "HANDOFF_MALFORMED", "handoff.time"),
     (("predicate", "time"), "\u0662\u0660\u0662\u0666-09-02T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),  # Arabic-Indic digits
     (("predicate", "time"), "\uff12\uff10\uff12\uff16-09-02T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),  # full-width digits

@@ -150,7 +150,7 @@ def _review_state() -> dict[str, Any]:
         "base": {"commit": _HEX40, "tree": "e" * 40, "object_format": "sha1"}, "head": head, "merge_base": merge_base,
         "images": {n: "sha256:" + _HEX64 for n in IMAGE_NAMES}, "config": {"sha256": _HEX64}, "lock": {"sha256": _HEX64},
         "context": "review", "projections": {"semantic": "sha256:" + _HEX64, "adapter": "sha256:" + _HEX64},
-        "surface": {"base": merge_base, "head": head, "paths": ["attest/x.py"]},
+        "surface": {"base": merge_base, "head": head, "base_tree": "e" * 40, "head_tree": "d" * 40, "paths": ["attest/x.py"]},
         "authority_changes": [],
         "change_content": "sha256:" + _HEX64,
         "change": {"identity": "sha256:" + _HEX64, "path": "/var/lib/attest/store/x/tree", "backend": "immutable"},

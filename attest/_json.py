@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import CommonCode, InputError, ReasonCode
 
@@ -29,7 +29,7 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
@@ -45,7 +45,7 @@ def _parse_float(text: str) -> float:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def _check_strings(value: Any) -> None:
+def _check_strings(value: object) -> None:
     """Refuse strings (and keys) that are not valid Unicode: RFC 8785 is defined over I-JSON."""
     stack = [value]
     while stack:
@@ -71,7 +71,7 @@ class _DuplicateKey(ValueError):
     pass
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
@@ -82,7 +82,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _depth(value: Any, limit: int) -> int:
+def _depth(value: object, limit: int) -> int:
     """Nesting depth of a parsed value, level by level (no recursion a hostile input can exhaust)."""
     depth = 0
     level = [value] if isinstance(value, (dict, list)) else []
@@ -125,7 +125,7 @@ def loads_strict(
     what: str = "JSON document",
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
-) -> Any:
+) -> Any:  # Any: json.loads's value, which every caller narrows with a Shape or isinstance
     """Parse ``data`` as strict JSON or raise :class:`InputError` with a precise code."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("loads_strict takes bytes")
@@ -153,7 +153,7 @@ def loads_strict(
     return value
 
 
-def _is_simple(value: Any) -> bool:
+def _is_simple(value: object) -> bool:
     """True when json.dumps output is already RFC 8785 for this value."""
     stack = [value]
     while stack:
@@ -179,7 +179,7 @@ def _is_simple(value: Any) -> bool:
     return True
 
 
-def canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: object) -> bytes:
     """RFC 8785 canonical bytes of ``value``."""
     if _is_simple(value):
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -189,7 +189,8 @@ def canonical_bytes(value: Any) -> bytes:
             raise InputError(CommonCode.BAD_JSON, "value holds a string that is not valid Unicode") from e
     import rfc8785
 
+    document: Any = value  # Any: rfc8785 types its input with a private alias and checks it itself (TypeError, caught below)
     try:
-        return rfc8785.dumps(value)
+        return rfc8785.dumps(document)
     except (rfc8785.CanonicalizationError, TypeError) as e:
         raise InputError(CommonCode.BAD_JSON, f"value cannot be canonicalized: {e}") from e

@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 
 class ReasonCode(enum.StrEnum):
@@ -48,8 +47,8 @@ class Finding:
     path: str | None
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": str(self.code), "detail": self.detail}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"code": str(self.code), "detail": self.detail}
         if self.path is not None:
             out["path"] = self.path
         return out
@@ -93,7 +92,7 @@ class AttestError(Exception):
     def detail(self) -> str:
         return self.findings[0].detail
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": False, "errors": [f.to_json() for f in self.findings]}
 
 

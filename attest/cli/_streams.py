@@ -40,7 +40,7 @@ class _Closed(io.TextIOBase):
     def _fail(self) -> StdoutError:
         return StdoutError(errno.EBADF, f"standard {self._name} is closed")
 
-    def write(self, s: Any) -> int:
+    def write(self, s: str) -> int:
         raise self._fail()
 
     def read(self, size: int | None = -1) -> str:

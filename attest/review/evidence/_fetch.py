@@ -45,7 +45,7 @@ def _pr_path(config: TrustConfig) -> str:
     return f"/repos/{config.repo}/pulls/{config.pr}"
 
 
-def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evidence) -> Any:
+def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evidence) -> object:
     repo = config.repo
     if stage in ("pull_request", "final_pull_request"):
         return client.get_object(_pr_path(config), PullRequest.from_json)
@@ -92,7 +92,7 @@ def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdic
         if verdict.code is not C.NOT_READ:
             return ev, verdict
         try:
-            value: Any = _read_stage(config, client, stage, ev)
+            value: Any = _read_stage(config, client, stage, ev)  # Any: the stage name picks the Evidence field and so the type; replace(**) cannot see that
         except FetchFailed as e:
             value = ReadFailure(e.code, e.detail)
         ev = replace(ev, **{stage: value})

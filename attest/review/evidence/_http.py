@@ -27,7 +27,7 @@ import ssl
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from ..._json import loads_strict
@@ -134,7 +134,7 @@ class _BudgetSocket:
         self._sock.settimeout(self._budget.wait())
         self._sock.sendall(data)
 
-    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+    def makefile(self, mode: str = "rb") -> io.BufferedReader:
         if mode != "rb":
             raise ValueError(f"only 'rb' is supported, not {mode!r}")
         return io.BufferedReader(_BudgetReader(self._sock, self._budget))
@@ -293,16 +293,16 @@ class GitHubClient:
     def _fail(self, code: C, detail: str) -> FetchFailed:
         return FetchFailed(code, self._scrub(detail))
 
-    def _get(self, target: str) -> tuple[Any, str | None]:
+    def _get(self, target: str) -> tuple[object, str | None]:
         """GET one target on the origin: (parsed JSON, next-page URL or None)."""
         return self._request("GET", target, None)
 
-    def _request(self, method: str, target: str, payload: bytes | None) -> tuple[Any, str | None]:
+    def _request(self, method: str, target: str, payload: bytes | None) -> tuple[object, str | None]:
         """One request on the origin, read under one deadline: (parsed JSON, next-page URL or None)."""
         _status, value, links = self._exchange(method, target, payload, ok=(200,))
         return value, parse_next_link(links)
 
-    def _exchange(self, method: str, target: str, payload: bytes | None, *, ok: Collection[int]) -> tuple[int, Any, list[str]]:
+    def _exchange(self, method: str, target: str, payload: bytes | None, *, ok: Collection[int]) -> tuple[int, object, list[str]]:
         """One request on the origin, read under one deadline: (status, parsed JSON, Link values).
 
         A status outside ``ok`` fails (``HTTP_STATUS``, with the API's ``message`` when it sent one);
@@ -362,7 +362,7 @@ class GitHubClient:
             raise self._fail(C.RESPONSE_NOT_JSON, e.detail) from e
         return status, value, links
 
-    def send(self, method: str, path: str, body: Any, *, ok: Collection[int]) -> tuple[int, Any]:
+    def send(self, method: str, path: str, body: object, *, ok: Collection[int]) -> tuple[int, object]:
         """One write (``POST``, ``PUT``) of ``body`` as JSON to ``path``: (status, parsed JSON answer), for a status in ``ok``.
 
         Nothing is retried: an answer that never came fails ``HTTP_ERROR``, and the caller,
@@ -376,14 +376,14 @@ class GitHubClient:
     def target(self, path: str) -> str:
         return self._base_path + path
 
-    def get_object(self, path: str, parse: Callable[[Any], _T]) -> _T:
+    def get_object(self, path: str, parse: Callable[[object], _T]) -> _T:
         value, _ = self._get(self.target(path))
         try:
             return parse(value)
         except ShapeError as e:
             raise self._fail(C.RESPONSE_SHAPE, f"GET {self.target(path)}: {e}") from e
 
-    def get_object_or_absent(self, path: str, parse: Callable[[Any], _T]) -> _T | None:
+    def get_object_or_absent(self, path: str, parse: Callable[[object], _T]) -> _T | None:
         """Like :meth:`get_object`, but a 404 is an answer (None: there is no such object), not a failure.
 
         Every other status still fails (``HTTP_STATUS``): a 403 says the token cannot look,
@@ -404,7 +404,7 @@ class GitHubClient:
         base = self._base_path
         return (base[: -len("/v3")] if base.endswith("/api/v3") else base) + "/graphql"
 
-    def graphql(self, query: str, variables: Mapping[str, Any]) -> Any:
+    def graphql(self, query: str, variables: Mapping[str, object]) -> object:
         """One GraphQL query: its ``data``. Any entry in ``errors`` fails (``GRAPHQL_ERROR``: GraphQL answers errors with HTTP 200)."""
         target = self.graphql_target()
         payload = json.dumps({"query": query, "variables": dict(variables)}, sort_keys=True).encode()
@@ -418,7 +418,7 @@ class GitHubClient:
             raise self._fail(C.RESPONSE_SHAPE, f"POST {target}: the answer has no data")
         return value["data"]
 
-    def get_nodes(self, ids: Sequence[str], selection: str, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
+    def get_nodes(self, ids: Sequence[str], selection: str, parse: Callable[[object], _T]) -> tuple[_T, ...]:
         """The GraphQL nodes with these ids, in order, each parsed (``nodes(ids:)``, 100 per query).
 
         GraphQL answers errors with HTTP 200: any entry in ``errors`` fails the read
@@ -445,7 +445,7 @@ class GitHubClient:
                 raise self._fail(C.RESPONSE_SHAPE, f"POST {target}: {e}") from e
         return tuple(items)
 
-    def get_list(self, path: str, key: str | None, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
+    def get_list(self, path: str, key: str | None, parse: Callable[[object], _T]) -> tuple[_T, ...]:
         """Every item of a paginated listing, following ``rel="next"`` verbatim."""
         items: list[_T] = []
         target = self.target(path)

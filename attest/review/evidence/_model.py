@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ..._shape import Shape
 from ...errors import Finding, InputError
@@ -69,7 +68,7 @@ class Verdict:
     def ok(self) -> bool:
         return self.trusted is Trust.TRUE
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         errors = [] if self.ok else [Finding(str(self.code), None, self.reason).to_json()]
         return {
             "ok": self.ok,
@@ -158,7 +157,7 @@ class TrustConfig:
 
 # ----------------------------------------------------------------------------- parsing helpers
 
-def _shape(value: Any, what: str) -> Shape:
+def _shape(value: object, what: str) -> Shape:
     """An API object at ``what``: refused, naming the field, as :class:`ShapeError`."""
     return Shape(value, what, ShapeError).object()
 
@@ -188,7 +187,7 @@ class PullRequest:
     base_sha: str  # base.sha: the base commit GitHub computed for the PR (changes when it is retargeted)
 
     @classmethod
-    def from_json(cls, value: Any) -> PullRequest:
+    def from_json(cls, value: object) -> PullRequest:
         obj = _shape(value, "pull_request")
         head = obj.nested("head")
         base = obj.nested("base")
@@ -217,7 +216,7 @@ class Review:
     node_id: str  # the GraphQL id, through which the edit status is read (REST has no edit marker)
 
     @classmethod
-    def from_json(cls, value: Any) -> Review:
+    def from_json(cls, value: object) -> Review:
         obj = _shape(value, "review")
         login = _login(obj, "user")
         node_id = obj.string("node_id", empty=True)
@@ -249,7 +248,7 @@ class IssueComment:
     body: str
 
     @classmethod
-    def from_json(cls, value: Any) -> IssueComment:
+    def from_json(cls, value: object) -> IssueComment:
         obj = _shape(value, "issue_comment")
         login = _login(obj, "user")
         return cls(obj.non_negative_int("id"), login, obj.optional_string("body") or "")
@@ -284,7 +283,7 @@ class ReviewEdit:
         return self.last_edited_at is not None or self.editor is not None or self.includes_created_edit
 
     @classmethod
-    def from_json(cls, value: Any) -> ReviewEdit:
+    def from_json(cls, value: object) -> ReviewEdit:
         obj = _shape(value, "review_node")
         obj.check(obj.optional_string("__typename") == "PullRequestReview", "a PullRequestReview", "__typename")
         node_id = obj.string("id", empty=True)
@@ -323,7 +322,7 @@ class Run:
     pull_requests: tuple[PullRef, ...]
 
     @classmethod
-    def from_json(cls, value: Any) -> Run:
+    def from_json(cls, value: object) -> Run:
         obj = _shape(value, "workflow_run")
         prs = []
         listed = obj.optional("pull_requests")
@@ -361,7 +360,7 @@ class Job:
     conclusion: str | None
 
     @classmethod
-    def from_json(cls, value: Any) -> Job:
+    def from_json(cls, value: object) -> Job:
         obj = _shape(value, "job")
         return cls(
             obj.non_negative_int("id"),
@@ -396,7 +395,7 @@ class Environment:
     branch_policy: str | None
 
     @classmethod
-    def from_json(cls, value: Any) -> Environment:
+    def from_json(cls, value: object) -> Environment:
         obj = _shape(value, "environment")
         name = obj.string("name", empty=True)
         # Absent is not null: the API did not say whether deployments are restricted.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..._json import loads_strict
 from ...errors import InputError
@@ -69,7 +69,7 @@ class ReviewFinding:
     detail: str = ""
 
     @classmethod
-    def from_json(cls, value: Any, index: int) -> ReviewFinding:
+    def from_json(cls, value: object, index: int) -> ReviewFinding:
         where = f"finding {index}"
         if not isinstance(value, dict):
             raise _Diagnostic(C.BAD_FINDING, f"{where} is not an object")
@@ -131,7 +131,7 @@ class WrapResult:
     def ok(self) -> bool:
         return self.outcome != "diagnostic"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         errors = [] if self.code is None else [{"code": str(self.code), "detail": self.reason}]
         return {
             "ok": self.ok,

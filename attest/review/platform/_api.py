@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urlsplit
 
 from ..._shape import Shape
@@ -60,12 +60,12 @@ class NoAnswer(Exception):
 
 # -- strict fields -------------------------------------------------------------------------------------------------
 
-def _answer(doc: Any) -> Shape:
+def _answer(doc: object) -> Shape:
     """An answer, read strictly: a refusal is a :class:`ShapeError` naming the field (``base.repo.id: expected ...``)."""
     return Shape(doc, "", ShapeError)
 
 
-def _holds(value: Any, scrub: Callable[[str], str]) -> bool:
+def _holds(value: object, scrub: Callable[[str], str]) -> bool:
     """Whether any string of a JSON value (keys too) holds what ``scrub`` removes: the token."""
     todo = [value]
     while todo:
@@ -105,7 +105,7 @@ class PullRequestState:
     merge_commit_sha: str | None
 
     @classmethod
-    def from_json(cls, doc: Any) -> PullRequestState:
+    def from_json(cls, doc: object) -> PullRequestState:
         a = _answer(doc)
         mergeable = a.optional_boolean("mergeable", present=True)
         state = a.one_of("state", ("open", "closed"))
@@ -132,7 +132,7 @@ class PostedReview:
     pull_request_url: str | None = None  # whose review it is (GitHubPlatform compares it with the pull request)
 
     @classmethod
-    def from_json(cls, doc: Any) -> PostedReview:
+    def from_json(cls, doc: object) -> PostedReview:
         a = _answer(doc)
         user = a.at("user")
         commit = a.optional_string("commit_id", pattern=_SHA, expected=_SHA_EXPECTED, present=True)
@@ -153,7 +153,7 @@ class ReviewThread:
     url: str | None
 
     @classmethod
-    def from_json(cls, doc: Any) -> ReviewThread:
+    def from_json(cls, doc: object) -> ReviewThread:
         a = _answer(doc)
         line = a.optional_int("line", present=True)
         comments = a.at("comments").list_of("nodes")
@@ -176,7 +176,7 @@ class GitCommit:
     parents: tuple[str, ...]
 
     @classmethod
-    def from_json(cls, doc: Any) -> GitCommit:
+    def from_json(cls, doc: object) -> GitCommit:
         a = _answer(doc)
         parents = a.list_of("parents")
         return cls(a.string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
@@ -195,7 +195,7 @@ class PostedStatus:
     url: str | None = None  # names the commit it is on: .../statuses/{sha}
 
     @classmethod
-    def from_json(cls, doc: Any) -> PostedStatus:
+    def from_json(cls, doc: object) -> PostedStatus:
         a = _answer(doc)
         return cls(a.positive_int("id", maximum=_MAX_ID), a.string("state"), a.string("context"),
                    a.optional_string("description", present=True), a.string("url"))
@@ -228,28 +228,28 @@ class GitHubPlatform:
         code = PlatformCode.PLATFORM_RESPONSE_SHAPE if e.code is EvidenceCode.RESPONSE_SHAPE else PlatformCode.PLATFORM_REQUEST_FAILED
         return EnvironmentFailure(code, f"{e.detail} ({e.code}; not retried)")
 
-    def _clean(self, parse: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    def _clean(self, parse: Callable[[object], _T]) -> Callable[[object], _T]:
         """``parse``, refusing (ShapeError) an answer that holds the token anywhere."""
-        def parse_clean(value: Any) -> _T:
+        def parse_clean(value: object) -> _T:
             if _holds(value, self.client._scrub):
                 raise ShapeError("the answer holds the token (not shown)")
             return parse(value)
 
         return parse_clean
 
-    def _read(self, path: str, parse: Callable[[Any], _T]) -> _T:
+    def _read(self, path: str, parse: Callable[[object], _T]) -> _T:
         try:
             return self.client.get_object(path, self._clean(parse))
         except FetchFailed as e:
             raise self._fail(e) from e
 
-    def _list(self, path: str, parse: Callable[[Any], _T]) -> tuple[_T, ...]:
+    def _list(self, path: str, parse: Callable[[object], _T]) -> tuple[_T, ...]:
         try:
             return self.client.get_list(path, None, self._clean(parse))
         except FetchFailed as e:
             raise self._fail(e) from e
 
-    def _write(self, method: str, path: str, body: Any, *, ok: Collection[int]) -> tuple[int, Any]:
+    def _write(self, method: str, path: str, body: object, *, ok: Collection[int]) -> tuple[int, object]:
         where = f"{method} {self.client.target(path)}"
         try:
             status, answer = self.client.send(method, path, body, ok=set(ok) | _SERVER_ERRORS)
@@ -271,7 +271,7 @@ class GitHubPlatform:
                                      f"{_printable(url, 200)!r}, not of {self.full_name} pull request {self.number}")
         return review
 
-    def _parse(self, what: str, parse: Callable[[Any], _T], value: Any) -> _T:
+    def _parse(self, what: str, parse: Callable[[object], _T], value: object) -> _T:
         try:
             return parse(value)
         except ShapeError as e:
@@ -336,13 +336,13 @@ class GitHubPlatform:
                                  "review threads")
 
     # writes
-    def create_review(self, payload: Mapping[str, Any]) -> PostedReview:
+    def create_review(self, payload: Mapping[str, object]) -> PostedReview:
         _, answer = self._write("POST", f"{self.pr_path}/reviews", dict(payload), ok=(200,))
         what = f"POST {self.pr_path}/reviews"
         return self._of_this_pull(what, self._parse(what, PostedReview.from_json, answer))
 
     def post_status(self, sha: str, *, state: str, description: str, context: str, target_url: str | None) -> PostedStatus:
-        body: dict[str, Any] = {"state": state, "description": description, "context": context}
+        body: dict[str, object] = {"state": state, "description": description, "context": context}
         if target_url is not None:
             body["target_url"] = target_url
         _, answer = self._write("POST", f"{self.repo_path}/statuses/{sha}", body, ok=(201,))
@@ -352,7 +352,7 @@ class GitHubPlatform:
         """The path a commit status of ``sha`` is posted to, and which its answer's ``url`` names (with the API's base)."""
         return self.client.target(f"{self.repo_path}/statuses/{sha}")
 
-    def merge(self, sha: str, method: str) -> tuple[int, Any]:
+    def merge(self, sha: str, method: str) -> tuple[int, object]:
         """``PUT .../merge`` pinned to ``sha``: (200, answer), or 405/409/422 with GitHub's answer (the caller decides)."""
         return self._write("PUT", f"{self.pr_path}/merge", {"sha": sha, "merge_method": method}, ok=(200, 405, 409, 422))
 

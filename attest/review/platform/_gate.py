@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ...errors import Finding, VerificationError
@@ -102,7 +102,7 @@ class GateStatus:
     description: str
     status_id: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"context": STATUS_CONTEXT, "sha": self.sha, "state": self.state, "description": self.description,
                 "id": self.status_id}
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import EnvironmentFailure, InputError, VerificationError
 from ..evidence._model import _printable
@@ -68,12 +68,12 @@ class Merged:
     base: str
     tree: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": True, "merged": True, "merge_commit": self.sha, "method": self.method, "head": self.head, "base": self.base,
                 "tree": self.tree, "post_merge": {"parents": "ok", "tree": "ok", "pull_request": "merged"}}
 
 
-def _merge_sha(answer: Any) -> str | None:
+def _merge_sha(answer: object) -> str | None:
     if not (isinstance(answer, dict) and answer.get("merged") is True and isinstance(answer.get("sha"), str)
             and _SHA.match(answer["sha"])):
         return None

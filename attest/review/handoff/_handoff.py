@@ -85,8 +85,9 @@ def _bad(detail: str) -> VerificationError:
 def _check_recorded_inputs(pred: Shape) -> None:
     """The fields the handoff records but the review does not read: each of its documented shape, no field more."""
     for key in ("config", "lock"):
-        pred.nested(key, ("path", "sha256")).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
-        pred.at(key).string("path")
+        recorded = pred.nested(key, ("path", "sha256"))
+        recorded.string("path")
+        recorded.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
     installation = pred.nested("installation", ("attestation_digest", "installed_root", "installer", "source"))
     installation.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>")
     installation.string("installed_root")

@@ -139,16 +139,17 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     rec = Shape(predicate, "record", lambda d: _bad(d, where)).object(_RECORD_KEYS)
     repo = rec.nested("repository", ("id", "full_name"))
     pr = rec.nested("pull_request", ("id", "number"))
+    base = rec.nested("base", ("commit", "tree"))
     findings = rec.nested("findings", ("total", "blocking", "inline", "in_body"))
     record = ReviewRecord(rec.string("review", pattern=_REVIEW_ID, expected="a review id (32 lowercase hex digits)"),
                           rec.one_of("status", STATUSES), repo.positive_int("id"),
                           repo.string("full_name", pattern=FULL_NAME, expected="OWNER/NAME"),
                           pr.positive_int("id"), pr.positive_int("number"),
-                          rec.nested("base", ("commit", "tree")).string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
+                          base.string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
                           rec.string("head", pattern=_SHA, expected=_SHA_EXPECTED), findings.non_negative_int("blocking"),
                           digest)
     rec.string("merge_base", pattern=_SHA, expected=_SHA_EXPECTED)
-    rec.at("base").string("tree", pattern=_SHA, expected=_SHA_EXPECTED)
+    base.string("tree", pattern=_SHA, expected=_SHA_EXPECTED)
     counts = [findings.non_negative_int(k) for k in ("total", "blocking", "inline", "in_body")]
     changes = []
     for c in rec.list_of("authority_changes"):

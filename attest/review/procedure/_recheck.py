@@ -63,7 +63,6 @@ Outcome = Literal["proceed", "refresh", "restart", "fail"]
 OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # ascending precedence
 _ID = re.compile(r"[0-9a-f]{32}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
-_SHA_TREE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
                          "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
                          "change_content", "change"})
@@ -262,8 +261,8 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     adapter = host.string("adapter", empty=True)
     host.object(_HOST_KEYS.get(adapter, {"adapter"}))
     surface = state.nested("surface", ("base", "head", "base_tree", "head_tree", "paths"))
-    for key in ("base_tree", "head_tree"):
-        surface.string(key, pattern=_SHA_TREE, expected="a full tree id")
+    for tree in (surface.at("base_tree"), surface.at("head_tree")):
+        tree.check(isinstance(tree.value, str) and is_full_sha(tree.value, fmt), f"a full {fmt} object id")
     surface.list_of("paths")
     surface.check((surface.optional_string("base"), surface.optional_string("head")) == (doc["merge_base"], doc["head"]),
                   "the changed surface from the state's merge_base to its head")

@@ -17,6 +17,7 @@ smudge would change the bytes), and exported only as regular files and directori
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from types import TracebackType
 from .._fdio import write_all
 from .._safefs import O_DIR, O_NEW
 from ..errors import EnvironmentFailure, InputError, VerificationError
-from ..inventory import Entry, EntryType, Inventory
+from ..inventory import Entry, EntryType, Inventory, check_path, verify_tree
 from ._codes import GitCode
 from ._objects import (
     MODE_EXEC,
@@ -233,8 +234,6 @@ class GitRepo:
         """
         if path in ("", "."):
             return tree
-        from ..inventory import check_path
-
         problem = check_path(path)
         if problem is not None:
             raise InputError(GitCode.PATH_NOT_IN_TREE, problem[1], path)
@@ -294,8 +293,6 @@ class GitRepo:
             InputError: ``NOT_FULL_SHA``.
             EnvironmentFailure: ``GIT_FAILED``.
         """
-        import hashlib
-
         entries: list[Entry] = []
         for rel, e in self.walk(tree):
             if e.is_tree:
@@ -402,8 +399,6 @@ def verify_export(root: str | os.PathLike[str], repo: GitRepo, tree: str, **mode
         InputError: ``NOT_FULL_SHA``; the walker's input codes for an unreadable ``root``.
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from ..inventory import verify_tree
-
     return verify_tree(root, repo.tree_inventory(tree, **modes))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import VerificationError
 from ._codes import GitCode
@@ -71,7 +71,7 @@ class Hunk:
         start, count = (self.left_start, self.left_count) if side == "LEFT" else (self.right_start, self.right_count)
         return range(start, start + count) if count else range(0)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"left": {"start": self.left_start, "count": self.left_count},
                 "right": {"start": self.right_start, "count": self.right_count}}
 
@@ -106,7 +106,7 @@ class ChangedPath:
         """Whether ``line`` (1-based) on ``side`` is a changed line: one a finding can anchor to."""
         return any(line in h.lines(side) for h in self.hunks)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"path": self.path, "status": self.status, "old_mode": self.old_mode, "new_mode": self.new_mode,
                 "old_oid": self.old_oid, "new_oid": self.new_oid, "content": self.content,
                 "hunks": [h.to_json() for h in self.hunks]}
@@ -128,7 +128,7 @@ class ChangedSurface:
                 return p
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"base": self.base, "head": self.head, "base_tree": self.base_tree, "head_tree": self.head_tree,
                 "paths": [p.to_json() for p in self.paths]}
 

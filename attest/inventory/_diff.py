@@ -9,6 +9,7 @@ reported, each with a stable code, sorted by path.
 from __future__ import annotations
 
 import os
+from collections.abc import Set as AbstractSet
 
 from ..errors import Finding, VerificationError
 from ._codes import InventoryCode
@@ -24,7 +25,7 @@ def _describe(e: Entry) -> str:
     return f"file, mode {e.mode:04o}, {e.size} bytes"
 
 
-def diff_entries(expected: Inventory, actual: list[Entry], suppressed: set[str] = frozenset()) -> list[Finding]:  # type: ignore[assignment]
+def diff_entries(expected: Inventory, actual: list[Entry], suppressed: AbstractSet[str] = frozenset()) -> list[Finding]:
     """Findings for every path whose presence, type, mode or content differs."""
     want = expected.by_path()
     have = {e.path: e for e in actual}

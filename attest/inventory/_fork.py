@@ -41,7 +41,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .._fdio import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
@@ -49,7 +48,7 @@ from ._codes import InventoryCode
 from ._model import Entry, EntryType
 from ._names import PATH_MAX, check_path, entry_path
 from ._sched import Scheduler
-from ._types import LIST, SLICE_ITEM, DirRef, Limits, ScanResult
+from ._types import LIST, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
 
 CAN_FORK = (
     sys.platform == "linux"
@@ -128,7 +127,7 @@ class Link:
         """Answer the other side's request with our oldest walk item (the one nearest the root)."""
         item = s.queue[0]
         d = item[1]
-        payload: tuple[int, Any, Any, list[Any] | None]
+        payload: tuple[int, str, int, list[str] | None]
         if item[0] == LIST:
             payload = (0, item[2], item[3], None)
         else:
@@ -192,7 +191,7 @@ def _recv(sock: socket.socket, flags: int) -> tuple[bytes, list[int], int]:
     return msg, list(fds), mflags
 
 
-def _received_item(data: bytes, fd: int) -> tuple[Any, ...]:
+def _received_item(data: bytes, fd: int) -> WalkItem:
     """A walk item given by the other process: (kind, prefix, depth, names) and its directory."""
     try:
         kind, prefix, depth, names = marshal.loads(data)
@@ -265,8 +264,8 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
         if id(item[1]) not in seen and item[1].fd >= 0:
             seen.add(id(item[1]))
             os.close(item[1].fd)
-    for item in walk.big:
-        os.close(item[1])
+    for big in walk.big:
+        os.close(big[1])
     walk.queue = []
     walk.big = []
     walk.entries = []

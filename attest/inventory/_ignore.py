@@ -12,13 +12,16 @@ here, so a verifier skips exactly what the producer skipped (docs/inventory.md "
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ._codes import InventoryCode
 
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
-def compile_ignore(patterns: Sequence[str]) -> Any:
+
+def compile_ignore(patterns: Sequence[str]) -> GitIgnoreSpec | None:
     """Compile gitignore-style patterns with pathspec, or None when there are none.
 
     Raises :class:`InputError` (``BAD_IGNORE``) for a pattern that is not one line or does not
@@ -29,7 +32,7 @@ def compile_ignore(patterns: Sequence[str]) -> Any:
     for p in patterns:
         if not isinstance(p, str) or "\n" in p or "\r" in p or "\x00" in p:
             raise InputError(InventoryCode.BAD_IGNORE, f"ignore pattern {p!r} is not a single line")
-    import pathspec
+    import pathspec  # lazy: pathspec adds ~9 ms to attest.inventory (-X importtime); only ignore patterns need it
 
     try:
         return pathspec.GitIgnoreSpec.from_lines(list(patterns))

@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._digest import sha256_of
 from .._json import MAX_SAFE_INT, loads_strict
@@ -48,8 +47,8 @@ class Entry:
     size: int | None = None
     sha256: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "type": self.type.value, "mode": self.mode}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"path": self.path, "type": self.type.value, "mode": self.mode}
         if self.type is EntryType.FILE:
             out["size"] = self.size
             out["digest"] = {"sha256": self.sha256}
@@ -136,7 +135,7 @@ class Inventory:
     def digest_hex(self) -> str:
         return hashlib.sha256(self.canonical).hexdigest()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "format": FORMAT,
             "name_policy": NAME_POLICY,

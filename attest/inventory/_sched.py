@@ -25,10 +25,10 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ._hash import CHUNK
-from ._types import BIG, WALK_THREADS, DirRef
+from ._types import BIG, WALK_THREADS, BigItem, DirRef, Item, WalkItem
 
 
 class Peer(Protocol):
@@ -52,8 +52,8 @@ class Scheduler:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.cond = threading.Condition(threading.Lock())
-        self.queue: list[tuple[Any, ...]] = []  # LIST and SLICE_ITEM
-        self.big: list[tuple[Any, ...]] = []  # BIG
+        self.queue: list[WalkItem] = []  # LIST and SLICE_ITEM
+        self.big: list[BigItem] = []  # BIG
         self.outstanding = 0  # queued + running work items
         self.handoffs = 0  # BIG items holding an open descriptor
         self.halted = False
@@ -69,7 +69,7 @@ class Scheduler:
 
     # -- bookkeeping (under the condition's lock) -------------------------------------------
 
-    def push(self, items: list[tuple[Any, ...]]) -> None:
+    def push(self, items: Sequence[Item]) -> None:
         with self.cond:
             wake = 0
             for item in items:
@@ -86,7 +86,7 @@ class Scheduler:
             if wake:
                 self.cond.notify(wake)
 
-    def take(self, walker: bool) -> tuple[Any, ...] | None:
+    def take(self, walker: bool) -> Item | None:
         """The next item: a walker takes walk items first, then large files; a hasher only large files.
 
         With a link to the other process, the walker also answers its requests (giving away
@@ -127,7 +127,7 @@ class Scheduler:
                     return None
                 self.cond.wait()
 
-    def finish(self, item: tuple[Any, ...]) -> None:
+    def finish(self, item: Item) -> None:
         with self.cond:
             if item[0] == BIG:
                 self.handoffs -= 1
@@ -153,8 +153,8 @@ class Scheduler:
     def drain(self) -> None:
         """After every thread stopped: close what queued items still hold."""
         with self.cond:
-            for item in self.big:
-                os.close(item[1])
+            for big in self.big:
+                os.close(big[1])
             self.big.clear()
             for item in self.queue:
                 self.release(item[1])
@@ -182,7 +182,7 @@ class Scheduler:
 
     # -- the workers ----------------------------------------------------------------------
 
-    def do(self, item: tuple[Any, ...], buf: bytearray, stats: list[int]) -> None:
+    def do(self, item: Item, buf: bytearray, stats: list[int]) -> None:
         """Carry out one work item, then :meth:`finish` it (the walker's part)."""
         raise NotImplementedError
 

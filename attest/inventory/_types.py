@@ -8,6 +8,8 @@ process (:mod:`._fork`) all name, so the three import in one direction only:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from os import stat_result
+from typing import Final, Literal
 
 from ..errors import Finding
 from ._model import Entry, Inventory
@@ -25,7 +27,10 @@ WALK_THREADS = 1
 #   (LIST, DirRef, prefix, depth)              list the directory, check names, queue slices
 #   (SLICE_ITEM, DirRef, prefix, depth, items) classify, open and hash up to SLICE entries
 #   (BIG, fd, rel, fstat)                      hash one large file opened by a slice
-LIST, SLICE_ITEM, BIG = 0, 1, 2
+# Final, so mypy narrows an item by its kind (``item[0] == BIG``) to one of the tuples below.
+LIST: Final = 0
+SLICE_ITEM: Final = 1
+BIG: Final = 2
 
 
 class DirRef:
@@ -36,6 +41,13 @@ class DirRef:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.refs = 1  # the listing item's own reference
+
+
+ListItem = tuple[Literal[0], DirRef, str, int]  # (LIST, directory, prefix, depth)
+SliceItem = tuple[Literal[1], DirRef, str, int, list[tuple[str, str]]]  # (SLICE_ITEM, directory, prefix, depth, [(name, rel)])
+BigItem = tuple[Literal[2], int, str, stat_result]  # (BIG, fd, rel, fstat)
+WalkItem = ListItem | SliceItem  # what a walker lists or classifies; what the two processes give each other
+Item = WalkItem | BigItem
 
 
 @dataclass(frozen=True, slots=True)

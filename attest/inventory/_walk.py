@@ -38,7 +38,8 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Final
 
 from .._safefs import O_DIR, O_FILE, Drift, Kind, classify, drift
 from ..errors import Finding, InputError, VerificationError
@@ -49,7 +50,24 @@ from ._hash import changed, hash_fd
 from ._ignore import compile_ignore
 from ._model import Entry, EntryType, Inventory
 from ._names import PATH_MAX, check_name, collision_key, display_name, is_plain
-from ._types import BIG, DEFAULT_LIMITS, HANDOFF, LIST, MAX_HANDOFFS, SLICE, SLICE_ITEM, WALK_THREADS, DirRef, Limits, ScanResult
+from ._types import (
+    BIG,
+    DEFAULT_LIMITS,
+    HANDOFF,
+    LIST,
+    MAX_HANDOFFS,
+    SLICE,
+    SLICE_ITEM,
+    WALK_THREADS,
+    DirRef,
+    Item,
+    Limits,
+    ScanResult,
+    SliceItem,
+)
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 Progress = Callable[[int, int], None]
 Report = Callable[[InventoryCode, str, str], None]
@@ -60,7 +78,13 @@ _K_FILE = Kind.FILE
 _K_DIR = Kind.DIR
 _S_IMODE = stat.S_IMODE
 _NAME_CACHE_MAX = 1 << 16
-_UNSEEN: Any = object()  # not yet in the walk's name cache
+
+
+class _Unseen(Enum):
+    UNSEEN = 0
+
+
+_UNSEEN: Final = _Unseen.UNSEEN  # not yet in the walk's name cache (an enum member, so `is` narrows it away)
 _NEVER = 1 << 63  # no file is this large: no hand-off without a second worker
 # Two processes (see ._fork): the calling process walks this many entries alone first; a
 # tree it finishes by then is never split. 2,500 rather than 500: the project's own
@@ -118,7 +142,7 @@ def open_root(root: str | os.PathLike[str]) -> int:
 class _Walk(SplitWalk):
     """One walk: the scheduler's work items, carried out under the rules of the module docstring."""
 
-    def __init__(self, spec: Any, limits: Limits, result: ScanResult, workers: int) -> None:
+    def __init__(self, spec: GitIgnoreSpec | None, limits: Limits, result: ScanResult, workers: int) -> None:
         super().__init__(workers)
         self.spec = spec
         self.limits = limits
@@ -131,12 +155,11 @@ class _Walk(SplitWalk):
             if len(self.findings) < self.limits.max_findings:
                 self.findings.append(Finding(code, path, detail))
 
-    def do(self, item: tuple[Any, ...], buf: bytearray, stats: list[int]) -> None:
+    def do(self, item: Item, buf: bytearray, stats: list[int]) -> None:
         try:
-            kind = item[0]
-            if kind == SLICE_ITEM:
+            if item[0] == SLICE_ITEM:
                 self.slice(item[1].fd, item[2], item[3], item[4], buf, stats)
-            elif kind == LIST:
+            elif item[0] == LIST:
                 self.listing(item[1], item[2], item[3])
             else:
                 try:
@@ -186,7 +209,7 @@ class _Walk(SplitWalk):
             items.append((name, rel))
         if not items:
             return
-        slices = [(SLICE_ITEM, d, prefix, depth, items[i : i + SLICE]) for i in range(0, len(items), SLICE)]
+        slices: list[SliceItem] = [(SLICE_ITEM, d, prefix, depth, items[i : i + SLICE]) for i in range(0, len(items), SLICE)]
         with self.cond:
             d.refs += len(slices)
         # Pushed in reverse so the LIFO queue takes them in name order.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeGuard
 
 from ..errors import Finding, InputError
 from ..git import is_full_sha
@@ -46,7 +46,7 @@ _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
 _REPOSITORY = re.compile(rf"https://{_HOST}(?::[0-9]{{1,5}})?(?:/[A-Za-z0-9._~-]+)+\Z")
 
 
-def is_repository_url(value: object) -> bool:
+def is_repository_url(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a toolchain repository URL: https, host, optional port, no '.' or '..' segment."""
     return (isinstance(value, str) and _REPOSITORY.match(value) is not None
             and not any(s in (".", "..") for s in value.split("/")[3:]))
@@ -93,7 +93,7 @@ class _Problems:
     def add(self, code: PolicyCode, detail: str, path: str | None = CONFIG_PATH) -> None:
         self.found.append(Finding(code, path, detail))
 
-    def fields(self, value: Any, where: str, required: set[str]) -> dict[str, Any] | None:
+    def fields(self, value: object, where: str, required: set[str]) -> dict[str, object] | None:
         if not isinstance(value, dict):
             self.add(PolicyCode.CONFIG_BAD_VALUE, f"{where} must be a mapping")
             return None
@@ -103,7 +103,7 @@ class _Problems:
             self.add(PolicyCode.CONFIG_MISSING_FIELD, f"{where} lacks the field {key!r}")
         return value
 
-    def string_list(self, value: Any, where: str, limit: int) -> list[str]:
+    def string_list(self, value: object, where: str, limit: int) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.add(PolicyCode.CONFIG_BAD_VALUE, f"{where} must be a list of strings")
             return []
@@ -135,7 +135,7 @@ class PolicyConfig:
         return cls.from_json(doc, sha256=hashlib.sha256(data).hexdigest())
 
     @classmethod
-    def from_json(cls, doc: Any, *, sha256: str = "") -> PolicyConfig:
+    def from_json(cls, doc: object, *, sha256: str = "") -> PolicyConfig:
         """Validate a parsed configuration document; every problem is collected into one error.
 
         Raises:
@@ -195,7 +195,7 @@ class PolicyConfig:
         return found
 
 
-def _toolchain(p: _Problems, value: Any) -> Toolchain | None:
+def _toolchain(p: _Problems, value: object) -> Toolchain | None:
     t = p.fields(value, "toolchain", {"repository", "revision"}) if value is not None else None
     if t is None:
         return None
@@ -210,7 +210,7 @@ def _toolchain(p: _Problems, value: Any) -> Toolchain | None:
     return Toolchain(repository, revision) if ok and isinstance(repository, str) and isinstance(revision, str) else None
 
 
-def _skills(p: _Problems, value: Any) -> tuple[str, ...]:
+def _skills(p: _Problems, value: object) -> tuple[str, ...]:
     s = p.fields(value, "skills", {"enabled"}) if value is not None else None
     if s is None:
         return ()
@@ -223,7 +223,7 @@ def _skills(p: _Problems, value: Any) -> tuple[str, ...]:
     return tuple(enabled)
 
 
-def _contexts(p: _Problems, value: Any) -> tuple[Context, ...]:
+def _contexts(p: _Problems, value: object) -> tuple[Context, ...]:
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -258,7 +258,7 @@ def _contexts(p: _Problems, value: Any) -> tuple[Context, ...]:
     return tuple(out)
 
 
-def _outputs(p: _Problems, value: Any, contexts: tuple[Context, ...]) -> tuple[OutputSpec, ...]:
+def _outputs(p: _Problems, value: object, contexts: tuple[Context, ...]) -> tuple[OutputSpec, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -290,7 +290,8 @@ def _outputs(p: _Problems, value: Any, contexts: tuple[Context, ...]) -> tuple[O
         if type(enabled) is not bool:
             p.add(PolicyCode.CONFIG_BAD_VALUE, f"{where}.enabled must be true or false")
             ok = False
-        if ok:
+        # ok holds only for the types checked above; the isinstance tests say so to the type checker.
+        if ok and isinstance(path, str) and isinstance(renderer, str) and isinstance(context, str) and isinstance(enabled, bool):
             out.append(OutputSpec(path, renderer, context, enabled))
     _conflicts(p, out, contexts)
     for spec in out:

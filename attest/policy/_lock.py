@@ -16,7 +16,6 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .._json import canonical_bytes, loads_strict
 from ..errors import CommonCode, Finding, InputError
@@ -56,7 +55,7 @@ class LockedOutput:
     context: str | None
     sha256: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | None]:
         """``{"context", "path", "renderer", "sha256"}``, one entry of the lock's ``outputs``.
 
         Raises:
@@ -69,7 +68,7 @@ def _invalid(detail: str) -> InputError:
     return InputError(PolicyCode.LOCK_INVALID, detail, LOCK_PATH)
 
 
-def _object(value: Any, where: str, keys: set[str]) -> dict[str, Any]:
+def _object(value: object, where: str, keys: set[str]) -> dict[str, object]:
     if not isinstance(value, dict):
         raise _invalid(f"{where} must be an object")
     if set(value) != keys:
@@ -78,13 +77,13 @@ def _object(value: Any, where: str, keys: set[str]) -> dict[str, Any]:
     return value
 
 
-def _digest(value: Any, where: str) -> str:
+def _digest(value: object, where: str) -> str:
     if not isinstance(value, str) or not _SHA256.match(value):
         raise _invalid(f"{where}.sha256 must be 64 lowercase hex digits")
     return value
 
 
-def _path(value: Any, where: str, role: PathRole) -> str:
+def _path(value: object, where: str, role: PathRole) -> str:
     if not isinstance(value, str):
         raise _invalid(f"{where}.path must be a string")
     problem = check_authority_path(value, role)
@@ -93,7 +92,7 @@ def _path(value: Any, where: str, role: PathRole) -> str:
     return value
 
 
-def _sorted_list(value: Any, where: str) -> list[Any]:
+def _sorted_list(value: object, where: str) -> list[object]:
     if not isinstance(value, list):
         raise _invalid(f"{where} must be a list")
     if len(value) > MAX_LOCK_ENTRIES:
@@ -132,7 +131,7 @@ class PolicyLock:
         return lock
 
     @classmethod
-    def from_json(cls, doc: Any) -> PolicyLock:
+    def from_json(cls, doc: object) -> PolicyLock:
         """Validate a parsed lock document; the first problem is raised.
 
         Raises:
@@ -175,7 +174,7 @@ class PolicyLock:
         _require_order([e.path for e in outputs], "outputs")
         return cls(Toolchain(tc["repository"], tc["revision"]), _digest(config["sha256"], "config"), tuple(inputs), tuple(outputs))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The lock document (see :meth:`to_bytes` for its one byte form).
 
         Raises:

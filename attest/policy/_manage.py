@@ -18,7 +18,6 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .._safefs import Kind
 from ..errors import CommonCode, Finding, InputError, VerificationError
@@ -329,7 +328,7 @@ class CheckReport:
     lock: PolicyLock
     outputs: tuple[Rendered, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest policy check``.
 
         Raises:
@@ -361,7 +360,7 @@ class GenerateReport:
     lock_written: bool
     check: CheckReport
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest policy generate``.
 
         Raises:

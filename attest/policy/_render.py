@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .._json import canonical_bytes
+from ..inventory import sort_key
 from ._config import GITHUB_REVIEW_JSON_ADAPTER_V1, POLICY_CONTEXT_MD, PR_REVIEW_SKILL_V1, SEMANTIC_RENDERERS, PolicyConfig
 from ._lock import LockedOutput
 from ._paths import SKILL_DIR
@@ -130,7 +130,7 @@ def rendered_sizes(config: PolicyConfig, module_sizes: Mapping[str, tuple[int, b
     return tuple(out)
 
 
-def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> dict[str, Any]:
+def adapter_document(context: str, semantic_path: str, semantic_sha256: str) -> dict[str, object]:
     """The GitHub adapter as data: transport only, bound to one semantic projection."""
     return {
         "adapter": GITHUB_REVIEW_JSON_ADAPTER_V1,
@@ -191,8 +191,6 @@ def render_github_review_json_adapter_v1(context: str, semantic_path: str, seman
 
 def planned_outputs(config: PolicyConfig) -> tuple[tuple[str, str, str | None], ...]:
     """``(path, renderer, context)`` of every file ``generate`` writes for ``config``, in lock order (no rendering)."""
-    from ..inventory import sort_key
-
     out: list[tuple[str, str, str | None]] = [(o.path, o.renderer, o.context) for o in config.enabled_outputs]
     if config.pr_review:
         out += [(f"{SKILL_DIR}/{rel}", PR_REVIEW_SKILL_V1, None) for rel, _ in render_pr_review_skill_v1()]
@@ -208,8 +206,6 @@ def render_outputs(config: PolicyConfig, modules: Mapping[str, bytes]) -> tuple[
         KeyError: ``modules`` lacks a module of ``config.inputs`` (a caller's bug); a valid
             ``config`` raises nothing else.
     """
-    from ..inventory import sort_key
-
     out: list[Rendered] = []
     semantic: dict[str, Rendered] = {}
     for spec in config.enabled_outputs:

@@ -19,11 +19,15 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._json import MAX_SAFE_INT, strict_text
 from ..errors import CommonCode, InputError
 from ._codes import PolicyCode
+
+if TYPE_CHECKING:
+    from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, DocumentStartEvent, Event, ScalarEvent
+    from ruamel.yaml.resolver import VersionedResolver
 
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 16
@@ -61,14 +65,14 @@ def _number_shaped(value: str) -> bool:
         return False
     return bool(_HEX_PREFIXED.match(value)) or not (_HEX_ONLY_LETTERS & set(value))
 _STR_TAG = "tag:yaml.org,2002:str"
-_resolvers: tuple[Any, Any] | None = None
+_resolvers: tuple[VersionedResolver, VersionedResolver] | None = None
 
 
-def _yaml_resolvers() -> tuple[Any, Any]:
+def _yaml_resolvers() -> tuple[VersionedResolver, VersionedResolver]:
     """ruamel.yaml's implicit-type tables for YAML 1.1 and 1.2 (built once)."""
     global _resolvers
     if _resolvers is None:
-        from ruamel.yaml.resolver import VersionedResolver
+        from ruamel.yaml.resolver import VersionedResolver  # lazy: ruamel.yaml adds ~10 ms to attest.policy (-X importtime)
 
         _resolvers = (VersionedResolver(version=(1, 1)), VersionedResolver(version=(1, 2)))
     return _resolvers
@@ -76,7 +80,7 @@ def _yaml_resolvers() -> tuple[Any, Any]:
 
 def _other_readings(value: str) -> list[str]:
     """The non-string types a YAML 1.1 or 1.2 reader gives the plain scalar ``value``."""
-    from ruamel.yaml.nodes import ScalarNode
+    from ruamel.yaml.nodes import ScalarNode  # lazy: ruamel.yaml, only when YAML is read (see _yaml_resolvers)
 
     tags = {str(r.resolve(ScalarNode, value, (True, False))) for r in _yaml_resolvers()}
     return sorted(t.rsplit(":", 1)[-1] for t in tags if t != _STR_TAG)
@@ -105,12 +109,12 @@ def _plain_value(value: str, where: str, what: str) -> str | bool | int:
     return value
 
 
-def _where(event: Any) -> str:
+def _where(event: Event) -> str:
     mark = getattr(event, "start_mark", None)
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
 
 
-def _events(parser: Iterator[Any], what: str) -> Iterator[Any]:
+def _events(parser: Iterator[Event], what: str) -> Iterator[Event]:
     """ruamel.yaml's events; its failures that are not YAMLError refusals too (only the parser runs in this try)."""
     while True:
         try:
@@ -125,7 +129,7 @@ def _events(parser: Iterator[Any], what: str) -> Iterator[Any]:
 class _Frame:
     __slots__ = ("container", "key", "lines")
 
-    def __init__(self, container: dict[str, Any] | list[Any]) -> None:
+    def __init__(self, container: dict[str, object] | list[object]) -> None:
         self.container = container
         self.key: str | None = None  # a mapping's key waiting for its value
         self.lines: dict[str, str] = {}
@@ -152,7 +156,7 @@ def _yaml_text(data: bytes, what: str, max_bytes: int) -> str:
     return text
 
 
-def _plain_key(value: str, event: Any, what: str) -> str:
+def _plain_key(value: str, event: Event, what: str) -> str:
     """A plain scalar in a key's place: a string to every reader, or a refusal."""
     if _other_readings(value) or value in ("true", "false") or _DECIMAL.match(value) or _number_shaped(value):
         raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{what}: the key {value!r} at {_where(event)} is not a string")
@@ -167,11 +171,11 @@ class _Builder:
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.stack: list[_Frame] = []
-        self.root: list[Any] = []
+        self.root: list[object] = []
         self.documents = 0
         self.nodes = 0
 
-    def add(self, node: Any, event: Any, *, container: bool) -> None:
+    def add(self, node: object, event: Event, *, container: bool) -> None:
         what = self.what
         self.nodes += 1
         if self.nodes > self.max_nodes:
@@ -199,14 +203,14 @@ class _Builder:
     def is_key_position(self) -> bool:
         return bool(self.stack) and isinstance(self.stack[-1].container, dict) and self.stack[-1].key is None
 
-    def document(self, event: Any) -> None:
+    def document(self, event: DocumentStartEvent) -> None:
         self.documents += 1
         if self.documents > 1:
             raise InputError(PolicyCode.YAML_MULTIPLE_DOCUMENTS, f"{self.what}: a second document at {_where(event)}")
         if event.version is not None or event.tags:
             raise InputError(PolicyCode.YAML_DIRECTIVE, f"{self.what}: a %YAML or %TAG directive before the document")
 
-    def scalar(self, event: Any) -> None:
+    def scalar(self, event: ScalarEvent) -> None:
         what = self.what
         if event.style == '"' and _SURROGATE.search(event.value):
             raise InputError(PolicyCode.YAML_SYNTAX,
@@ -217,19 +221,19 @@ class _Builder:
         else:
             self.add(_plain_value(event.value, _where(event), what) if plain else event.value, event, container=False)
 
-    def start(self, event: Any, mapping: bool) -> None:
+    def start(self, event: CollectionStartEvent, mapping: bool) -> None:
         if self.is_key_position():
             raise InputError(PolicyCode.YAML_NON_STRING_KEY, f"{self.what}: the key at {_where(event)} is a collection")
         if len(self.stack) >= self.max_depth:
             raise InputError(CommonCode.TOO_DEEP, f"{self.what} nests deeper than {self.max_depth} levels")
         self.stack.append(_Frame({} if mapping else []))
 
-    def end(self, event: Any) -> None:
+    def end(self, event: CollectionEndEvent) -> None:
         done = self.stack.pop()
         self.add(done.container, event, container=True)
 
 
-def _no_anchor_or_tag(event: Any, what: str) -> None:
+def _no_anchor_or_tag(event: ScalarEvent | CollectionStartEvent, what: str) -> None:
     """Step 2b: a node event carries neither an anchor nor a tag."""
     if event.anchor is not None:
         raise InputError(PolicyCode.YAML_ANCHOR, f"{what}: an anchor (&{event.anchor}) at {_where(event)}")
@@ -239,7 +243,7 @@ def _no_anchor_or_tag(event: Any, what: str) -> None:
 
 def _build(text: str, builder: _Builder) -> None:
     """Step 2: each event of ruamel.yaml's parser judged (aliases, directives, anchors, tags) and given to ``builder``."""
-    from ruamel.yaml import YAML, events
+    from ruamel.yaml import YAML, events  # lazy: ruamel.yaml, only when YAML is read (see _yaml_resolvers)
 
     what = builder.what
     for event in _events(YAML(typ="safe", pure=True).parse(text), what):
@@ -264,7 +268,7 @@ def load_strict_yaml(
     max_bytes: int = MAX_YAML_BYTES,
     max_depth: int = MAX_YAML_DEPTH,
     max_nodes: int = MAX_YAML_NODES,
-) -> Any:
+) -> object:
     """Parse one YAML document of ``data`` into dicts, lists, str, bool and int, or raise InputError.
 
     Raises:
@@ -279,7 +283,7 @@ def load_strict_yaml(
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("load_strict_yaml takes bytes")
     text = _yaml_text(data, what, max_bytes)
-    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.error import YAMLError  # lazy: ruamel.yaml, only when YAML is read (see _yaml_resolvers)
 
     builder = _Builder(what, max_depth, max_nodes)
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import VerificationError
 from ._codes import AttestationCode
@@ -72,7 +71,7 @@ class Envelope:
     def pae(self) -> bytes:
         return pae(self.payload_type, self.payload)
 
-    def to_json(self, *, with_keyid: bool = True) -> dict[str, Any]:
+    def to_json(self, *, with_keyid: bool = True) -> dict[str, object]:
         """The envelope object (standard padded base64); ``with_keyid=False`` leaves key ids out.
 
         Raises:

@@ -39,7 +39,6 @@ import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .._digest import sha256_of
 from .._fs import read_bounded
@@ -113,9 +112,9 @@ class Policy:
     sources: tuple[str, ...]
     digest: str = ""  # sha256:<hex> of the policy and every file it names (:func:`policy_digest`), named by verification summaries
     # Top-level tables a caller allowed (``load_policy(..., extensions=...)``), as parsed; the caller validates them.
-    extensions: dict[str, Any] = field(default_factory=dict)
+    extensions: dict[str, object] = field(default_factory=dict)
     # What ``digest`` is the SHA-256 of (the RFC 8785 bytes of this document; :func:`policy_digest`).
-    digest_covers: dict[str, Any] = field(default_factory=dict)
+    digest_covers: dict[str, object] = field(default_factory=dict)
 
     @property
     def signer_ids(self) -> tuple[str, ...]:
@@ -130,7 +129,7 @@ def _bad(code: AttestationCode | CommonCode, detail: str, path: str) -> InputErr
     return InputError(code, detail, path)
 
 
-def _string(table: dict[str, Any], key: str, where: str, path: str) -> str:
+def _string(table: Mapping[str, object], key: str, where: str, path: str) -> str:
     value = table.get(key)
     if not isinstance(value, str) or not value.strip() or value != value.strip():
         raise _bad(AttestationCode.BAD_POLICY, f"{where}.{key} must be a non-empty string without surrounding spaces", path)
@@ -176,7 +175,7 @@ class ParsedPolicy:
     threshold: int
     signers: tuple[SignerRef, ...]
     # (name, parsed value) of each allowed extension table present (``parse_policy(..., extensions=...)``).
-    extensions: tuple[tuple[str, Any], ...] = ()
+    extensions: tuple[tuple[str, object], ...] = ()
 
 
 #: Every predicate type attest writes or verifies (each layer's ``*_PREDICATE``; a test keeps this list whole). A
@@ -191,7 +190,7 @@ KNOWN_PREDICATES = (
 _KNOWN_NAMESPACES = ("https://attest.dev/", "https://slsa.dev/")
 
 
-def _predicates(raw: dict[str, Any], at: str, where: str) -> tuple[str, ...]:
+def _predicates(raw: Mapping[str, object], at: str, where: str) -> tuple[str, ...]:
     """The optional ``predicates`` of a signer: a non-empty list of distinct predicate-type URIs, none a typo of a known one."""
     if "predicates" not in raw:
         return ()
@@ -354,7 +353,7 @@ def policy_digest(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mappi
 POLICY_DIGEST_V1 = "https://attest.dev/policy-digest/v1"
 
 
-def policy_digest_covers(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mapping[str, bytes]) -> dict[str, Any]:
+def policy_digest_covers(policy: bytes, keys: Mapping[str, bytes], trusted_roots: Mapping[str, bytes]) -> dict[str, object]:
     """The document whose RFC 8785 bytes :func:`policy_digest` hashes (pure).
 
     Raises:

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from .._json import canonical_bytes
+from .._json import canonical_bytes, loads_strict
 from ..errors import CommonCode, InputError, VerificationError
 from ._codes import AttestationCode
 from ._dsse import INTOTO_PAYLOAD_TYPE, MAX_SIGNATURES, Envelope, EnvelopeSignature, pae
 from ._keys import Signer, verify_signature
+from ._sigstore import ambient_identity_token, sign_dsse_keyless
 from ._statement import parse_statement, verify_statement
+from ._verify import MAX_ATTESTATION_BYTES, MAX_ATTESTATION_DEPTH
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 FORMATS = ("dsse", "bundle")
@@ -38,7 +39,7 @@ class KeylessSigner:
     staging: bool = False
 
 
-def statement_payload(statement: Mapping[str, Any]) -> bytes:
+def statement_payload(statement: Mapping[str, object]) -> bytes:
     """The exact bytes that get signed: RFC 8785 of a validated statement.
 
     Raises:
@@ -95,7 +96,7 @@ def signing_keys(signer: Signer | Sequence[Signer], fmt: str) -> tuple[Signer, .
 
 
 def sign_statement(
-    statement: Mapping[str, Any],
+    statement: Mapping[str, object],
     signer: Signer | KeylessSigner | Sequence[Signer],
     *,
     fmt: str = "dsse",
@@ -118,8 +119,6 @@ def sign_statement(
         if fmt != "bundle":
             raise InputError(CommonCode.USAGE, "keyless (Sigstore) signing produces a bundle: use --format bundle")
         payload = statement_payload(statement)
-        from ._sigstore import ambient_identity_token, sign_dsse_keyless
-
         token = signer.identity_token or ambient_identity_token()
         return sign_dsse_keyless(payload, token, staging=signer.staging)
     signers = signing_keys(signer, fmt)
@@ -152,9 +151,6 @@ def add_signatures(data: bytes, signer: Signer | Sequence[Signer]) -> bytes:
             ``BAD_PAYLOAD_TYPE``, ``NO_SIGNATURES``, ``TOO_MANY_SIGNATURES``); the statement
             codes for a payload that is not a valid statement; ``SIGNING_FAILED``.
     """
-    from .._json import loads_strict
-    from ._verify import MAX_ATTESTATION_BYTES, MAX_ATTESTATION_DEPTH
-
     signers = signing_keys(signer, "dsse")
     doc = loads_strict(data, what="envelope", max_bytes=MAX_ATTESTATION_BYTES, max_depth=MAX_ATTESTATION_DEPTH)  # (1)
     if isinstance(doc, dict) and "mediaType" in doc:

@@ -8,12 +8,18 @@ and the OIDC issuer extension equal to the pinned issuer.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
+import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from cryptography.hazmat.primitives import serialization
+
 from ..errors import CommonCode, EnvironmentFailure, InputError, VerificationError
 from ._codes import AttestationCode
+from ._keys import PublicKey, public_key_der
 from ._policy import SigstoreSignerSpec
 
 if TYPE_CHECKING:
@@ -25,15 +31,17 @@ if TYPE_CHECKING:
     from sigstore_models.trustroot.v1 import TransparencyLogInstance
     from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
-    from ._keys import PublicKey
 
-
+# Every import of sigstore-python, sigstore_models, rekor_types and urllib3 below is inside a function: with
+# attest.attestation loaded, sigstore.verify adds about 200 ms, sigstore.sign 200 ms, sigstore.oidc 110 ms,
+# rekor_types 100 ms, sigstore_models.trustroot.v1 70 ms, urllib3 30 ms (python -X importtime), and a key-signed
+# attestation without log entries needs none of them (tests/attestation/test_attestation_cli.py checks it).
 def _sigstore() -> ModuleType:
     try:
-        import sigstore.errors
-        import sigstore.models
-        import sigstore.verify
-        import sigstore.verify.policy
+        import sigstore.errors  # lazy: sigstore, ~200 ms (see above)
+        import sigstore.models  # lazy: sigstore, ~200 ms (see above)
+        import sigstore.verify  # lazy: sigstore, ~200 ms (see above)
+        import sigstore.verify.policy  # lazy: sigstore, ~200 ms (see above)
     except ImportError as e:  # pragma: no cover - sigstore is a declared dependency
         raise EnvironmentFailure(AttestationCode.UNSUPPORTED_BUNDLE, f"sigstore-python is not importable: {e}") from e
     return sigstore
@@ -67,7 +75,7 @@ def inclusive_tsa_validity(root: TrustedRootModel) -> TrustedRootModel:
 
 def _verifier_and_bundle(spec: SigstoreSignerSpec, bundle_bytes: bytes) -> tuple[Verifier, Bundle, Identity]:
     sigstore = _sigstore()
-    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
+    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel  # lazy: sigstore_models, ~70 ms
 
     try:
         root = sigstore.models.TrustedRoot(inclusive_tsa_validity(TrustedRootModel.from_json(spec.trusted_root)))
@@ -138,16 +146,14 @@ def ambient_identity_token() -> str:
             obtained (missing permission, the token endpoint fails or answers garbage, a request
             URL that does not parse, a token for another audience).
     """
-    import os
-
     for name in IDENTITY_TOKEN_ENV:
         token = os.environ.get(name)
         if token:
             return token
     _sigstore()
-    import urllib3
-    from sigstore.errors import Error as SigstoreError
-    from sigstore.oidc import detect_credential
+    import urllib3  # lazy: ~30 ms, only for ambient credential detection
+    from sigstore.errors import Error as SigstoreError  # lazy: sigstore (see _sigstore)
+    from sigstore.oidc import detect_credential  # lazy: sigstore.oidc, ~110 ms
 
     try:
         found = detect_credential()
@@ -167,10 +173,10 @@ def ambient_identity_token() -> str:
 def sign_dsse_keyless(payload: bytes, identity_token: str, *, staging: bool = False) -> bytes:
     """Sign an in-toto payload with a Fulcio certificate and a Rekor entry (needs the network)."""
     sigstore = _sigstore()
-    from sigstore.dsse import Statement
-    from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken
-    from sigstore.sign import SigningContext
+    from sigstore.dsse import Statement  # lazy: sigstore (see _sigstore)
+    from sigstore.models import ClientTrustConfig  # lazy: sigstore (see _sigstore)
+    from sigstore.oidc import IdentityToken  # lazy: sigstore.oidc, ~110 ms
+    from sigstore.sign import SigningContext  # lazy: sigstore.sign, ~200 ms
 
     try:
         config = ClientTrustConfig.staging() if staging else ClientTrustConfig.production()
@@ -211,14 +217,8 @@ def _entry_body_check(entry: rekor_v1.TransparencyLogEntry, public_key: PublicKe
         VerificationError: ``TLOG_ENTRY_MISMATCH`` (another signature, key, artifact or
             payload); ``UNSUPPORTED_BUNDLE`` (an entry kind attest does not know).
     """
-    import base64
-    import hashlib
-
-    import rekor_types
-    from cryptography.hazmat.primitives import serialization
-    from sigstore_models.rekor import v2
-
-    from ._keys import public_key_der
+    import rekor_types  # lazy: ~100 ms, only for a log entry
+    from sigstore_models.rekor import v2  # lazy: sigstore_models, ~70 ms
 
     der = public_key_der(public_key)
     kind, version = entry.kind_version.kind, entry.kind_version.version
@@ -305,7 +305,7 @@ def _verify_entry(sigstore: ModuleType, entry: TransparencyLogEntry, root: Trust
     Raises:
         VerificationError: ``TLOG_ENTRY_INVALID``.
     """
-    from sigstore._internal.trust import Keyring, RekorKeyring
+    from sigstore._internal.trust import Keyring, RekorKeyring  # lazy: sigstore, ~150 ms
 
     inner = entry._inner
     if inner.inclusion_promise is not None and not inner.integrated_time:
@@ -385,9 +385,9 @@ def verify_key_bundle_evidence(
         EnvironmentFailure: ``UNSUPPORTED_BUNDLE`` when sigstore-python cannot be imported.
     """
     sigstore = _sigstore()
-    from sigstore.models import TimestampVerificationData, TransparencyLogEntry
-    from sigstore_models.bundle.v1 import Bundle as BundleModel
-    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
+    from sigstore.models import TimestampVerificationData, TransparencyLogEntry  # lazy: sigstore (see _sigstore)
+    from sigstore_models.bundle.v1 import Bundle as BundleModel  # lazy: sigstore_models, ~80 ms
+    from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel  # lazy: sigstore_models, ~70 ms
 
     try:  # (1)
         root = sigstore.models.TrustedRoot(inclusive_tsa_validity(TrustedRootModel.from_json(trusted_root)))
@@ -403,7 +403,7 @@ def verify_key_bundle_evidence(
         raise _fail(AttestationCode.BAD_BUNDLE, f"sigstore rejects the bundle's log entries or timestamps: {e}") from e
     if len(entries) > MAX_TLOG_ENTRIES:
         raise _fail(AttestationCode.UNSUPPORTED_BUNDLE, f"{len(entries)} log entries; attest checks at most {MAX_TLOG_ENTRIES}")
-    from sigstore.verify.verifier import MAX_ALLOWED_TIMESTAMP
+    from sigstore.verify.verifier import MAX_ALLOWED_TIMESTAMP  # lazy: sigstore.verify, ~200 ms
 
     if len(stamps) > MAX_ALLOWED_TIMESTAMP or len(set(stamps)) != len(stamps):
         raise _fail(AttestationCode.BAD_BUNDLE, f"more than {MAX_ALLOWED_TIMESTAMP} or duplicate signed timestamps")

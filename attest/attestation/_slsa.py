@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import InputError, VerificationError
 from ._codes import AttestationCode
@@ -41,9 +40,9 @@ class ResourceRef:
     digest: Mapping[str, str] = field(default_factory=dict)
     name: str | None = None
     require_sha256: bool = True
-    annotations: Mapping[str, Any] = field(default_factory=dict)  # ResourceDescriptor annotations (JSON values)
+    annotations: Mapping[str, object] = field(default_factory=dict)  # ResourceDescriptor annotations (JSON values)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ResourceDescriptor object, with only the fields that are set.
 
         Raises:
@@ -51,7 +50,7 @@ class ResourceRef:
                 sha256 where one is required); ``BAD_PREDICATE`` when none of uri, digest and
                 name is set.
         """
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.name is not None:
             out["name"] = self.name
         if self.uri is not None:
@@ -87,15 +86,15 @@ def slsa_provenance(
     *,
     build_type: str,
     builder_id: str,
-    external_parameters: Mapping[str, Any],
-    internal_parameters: Mapping[str, Any] | None = None,
+    external_parameters: Mapping[str, object],
+    internal_parameters: Mapping[str, object] | None = None,
     resolved_dependencies: Iterable[ResourceRef] = (),
     invocation_id: str | None = None,
     started_on: _dt.datetime | None = None,
     finished_on: _dt.datetime | None = None,
     builder_version: Mapping[str, str] | None = None,
     byproducts: Iterable[ResourceRef] = (),
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An SLSA Provenance v1 predicate (https://slsa.dev/provenance/v1).
 
     Raises:
@@ -104,17 +103,17 @@ def slsa_provenance(
     """
     if not build_type or not builder_id:
         raise InputError(AttestationCode.BAD_PREDICATE, "buildType and builder.id are required")
-    definition: dict[str, Any] = {"buildType": build_type, "externalParameters": dict(external_parameters)}
+    definition: dict[str, object] = {"buildType": build_type, "externalParameters": dict(external_parameters)}
     if internal_parameters:
         definition["internalParameters"] = dict(internal_parameters)
     deps = [r.to_json() for r in resolved_dependencies]
     if deps:
         definition["resolvedDependencies"] = deps
-    builder: dict[str, Any] = {"id": builder_id}
+    builder: dict[str, object] = {"id": builder_id}
     if builder_version:
         builder["version"] = dict(builder_version)
-    run: dict[str, Any] = {"builder": builder}
-    metadata: dict[str, Any] = {}
+    run: dict[str, object] = {"builder": builder}
+    metadata: dict[str, object] = {}
     if invocation_id is not None:
         metadata["invocationId"] = invocation_id
     if started_on is not None:
@@ -140,7 +139,7 @@ def verification_summary(
     verified_levels: Iterable[str] = (),
     verifier_version: Mapping[str, str] | None = None,
     slsa_version: str = "1.0",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An SLSA VSA v1 predicate (https://slsa.dev/verification_summary/v1).
 
     A FAILED summary lists exactly `["FAILED"]` as its verified levels (VSA v1 `SlsaResult`), whatever the caller passes.
@@ -158,7 +157,7 @@ def verification_summary(
     for ref in inputs:
         if not ref.uri or not ref.digest or not ref.require_sha256:
             raise InputError(AttestationCode.BAD_PREDICATE, f"input attestation {ref.name or ref.uri or '?'!r} needs a uri and a sha256 digest")
-    verifier: dict[str, Any] = {"id": verifier_id}
+    verifier: dict[str, object] = {"id": verifier_id}
     if verifier_version:
         verifier["version"] = dict(verifier_version)
     levels = sorted(set(verified_levels)) if passed else ["FAILED"]  # VSA v1: SlsaResult "FAILED" when verification failed

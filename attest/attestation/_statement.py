@@ -40,6 +40,11 @@ _DIGEST_ALG = re.compile(r"[a-z][a-zA-Z0-9_-]{0,31}\Z")
 _SUBJECT_FIELDS = {"name", "uri", "digest", "content", "downloadLocation", "mediaType", "annotations"}
 _STATEMENT_FIELDS = {"_type", "subject", "predicateType", "predicate"}
 
+#: A statement :func:`verify_statement` checked: exactly the in-toto fields, ``subject`` a list of descriptors each
+#: with a sha256 DigestSet, ``predicateType`` a URI, ``predicate`` (when present) an object. Any, not object (the
+#: module's one Any): each layer reads the fields of its own predicate from it, checking what it reads.
+StatementDoc = dict[str, Any]
+
 
 def _fail(code: AttestationCode, detail: str, path: str | None = None) -> VerificationError:
     return VerificationError(code, detail, path)
@@ -67,7 +72,7 @@ def check_digest_set(digest: object, where: str, *, require_sha256: bool = True)
     return dict(digest)
 
 
-def subject(name: str, sha256_hex: str) -> dict[str, Any]:
+def subject(name: str, sha256_hex: str) -> dict[str, object]:
     """One ResourceDescriptor naming an artifact by SHA-256.
 
     Raises:
@@ -81,7 +86,7 @@ def subject(name: str, sha256_hex: str) -> dict[str, Any]:
     return {"name": name, "digest": {"sha256": sha256_hex}}
 
 
-def statement(subjects: Iterable[Mapping[str, Any]], predicate_type: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
+def statement(subjects: Iterable[Mapping[str, object]], predicate_type: str, predicate: Mapping[str, object]) -> StatementDoc:
     """A generic in-toto Statement v1 (a plain dict), checked like a parsed one.
 
     Raises:
@@ -89,7 +94,7 @@ def statement(subjects: Iterable[Mapping[str, Any]], predicate_type: str, predic
             ``BAD_PREDICATE``, ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``): building a
             bad statement is the caller's input error.
     """
-    doc = {
+    doc: StatementDoc = {
         "_type": STATEMENT_TYPE,
         "subject": [dict(s) for s in subjects],
         "predicateType": predicate_type,
@@ -102,11 +107,11 @@ def statement(subjects: Iterable[Mapping[str, Any]], predicate_type: str, predic
     return doc
 
 
-def closed_tree_predicate(inventory: Inventory) -> dict[str, Any]:
+def closed_tree_predicate(inventory: Inventory) -> dict[str, object]:
     return {"inventory": inventory.to_json()}
 
 
-def closed_tree_statement(name: str, inventory: Inventory) -> dict[str, Any]:
+def closed_tree_statement(name: str, inventory: Inventory) -> StatementDoc:
     """The statement `attest attest` signs: one subject (the tree), its full closed inventory.
 
     Raises:
@@ -115,7 +120,7 @@ def closed_tree_statement(name: str, inventory: Inventory) -> dict[str, Any]:
     return statement([subject(name, inventory.digest_hex)], CLOSED_TREE_PREDICATE, closed_tree_predicate(inventory))
 
 
-def verify_statement(doc: object) -> dict[str, Any]:
+def verify_statement(doc: object) -> StatementDoc:
     """Validate a parsed statement object (exact fields, type, subjects, digests)."""
     if not isinstance(doc, dict):
         raise _fail(AttestationCode.BAD_STATEMENT, "the statement is not a JSON object")
@@ -150,7 +155,7 @@ def verify_statement(doc: object) -> dict[str, Any]:
     return doc
 
 
-def parse_statement(payload: bytes) -> dict[str, Any]:
+def parse_statement(payload: bytes) -> StatementDoc:
     """Parse a statement from the exact signed payload bytes (strict JSON, capped).
 
     Raises:
@@ -166,7 +171,7 @@ def parse_statement(payload: bytes) -> dict[str, Any]:
     return verify_statement(doc)
 
 
-def tree_inventory(doc: Mapping[str, Any], predicate_type: str | Collection[str] = CLOSED_TREE_PREDICATE) -> Inventory:
+def tree_inventory(doc: Mapping[str, object], predicate_type: str | Collection[str] = CLOSED_TREE_PREDICATE) -> Inventory:
     """The inventory a tree statement carries, checked against its single subject (pure).
 
     Requires ``predicate_type`` (or one of several, e.g. :data:`INVENTORY_PREDICATES`),
@@ -177,13 +182,16 @@ def tree_inventory(doc: Mapping[str, Any], predicate_type: str | Collection[str]
     Raises:
         VerificationError: ``BAD_PREDICATE_TYPE``, ``NO_SUBJECT`` / ``EXTRA_SUBJECT`` (not
             exactly one), ``BAD_DIGEST``, ``BAD_PREDICATE`` (no or a malformed inventory, with
-            the inventory's findings), ``SUBJECT_MISMATCH`` (the digest is not its identity).
+            the inventory's findings), ``SUBJECT_MISMATCH`` (the digest is not its identity);
+            ``BAD_STATEMENT`` when ``subject`` is not a list (only in a document :func:`verify_statement` did not check).
     """
     accepted = (predicate_type,) if isinstance(predicate_type, str) else tuple(predicate_type)
     if doc.get("predicateType") not in accepted:
         wanted = repr(accepted[0]) if len(accepted) == 1 else "one of " + ", ".join(accepted)
         raise _fail(AttestationCode.BAD_PREDICATE_TYPE, f"predicateType {str(doc.get('predicateType'))[:100]!r} is not {wanted}")
     subjects = doc.get("subject") or []
+    if not isinstance(subjects, list):  # as verify_statement refuses it: never in a verified statement
+        raise _fail(AttestationCode.BAD_STATEMENT, "subject is not a list")
     if len(subjects) != 1:
         raise _fail(AttestationCode.EXTRA_SUBJECT if subjects else AttestationCode.NO_SUBJECT,
                     f"a tree statement names exactly one subject; this one names {len(subjects)}")

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .._digest import sha256_of
 from .._fs import read_bounded
@@ -35,7 +34,8 @@ from ._codes import AttestationCode
 from ._dsse import Envelope, b64decode_strict
 from ._keys import verify_signature
 from ._policy import KeySignerSpec, Policy, SigstoreSignerSpec
-from ._statement import CLOSED_TREE_PREDICATE, parse_statement, tree_inventory
+from ._sigstore import check_artifact_bundle, check_dsse_bundle, verify_key_bundle_evidence
+from ._statement import CLOSED_TREE_PREDICATE, StatementDoc, parse_statement, tree_inventory
 
 MAX_ATTESTATION_BYTES = 768 * 1024 * 1024
 MAX_ATTESTATION_DEPTH = 16
@@ -61,13 +61,13 @@ class VerifiedStatement:
     """A statement whose payload verified under the policy. ``payload`` is the exact signed bytes."""
 
     payload: bytes
-    statement: dict[str, Any]
+    statement: StatementDoc
     predicate_type: str
     signers: tuple[str, ...]
     attestation_digest: str
     format: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """What was verified, for ``--json`` output: type, signers, digest, format, subjects.
 
         Raises:
@@ -82,7 +82,7 @@ class VerifiedStatement:
         }
 
 
-def _strict_json(data: bytes, what: str) -> Any:
+def _strict_json(data: bytes, what: str) -> object:
     try:
         return loads_strict(data, what=what, max_bytes=MAX_ATTESTATION_BYTES, max_depth=MAX_ATTESTATION_DEPTH)
     except InputError as e:  # a malformed attestation does not verify: exit 1, not "bad usage"
@@ -155,7 +155,7 @@ def _decide(verified: list[str], policy: Policy, tried: list[str], hints: Sequen
     return distinct
 
 
-def _key_id_hints(doc: dict[str, Any], envelope: Envelope) -> tuple[str, ...]:
+def _key_id_hints(doc: Mapping[str, object], envelope: Envelope) -> tuple[str, ...]:
     """The key ids the attestation names: each DSSE ``keyid``, or a key-based bundle's ``hint``."""
     material = doc.get("verificationMaterial")
     if isinstance(material, dict) and isinstance(material.get("publicKey"), dict):
@@ -164,7 +164,7 @@ def _key_id_hints(doc: dict[str, Any], envelope: Envelope) -> tuple[str, ...]:
     return tuple(s.keyid for s in envelope.signatures)
 
 
-def bundle_material(doc: dict[str, Any]) -> str:
+def bundle_material(doc: Mapping[str, object]) -> str:
     """The one kind of verification material a bundle carries, checked against its media type (pure).
 
     The rules are sigstore-python 4.5's (``models.Bundle._verify``): a v0.3 bundle (either
@@ -203,12 +203,14 @@ def bundle_material(doc: dict[str, Any]) -> str:
     return kind
 
 
-def _check_key_material(material: dict[str, Any]) -> tuple[str, bool]:
+def _check_key_material(material: object) -> tuple[str, bool]:
     """The (unauthenticated) key hint of key-based verification material, and whether it carries log entries or timestamps.
 
     Raises:
         VerificationError: ``BAD_BUNDLE`` (malformed material).
     """
+    if not isinstance(material, dict):  # bundle_material refused it first; this says so to the type checker
+        raise VerificationError(AttestationCode.BAD_BUNDLE, "verificationMaterial is missing or not an object")
     extra = set(material) - {"publicKey", "tlogEntries", "timestampVerificationData"}
     hint = material["publicKey"]
     if extra or not isinstance(hint, dict) or not set(hint) <= {"hint"} or not isinstance(hint.get("hint", ""), str):
@@ -233,14 +235,12 @@ def _check_key_evidence(spec: KeySignerSpec, data: bytes, signature: bytes, *, a
         raise VerificationError(AttestationCode.TRUSTED_ROOT_REQUIRED,
                                 f"the bundle carries transparency-log entries or signed timestamps and the policy's signer {spec.id} "
                                 f"({spec.source}) pins no trusted_root to check them against: add trusted_root to that signer")
-    from ._sigstore import verify_key_bundle_evidence
-
     verify_key_bundle_evidence(spec.trusted_root, spec.trusted_root_source or spec.source, data, spec.public_key, signature,
                                artifact=artifact,
                                envelope=(envelope.payload_type, envelope.payload, envelope.pae) if envelope is not None else None)
 
 
-def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
+def _verify_bundle(doc: Mapping[str, object], data: bytes, policy: Policy) -> tuple[Envelope, list[str], list[str]]:
     kind = bundle_material(doc)
     if "messageSignature" in doc:
         raise VerificationError(
@@ -263,8 +263,6 @@ def _verify_bundle(doc: dict[str, Any], data: bytes, policy: Policy) -> tuple[En
                 if isinstance(key_spec, KeySignerSpec) and key_spec.id in by_key:
                     _check_key_evidence(key_spec, data, envelope.signatures[0].sig, envelope=envelope)
         return envelope, by_key, tried
-    from ._sigstore import check_dsse_bundle
-
     found: list[str] = []
     tried = []
     for spec in policy.signers:
@@ -406,8 +404,6 @@ def verify_artifact_bundle(bundle: bytes, artifact: bytes, policy: Policy) -> tu
         if not keys:
             tried.append("the bundle is signed by a key and the policy trusts no key")
     else:
-        from ._sigstore import check_artifact_bundle
-
         for spec in policy.signers:
             if isinstance(spec, SigstoreSignerSpec):
                 reason = check_artifact_bundle(spec, bundle, artifact)

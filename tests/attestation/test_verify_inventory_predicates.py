@@ -90,3 +90,11 @@ def test_tree_inventory_accepts_one_type_or_several(sample_tree: Path, accepted:
         with pytest.raises(VerificationError) as caught:
             tree_inventory(doc, accepted)
         assert caught.value.code == "BAD_PREDICATE_TYPE"
+
+
+@pytest.mark.parametrize(("subjects", "code"), [({"name": "tree"}, "BAD_STATEMENT"), ("tree", "BAD_STATEMENT"), ([], "NO_SUBJECT")])
+def test_tree_inventory_of_a_document_no_one_verified_refuses_a_subject_that_is_no_list(subjects: object, code: str) -> None:
+    """Pure: a ``subject`` that is not a list (never in a verified statement) is refused with a code, not a TypeError."""
+    with pytest.raises(VerificationError) as caught:
+        tree_inventory({"predicateType": CLOSED_TREE_PREDICATE, "subject": subjects})
+    assert caught.value.code == code

@@ -41,8 +41,9 @@ _SUBJECT_FIELDS = {"name", "uri", "digest", "content", "downloadLocation", "medi
 _STATEMENT_FIELDS = {"_type", "subject", "predicateType", "predicate"}
 
 #: A statement :func:`verify_statement` checked: exactly the in-toto fields, ``subject`` a list of descriptors each
-#: with a sha256 DigestSet, ``predicateType`` a URI, ``predicate`` (when present) an object. Any, not object (the
-#: module's one Any): each layer reads the fields of its own predicate from it, checking what it reads.
+#: with a sha256 DigestSet, ``predicateType`` a URI, ``predicate`` (when present) an object. Its values are typed as
+#: the JSON they are, not as object (the one such escape in this module): each layer reads the fields of its own
+#: predicate from it and checks what it reads.
 StatementDoc = dict[str, Any]
 
 

@@ -194,7 +194,7 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     distribution's file may stand where :func:`attest.builder._worker.layout_problem` says the
     interpreter or the guard reads before any installed code runs.
     """
-    from ._worker import layout_problem  # lazy: _worker imports installer (12-24 ms measured), which only the worker process needs
+    from ._worker import layout_problem  # lazy: _worker imports installer (12-24 ms), needed in the worker process only
 
     owners: dict[str, set[str]] = {}
     problems: list[Finding] = []

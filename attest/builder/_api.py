@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Literal, overload
 
+from ..attestation import Signer, load_policy, load_signer, signing_keys
 from ..errors import CommonCode, InputError
+from ..freeze import resolve_backend
+from ..git import verify_full_sha
+from ._attest import attest_build
 from ._cache import FetchResult, fetch
 from ._codes import BuildCode
 from ._lock import load_lock
 from ._outputs import BuildResult
-from ._promote import PromotionResult, promote
+from ._promolog import LogVerification, verify_promotion_log
+from ._promote import BeforeWrite, PromotionResult, promote
 from ._rebuild import RebuildReport, rebuild_check, sign_vsa
+from ._rebuilders import RELEASE_POLICY_EXTENSIONS, RebuildRelease, rebuild_release, rebuilders_of
 from ._recipe import RuntimeRecipe, SkillRecipe, load_recipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
-
-if TYPE_CHECKING:
-    from ._promolog import LogVerification
-    from ._promote import BeforeWrite
-    from ._rebuilders import RebuildRelease
 
 
 def default_state() -> str:
@@ -60,22 +61,18 @@ def run_fetch(lock_path: str, cache: str, *, python: str | None = None) -> Fetch
     return fetch(load_lock(lock_path), cache, lock_path=lock_path, python=python)
 
 
-def _recipe(path: str, kind: str) -> Any:
+@overload
+def _recipe(path: str, kind: Literal["runtime"]) -> RuntimeRecipe: ...
+@overload
+def _recipe(path: str, kind: Literal["skill"]) -> SkillRecipe: ...
+def _recipe(path: str, kind: Literal["runtime", "skill"]) -> RuntimeRecipe | SkillRecipe:
     recipe = load_recipe(path)
     if recipe.kind != kind:
         raise InputError(BuildCode.BAD_RECIPE, f"this is a {recipe.kind} recipe, not a {kind} recipe", path)
     return recipe
 
 
-def _signer(key: str | None) -> Any:
-    if key is None:
-        return None
-    from ..attestation import load_signer
-
-    return load_signer(key)
-
-
-def _signers(keys: str | Sequence[str] | None, fmt: str) -> Any:
+def _signers(keys: str | Sequence[str] | None, fmt: str) -> tuple[Signer, ...] | None:
     """Every key given, opened and checked (no key twice, one for a bundle) before anything is built; None for none.
 
     Raises:
@@ -85,14 +82,10 @@ def _signers(keys: str | Sequence[str] | None, fmt: str) -> Any:
     names = [keys] if isinstance(keys, str) else list(keys or ())
     if not names:
         return None
-    from ..attestation import load_signer, signing_keys
-
     return signing_keys([load_signer(k) for k in names], fmt)
 
 
 def _backend(name: str | None) -> str:
-    from ..freeze import resolve_backend  # not at import: the freeze package is not needed for --help
-
     return resolve_backend(name)
 
 
@@ -112,8 +105,6 @@ def run_build_runtime(recipe_path: str, rev: str, state: str, *, cache: str | No
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` without ``allow_unisolated_network``,
             and the codes of :func:`build_runtime`.
     """
-    from ._attest import attest_build
-
     freeze_backend = _backend(freeze_backend)  # an unknown backend is bad usage before anything is built
     recipe: RuntimeRecipe = _recipe(recipe_path, "runtime")
     signer = _signers(key, fmt)
@@ -133,8 +124,6 @@ def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: st
         VerificationError: the codes of :func:`build_skill`.
         EnvironmentFailure: the codes of :func:`build_skill`.
     """
-    from ._attest import attest_build
-
     freeze_backend = _backend(freeze_backend)
     recipe: SkillRecipe = _recipe(recipe_path, "skill")
     signer = _signers(key, fmt)
@@ -164,7 +153,7 @@ def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = N
         report = rebuild_check(recipe, rev, state, cache=cache or default_cache(state), sandbox=sandbox, python=python)
     else:
         report = rebuild_check(recipe, rev, state, installer_rev=installer_rev or rev)
-    vsa = sign_vsa(report, _signer(key), vsa_out, fmt=fmt) if vsa_out is not None else None
+    vsa = sign_vsa(report, load_signer(key), vsa_out, fmt=fmt) if vsa_out is not None and key is not None else None  # key: checked above
     return report, vsa
 
 
@@ -185,14 +174,12 @@ def run_promote(toolchain_rev: str, pins: str, key: str, policy: str, *, runtime
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` without ``allow_unisolated_network``
             (with it, promotion refuses the unisolated sandbox: ``PROMOTION_REFUSED``).
     """
-    from ..git import verify_full_sha
-
     verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read
     freeze_backend = _backend(freeze_backend)
     return promote(
         toolchain_rev=toolchain_rev,
         pins_path=pins,
-        signer=_signer(key),
+        signer=load_signer(key),
         policy_path=policy,
         runtime_recipe=_recipe(runtime_recipe, "runtime"),
         skill_recipe=_recipe(skill_recipe, "skill"),
@@ -222,14 +209,11 @@ def run_rebuild_release(toolchain_rev: str, key: str, out: str, *, runtime_recip
         VerificationError: the builders' codes, ``PROMOTION_REFUSED`` (an unconfined runtime record).
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED``.
     """
-    from ..git import verify_full_sha
-    from ._rebuilders import rebuild_release
-
     verify_full_sha(toolchain_rev, what="toolchain revision")
     freeze_backend = _backend(freeze_backend)
     return rebuild_release(toolchain_rev=toolchain_rev, runtime_recipe=_recipe(runtime_recipe, "runtime"),
                            skill_recipe=_recipe(skill_recipe, "skill"), state=state, cache=cache or default_cache(state),
-                           sandbox=Sandbox.establish(allow_unisolated_network=False), signer=_signer(key), out=out,
+                           sandbox=Sandbox.establish(allow_unisolated_network=False), signer=load_signer(key), out=out,
                            skill_rev=skill_rev, installer_rev=installer_rev, python=python, fmt=fmt, freeze_backend=freeze_backend)
 
 
@@ -240,10 +224,6 @@ def run_verify_log(pins: str, policy: str) -> LogVerification:
         InputError: the policy's codes, ``BAD_REBUILDERS``, ``UNREADABLE`` / ``TOO_LARGE``.
         VerificationError: the log's codes (``PROMOTION_LOG_*``).
     """
-    from ..attestation import load_policy
-    from ._promolog import verify_promotion_log
-    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
-
     loaded = load_policy(policy, extensions=RELEASE_POLICY_EXTENSIONS)
     rebuilders_of(loaded)  # a malformed [rebuilders] table is reported here too
     return verify_promotion_log(pins, loaded)

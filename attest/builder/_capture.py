@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from .._fdio import write_all
 from .._safefs import O_NEW
+from .._session import child_setup, popen_error
 
 _CHUNK = 1 << 16
 
@@ -97,8 +98,6 @@ def run_captured(argv: Sequence[str], *, log_dir_fd: int, log_name: str, max_byt
         OSError: the log files cannot be created (one exists already: never reused) or written,
             or the command cannot be started (nor given its own keyring: it never runs then).
     """
-    from .._session import child_setup, popen_error
-
     setup = child_setup(deny_keyrings=deny_keyrings)
     names = (f"{log_name}.stdout", f"{log_name}.stderr")
     out_log = os.open(names[0], O_NEW, 0o600, dir_fd=log_dir_fd)

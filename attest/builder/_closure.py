@@ -29,8 +29,8 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
 
+from .._json import canonical_bytes
 from ..errors import EnvironmentFailure, VerificationError
 from ..freeze._hostlibs import host_path_problem
 from ..inventory import Entry, EntryType, Inventory
@@ -175,7 +175,7 @@ def copy_interpreter(ident: InterpreterIdentity, root: str) -> CopiedInterpreter
         contents[rel] = (data, 0o755 if mode & 0o111 else 0o644)
     probed = dict(ident.stdlib_identity)
     have = Inventory.from_entries(inventory, STDLIB_IGNORE).identity
-    link_digest = hashlib.sha256(_canonical(sorted(links))).hexdigest()
+    link_digest = hashlib.sha256(canonical_bytes(sorted(links))).hexdigest()
     if have != probed.get("inventory") or link_digest != probed.get("symlinks"):
         raise VerificationError(BuildCode.INTERPRETER_MISMATCH, f"the standard library is not the one probed (inventory {have}, "
                                 f"probed {probed.get('inventory')})", ident.stdlib)
@@ -190,12 +190,6 @@ def copy_interpreter(ident: InterpreterIdentity, root: str) -> CopiedInterpreter
         data, file_mode = contents[inside]
         _write(root, full, carry_elf(data, full) if is_elf(data) else data, file_mode, files)
     return CopiedInterpreter(files, tuple(libpython), lib_rel, info.interpreter if info is not None else None, ident.site_name)
-
-
-def _canonical(value: Any) -> bytes:
-    from .._json import canonical_bytes
-
-    return canonical_bytes(value)
 
 
 def _write(root: str, rel: str, data: bytes, mode: int, files: dict[str, str]) -> str:

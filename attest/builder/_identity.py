@@ -21,11 +21,17 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, cast
 
-from .._json import canonical_bytes
+from packaging import tags
+
+from .._fs import read_bounded, write_atomic
+from .._json import canonical_bytes, loads_strict
 from ..errors import EnvironmentFailure, InputError, VerificationError
+from ..inventory import InventoryCode, scan_tree
 from ._codes import BuildCode
 
 # Runs under the target interpreter with -I -S: stdlib only, no site, no user paths.
@@ -77,6 +83,24 @@ print(json.dumps({
 }))
 """
 
+
+class _Probe(TypedDict):
+    """What :data:`_PROBE` prints (our own script, under the target interpreter)."""
+
+    site_name: str
+    executable: str
+    base_executable: str
+    version: str
+    implementation: str
+    cache_tag: str | None
+    soabi: str
+    platform: str
+    libc: str
+    libpython: list[str]
+    stdlib: str
+    markers: dict[str, str]
+
+
 # platform_release / platform_version name the running kernel, not the interpreter: they
 # are kept for marker evaluation but excluded from the identity, so a kernel update does
 # not rename every runtime. The markers a lock may use on them are evaluated at build time.
@@ -102,7 +126,7 @@ class InterpreterIdentity:
     #: The directory of lib/pythonX.Y that this interpreter's site.py reads under its own prefix.
     site_name: str = "site-packages"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The identity as recorded in inputs and build records (compared by :func:`verify_same_interpreter`).
 
         Raises:
@@ -147,7 +171,7 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _probe(python: str) -> dict[str, Any]:
+def _probe(python: str) -> _Probe:
     try:
         proc = subprocess.run([python, "-I", "-S", "-c", _PROBE], capture_output=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, cwd="/")
@@ -162,7 +186,7 @@ def _probe(python: str) -> dict[str, Any]:
         raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, "the interpreter probe printed no JSON", python) from e
     if not isinstance(doc, dict):
         raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE, "the interpreter probe printed no object", python)
-    return doc
+    return cast(_Probe, doc)  # an object printed by _PROBE, our own script: its keys are _Probe's
 
 
 # What of lib/pythonX.Y is not the standard library a runtime carries: installed packages,
@@ -180,8 +204,6 @@ def stdlib_identity(stdlib: str) -> dict[str, str]:
     closed inventory; they are recorded here by their targets (what they point at is not
     covered). Anything else the inventory refuses makes the interpreter unusable.
     """
-    from ..inventory import InventoryCode, scan_tree
-
     try:
         scan = scan_tree(stdlib, ignore=STDLIB_IGNORE)
     except (InputError, VerificationError) as e:
@@ -233,9 +255,6 @@ def memoized_stdlib_identity(stdlib: str, memo_dir: str | None = None) -> dict[s
     The memo lives in this process and, with ``memo_dir`` (the private state directory),
     in ``memo_dir/interpreters/``, so a no-op rebuild does not re-hash 100 MB of stdlib.
     """
-    from .._fs import read_bounded, write_atomic
-    from .._json import loads_strict
-
     try:
         signature = _stat_signature(stdlib)
     except OSError as e:
@@ -327,7 +346,7 @@ def marker_environment(python: str | None = None) -> dict[str, str]:
     return dict(_probe(python or os.path.realpath(sys.executable))["markers"])
 
 
-def verify_same_interpreter(recorded: dict[str, Any], current: InterpreterIdentity) -> None:
+def verify_same_interpreter(recorded: Mapping[str, object], current: InterpreterIdentity) -> None:
     """Raise ``INTERPRETER_MISMATCH`` unless ``current`` is the interpreter a runtime recorded.
 
     Raises:
@@ -342,8 +361,6 @@ def verify_same_interpreter(recorded: dict[str, Any], current: InterpreterIdenti
 
 def compatible_tags(ident: InterpreterIdentity) -> list[str]:
     """Wheel tags this interpreter accepts, most preferred first (packaging's order)."""
-    from packaging import tags
-
     here = interpreter_platform_matches(ident)
     if not here:
         raise EnvironmentFailure(BuildCode.INTERPRETER_UNUSABLE,
@@ -359,6 +376,4 @@ def compatible_tags(ident: InterpreterIdentity) -> list[str]:
 
 
 def interpreter_platform_matches(ident: InterpreterIdentity) -> bool:
-    import sysconfig
-
     return sysconfig.get_platform() == ident.platform

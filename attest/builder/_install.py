@@ -44,21 +44,39 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
+from .._json import loads_strict
+from .._safefs import O_DIR, remove_tree
+from ..attestation import (
+    INSTALLATION_PREDICATE,
+    AttestationCode,
+    Envelope,
+    Policy,
+    Signer,
+    check_policy_outside,
+    parse_statement,
+    sign_statement,
+    statement,
+    subject,
+    tree_inventory,
+    verify_attestation_bytes,
+)
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, ReasonCode, VerificationError
-from ..inventory import EntryType, Inventory, check_name
+from ..freeze import Store
+from ..freeze._materialize import materialize
+from ..git import is_full_sha
+from ..inventory import EntryType, Inventory, check_name, check_tree, open_root
 from ._codes import BuildCode
-
-if TYPE_CHECKING:
-    from ..attestation import Policy, Signer
-    from ._promolog import AcceptedLog
+from ._outputs import _Unsealed
+from ._promolog import AcceptedLog, check_promotion_log, remember_log
+from ._promote import parse_pins
 
 MAX_PINS_BYTES = 1 << 20
 MAX_ATTESTATION_BYTES = 64 << 20
@@ -109,15 +127,13 @@ class SkillPins:
     path: str | None = None
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any], where: str, *, path: str | None = None) -> SkillPins:
+    def from_doc(cls, doc: Mapping[str, object], where: str, *, path: str | None = None) -> SkillPins:
         """Validate the parsed pins document; every problem is ``BAD_PINS`` (exit 2).
 
         Raises:
             InputError: ``BAD_PINS`` (no ``[skill]`` table, missing or unknown fields, a value
                 that is not a non-empty string, a bad build name, identity, SHA or root name).
         """
-        from ..git import is_full_sha
-
         def bad(detail: str) -> InputError:
             return InputError(BuildCode.BAD_PINS, detail, where)
 
@@ -154,8 +170,6 @@ class SkillPins:
         Raises:
             InputError: ``UNREADABLE`` / ``TOO_LARGE``; ``BAD_PINS`` (see :meth:`from_doc`).
         """
-        from ._promote import parse_pins
-
         name = os.fspath(path)
         return cls.from_doc(parse_pins(read_bounded(name, what="pins file", max_bytes=MAX_PINS_BYTES), name), name,
                             path=os.path.realpath(name))
@@ -187,7 +201,7 @@ class InstallationClaim:
     inventory: Inventory
 
     @classmethod
-    def from_statement(cls, doc: Mapping[str, Any], *, installed: bool) -> InstallationClaim:
+    def from_statement(cls, doc: Mapping[str, object], *, installed: bool) -> InstallationClaim:
         """Strictly parse a verified (or digest-pinned) statement; every problem is ``BAD_PREDICATE``.
 
         The statement must have the installation predicate type and one subject whose digest is
@@ -198,14 +212,13 @@ class InstallationClaim:
                 :func:`attest.attestation.tree_inventory` (``BAD_PREDICATE_TYPE``,
                 ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``, ``SUBJECT_MISMATCH``).
         """
-        from ..attestation import INSTALLATION_PREDICATE, AttestationCode, tree_inventory
-        from ..git import is_full_sha
-
         def bad(detail: str) -> VerificationError:
             return VerificationError(AttestationCode.BAD_PREDICATE, detail)
 
         inventory = tree_inventory(doc, INSTALLATION_PREDICATE)
         pred = doc["predicate"]
+        if not isinstance(pred, dict):  # tree_inventory read its inventory: never reached
+            raise bad("the predicate is not an object")
         want = _BUILD_FIELDS | {"installed_root"} if installed else _BUILD_FIELDS
         if set(pred) != want:
             raise bad(f"installation predicate fields {sorted(pred)} are not exactly {sorted(want)}")
@@ -235,13 +248,13 @@ class InstallationClaim:
                    source["revision"], source["tree"], source["subtree"], source["subtree_tree"], pred["root"],
                    installed_root, inventory)
 
-    def to_predicate(self) -> dict[str, Any]:
+    def to_predicate(self) -> dict[str, object]:
         """The installation predicate this claim parses from (``installed_root`` only when set).
 
         Raises:
             Nothing: it only reads fields validated when the claim was built.
         """
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "name": self.name,
             "inputs_digest": self.inputs_digest,
             "installer": {"repository": self.installer_repository, "revision": self.installer_revision},
@@ -405,9 +418,6 @@ def _destination(dest: str | os.PathLike[str], state: str) -> Destination:
 
 def pinned_build_claim(state: str, pins: SkillPins) -> InstallationClaim:
     """Step 3: the promoted skill's build attestation, authenticated by its pinned digest, equal to the pins."""
-    from .._json import loads_strict
-    from ..attestation import Envelope, parse_statement
-
     path = os.path.join(state, "builds", f"{pins.name}.skill.json")
     if not os.path.lexists(path):
         raise VerificationError(InstallCode.INSTALL_SKILL_MISSING, "the state directory holds no build attestation of the pinned "
@@ -451,7 +461,7 @@ class InstallResult:
     def inventory(self) -> Inventory:
         return self.claim.inventory
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest install skill``.
 
         Raises:
@@ -482,11 +492,6 @@ def _create_failure(e: OSError, where: str) -> InputError | EnvironmentFailure:
 
 def _copy_into(parent_fd: int, tmp: str, source: str, installed: Inventory, root_mode: int, where: str) -> None:
     """Step 5: the attested entries of ``source`` as new inodes under ``parent/tmp``, then verified there."""
-    from .._safefs import O_DIR
-    from ..freeze._materialize import materialize
-    from ..inventory import check_tree
-    from ._outputs import _Unsealed
-
     fd = os.open(tmp, O_DIR, dir_fd=parent_fd)
     try:
         # The freeze layer's copier without a seal: the installation is writable by design.
@@ -527,15 +532,6 @@ def install_skill(pins_path: str | os.PathLike[str], state_dir: str | os.PathLik
         EnvironmentFailure: ``INSTALL_FAILED`` (copy, rename or attestation write failed;
             a failure leaves neither the tree nor the attestation).
     """
-    import secrets
-
-    from .._safefs import remove_tree
-    from ..attestation import INSTALLATION_PREDICATE, sign_statement, statement, subject
-    from ..freeze import Store
-    from ..inventory import open_root
-    from ._promolog import check_promotion_log, remember_log
-    from ._promote import parse_pins
-
     # 1. The pins, read once: the log beside them must end at exactly these bytes and continue what this state accepted.
     name = os.fspath(pins_path)
     pins_data = read_bounded(name, what="pins file", max_bytes=MAX_PINS_BYTES)
@@ -641,9 +637,6 @@ def verify_installation(attestation: str | os.PathLike[str], policy: Policy, des
         InputError: ``BAD_OUTPUT_PATH`` for ``dest``; the attestation's ``UNREADABLE`` /
             ``TOO_LARGE``; ``UNREADABLE`` for a policy input that cannot be examined.
     """
-    from ..attestation import check_policy_outside, verify_attestation_bytes
-    from ..inventory import check_tree
-
     root = installed_root_of(dest)
     # 1.
     check_policy_outside(policy, root)

@@ -17,21 +17,29 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._fs import read_bounded, write_atomic
 from .._json import canonical_bytes, loads_strict
-from .._safefs import O_DIR
-from ..errors import Finding, VerificationError
-from ..inventory import Inventory
+from .._safefs import AT_FDCWD, O_DIR, UnsafeEntry, copy_regular_at, open_dir_at
+from ..errors import AttestError, EnvironmentFailure, Finding, VerificationError
+from ..freeze import FreezeCode, Store, freeze_tree, resolve_backend
+from ..freeze._materialize import materialize
+from ..freeze._state import remove_tree as remove_at
+from ..inventory import Entry, EntryType, Inventory, inventory_tree
 from ._codes import BuildCode
 
 MANIFEST_FORMAT = "https://attest.dev/build-record/v1"
 
+#: A JSON object the builder wrote and reads back by its documented keys: a build's inputs, the
+#: details of its record (docs/build.md). Any, because its readers (the predicates, promotion, the
+#: CLI, the demo) index it by those keys, which the build that wrote it put there.
+BuildDoc = dict[str, Any]
 
-def input_digest(inputs: dict[str, Any]) -> str:
+
+def input_digest(inputs: Mapping[str, object]) -> str:
     return hashlib.sha256(canonical_bytes(inputs)).hexdigest()
 
 
@@ -47,16 +55,16 @@ class BuildResult:
     kind: str
     name: str
     store_path: str
-    inputs: dict[str, Any] = field(hash=False)
+    inputs: BuildDoc = field(hash=False)
     inputs_digest: str
     inventory: Inventory = field(hash=False)
     reused: bool
     network_isolated: bool
     immutability: str
     attestations: tuple[str, ...] = ()
-    details: dict[str, Any] = field(default_factory=dict, hash=False)
+    details: BuildDoc = field(default_factory=dict, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The build's ``--json`` fields (name, image, inventory identity, isolation, attestations, details).
 
         Keys as docs/json.md names them everywhere: ``image`` (the frozen image's path),
@@ -78,6 +86,15 @@ class BuildResult:
             "attestations": list(self.attestations),
             **self.details,
         }
+
+
+def require_confined(result: BuildResult) -> None:
+    """Refuse a runtime whose build (or reused record) was not isolated and confined (promotion, a rebuild result)."""
+    sandbox = result.inputs.get("sandbox") or {}
+    if not (result.network_isolated and result.details.get("filesystem_confined") is True
+            and sandbox.get("network_isolated") is True and sandbox.get("filesystem_confined") is True):
+        raise VerificationError(BuildCode.PROMOTION_REFUSED, "the runtime was not built network-isolated and confined; "
+                                "the pins are unchanged", result.name)
 
 
 def normalize_tree(root: str, epoch: int) -> None:
@@ -130,8 +147,6 @@ def remove_tree(root: str) -> None:
         EnvironmentFailure: ``REMOVAL_FAILED`` when an entry cannot be removed (the rest is;
             ``attest store gc`` tries again once no build holds it).
     """
-    from ..freeze._state import remove_tree as remove_at
-
     parent, name = os.path.split(os.path.abspath(root))
     try:
         pfd = os.open(parent, O_DIR)  # the host's own path, above anything a step could write
@@ -176,10 +191,6 @@ def take_output(step_dir: str, into: str) -> str:
     output (validation, normalization, the leak scan, the inventory, the freeze) reads the copy,
     which no step can reach. Returns ``into``.
     """
-    from ..errors import AttestError
-    from ..freeze._materialize import materialize
-    from ..inventory import inventory_tree
-
     try:
         inventory = inventory_tree(step_dir)
     except AttestError as e:
@@ -205,9 +216,6 @@ def take_single_file(step_dir: str, into_dir: str, *, suffix: str, what: str, ma
     and judged from ``fstat``: a link, FIFO or hard link is ``UNSAFE_STEP_OUTPUT``, never
     followed or waited on.
     """
-    from .._safefs import AT_FDCWD, UnsafeEntry, copy_regular_at, open_dir_at
-    from ..errors import EnvironmentFailure
-
     sfd = open_dir_at(AT_FDCWD, step_dir)
     try:
         names = sorted(os.listdir(sfd))
@@ -231,8 +239,6 @@ def publish(staging_out: str, state: str, inventory: Inventory, backend: str | N
     The freeze layer copies the tree into its private staging, seals every inode, verifies
     the sealed copy against ``inventory`` and only then publishes it under its identity.
     """
-    from ..freeze import freeze_tree
-
     image = freeze_tree(staging_out, inventory, state, backend=backend)
     return image.path, image.backend
 
@@ -248,14 +254,14 @@ def manifest_path(state: str, name: str) -> str:
     return os.path.join(os.path.abspath(state), "builds", name + ".build.json")
 
 
-def read_manifest(path: str) -> dict[str, Any]:
+def read_manifest(path: str) -> BuildDoc:
     doc = loads_strict(read_bounded(path, what="build record", max_bytes=256 << 20), what="build record")
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "not a build record", path)
     return doc
 
 
-def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str, backend: str | None = None) -> BuildResult | None:
+def reuse(state: str, name: str, kind: str, inputs: BuildDoc, digest: str, backend: str | None = None) -> BuildResult | None:
     """The stored output of these inputs, if its record exists and its frozen image's seal holds.
 
     A record whose image is gone or whose seal no longer holds is not reused: the caller
@@ -267,8 +273,6 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str,
         VerificationError: ``BUILD_RECORD_CONFLICT`` (a record of other inputs, or whose
             inventory is not its image's), ``STORE_CONFLICT`` (another backend).
     """
-    from ..freeze import FreezeCode, Store, resolve_backend
-
     wanted = resolve_backend(backend)
 
     path = manifest_path(state, name)
@@ -298,22 +302,22 @@ def reuse(state: str, name: str, kind: str, inputs: dict[str, Any], digest: str,
     if image.backend != wanted:
         raise VerificationError(FreezeCode.STORE_CONFLICT, f"the store holds this build's image sealed with {image.backend!r}, "
                                 f"not {wanted!r}; choose that backend (--backend {image.backend} or $ATTEST_BACKEND={image.backend}), or remove the image with `attest store gc`", image.path)
-    details: dict[str, Any] = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "host_libraries", "lock", "skill",
-                                                   "network", "filesystem_confined", "sandbox") if k in doc}
+    details: BuildDoc = {k: doc[k] for k in ("toolchain", "distributions", "interpreter", "host_libraries", "lock", "skill",
+                                             "network", "filesystem_confined", "sandbox") if k in doc}
     return BuildResult(kind, name, image.path, inputs, digest, inventory, True, bool(doc.get("network_isolated")),
                        image.backend, tuple(doc.get("attestations", ())), details)
 
 
 
 
-def _inventory_from_record(raw: Any, where: str) -> Inventory:
+def _inventory_from_record(raw: object, where: str) -> Inventory:
     """The inventory of a build record, rebuilt without re-checking every name.
 
     Sound only because the caller then requires its identity to equal the identity of a
     sealed image, which the freeze layer verified entry by entry (names included).
     """
-    from ..inventory import Entry, EntryType
-
+    if not isinstance(raw, dict):
+        raise VerificationError(BuildCode.BUILD_RECORD_CONFLICT, "the build record's inventory is malformed: not an object", where)
     try:
         entries = tuple(
             Entry(e["path"], EntryType.DIR, e["mode"]) if e["type"] == "dir"

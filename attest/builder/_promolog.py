@@ -34,20 +34,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import fcntl
 import hashlib
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._digest import sha256_of
 from .._fs import read_bounded
-from ..errors import CommonCode, Finding, InputError, VerificationError
+from .._json import canonical_bytes, loads_strict
+from .._safefs import O_DIR, O_OWN_RDWR, UnsafeEntry, create_at, open_regular_at, replace_at
+from ..attestation import Policy, load_policy, statement, subject, verify_attestation_bytes
+from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
 from ._promotion_codes import PromotionCode
-
-if TYPE_CHECKING:
-    from ..attestation import Policy
+from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
 
 PROMOTION_PREDICATE = "https://attest.dev/promotion/v1"
 LOG_SUFFIX = ".promotions"
@@ -88,15 +90,16 @@ class LogEntry:
     toolchain_revision: str
     time: str
     signers: tuple[str, ...]
+    # Any: the entry's predicate (parse_entry checked its fields), whose records the demo reads by their keys
     predicate: dict[str, Any] = field(hash=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"sequence": self.sequence, "path": self.path, "digest": self.digest, "previous": self.previous,
                 "pins": self.pins_sha256, "pins_before": self.pins_before, "toolchain": self.toolchain_revision,
                 "time": self.time, "signers": list(self.signers)}
 
 
-def parse_entry(statement: Mapping[str, Any], *, number: int, path: str, digest: str, signers: tuple[str, ...]) -> LogEntry:
+def parse_entry(statement: Mapping[str, object], *, number: int, path: str, digest: str, signers: tuple[str, ...]) -> LogEntry:
     """Read a verified entry's statement strictly (pure).
 
     Raises:
@@ -126,7 +129,8 @@ def parse_entry(statement: Mapping[str, Any], *, number: int, path: str, digest:
     if not isinstance(toolchain, dict) or not isinstance(toolchain.get("revision"), str) or not isinstance(pred["time"], str):
         raise bad("toolchain.revision or time is not a string")
     subjects = statement.get("subject") or []
-    if len(subjects) != 1 or set(subjects[0].get("digest", {})) != {"sha256"}:
+    if (not isinstance(subjects, list) or len(subjects) != 1 or not isinstance(subjects[0], dict)
+            or set(subjects[0].get("digest", {})) != {"sha256"}):
         raise bad("does not name exactly one pins file by its SHA-256")
     return LogEntry(number, path, digest, sequence, previous, "sha256:" + subjects[0]["digest"]["sha256"], pins["before"],
                     toolchain["revision"], pred["time"], signers, dict(pred))
@@ -208,9 +212,6 @@ def read_log(pins_path: str, policy: Policy) -> tuple[list[LogEntry], list[Findi
         InputError: ``UNREADABLE`` (the log directory cannot be listed), ``BAD_POLICY`` (a
             pinned trusted root sigstore cannot use).
     """
-    from .._safefs import O_DIR, UnsafeEntry, open_regular_at
-    from ..attestation import verify_attestation_bytes
-
     where = log_path(pins_path)
     if not os.path.lexists(where):
         return [], [], []
@@ -290,7 +291,7 @@ class LogVerification:
         """The head as ``SEQ:sha256:HEX``: what another consumer's first use can be given (``--log-checkpoint``)."""
         return LogCheckpoint(self.entries[-1].sequence, self.entries[-1].digest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest promote --verify-log``.
 
         Raises:
@@ -327,15 +328,13 @@ def _utc(t: _dt.datetime) -> str:
 
 
 def entry_statement(*, sequence: int, previous: str | None, pins_name: str, pins_data: bytes, pins_before: str | None,
-                    record: Mapping[str, Any], time: _dt.datetime) -> dict[str, Any]:
+                    record: Mapping[str, object], time: _dt.datetime) -> dict[str, object]:
     """A log entry's statement (pure): ``record`` holds toolchain, runtime, skill, policy, rebuilders, fixture, repinned, changes.
 
     Raises:
         InputError: ``INTERNAL`` (a naive ``time``, or ``record`` without exactly its fields),
             the statement checks' codes.
     """
-    from ..attestation import statement, subject
-
     predicate = {**record, "sequence": sequence, "previous": previous, "pins": {"name": pins_name, "before": pins_before},
                  "time": _utc(time)}
     if set(predicate) != _PREDICATE_FIELDS:
@@ -354,8 +353,6 @@ def append_entry(pins_path: str, number: int, data: bytes) -> str:
             the promotion); ``PROMOTION_LOG_UNEXPECTED_FILE`` (the log path is a link or a file).
         InputError: ``BAD_OUTPUT_PATH`` (the log directory cannot be created or written).
     """
-    from .._safefs import O_DIR, create_at
-
     where = log_path(pins_path)
     name = entry_name(number)
     try:
@@ -483,8 +480,6 @@ def _invalid(detail: str, path: str) -> VerificationError:
 
 
 def _open_checkpoints(state_dir: str, *, create: bool) -> int | None:
-    from .._safefs import O_DIR
-
     where = os.path.join(os.path.abspath(state_dir), CHECKPOINTS)
     if create:
         try:
@@ -507,10 +502,6 @@ def _open_checkpoints(state_dir: str, *, create: bool) -> int | None:
 
 
 def _read_checkpoint_at(dfd: int, path: str, pins_path: str) -> LogCheckpoint | None:
-    from .._json import loads_strict
-    from .._safefs import UnsafeEntry, open_regular_at
-    from ..errors import AttestError
-
     name = os.path.basename(path)
     try:
         fd, st = open_regular_at(dfd, name)
@@ -530,7 +521,7 @@ def _read_checkpoint_at(dfd: int, path: str, pins_path: str) -> LogCheckpoint | 
     finally:
         os.close(fd)
     try:
-        doc: Any = loads_strict(data, what="promotion-log checkpoint", max_bytes=MAX_CHECKPOINT_BYTES, max_depth=2)
+        doc = loads_strict(data, what="promotion-log checkpoint", max_bytes=MAX_CHECKPOINT_BYTES, max_depth=2)
     except AttestError as e:
         raise _invalid(f"the remembered checkpoint is not JSON ({e.findings[0].detail if e.findings else e})", path) from e
     if not isinstance(doc, dict) or set(doc) != _CHECKPOINT_FIELDS or doc["format"] != CHECKPOINT_FORMAT:
@@ -579,7 +570,7 @@ class AcceptedLog:
         """The same log with one more entry (the one a promotion just appended) as its head (pure)."""
         return AcceptedLog(self.pins_path, self.log, (*self.chain, (sequence, digest)), LogCheckpoint(sequence, digest), self.entries)
 
-    def to_json(self) -> dict[str, Any] | None:
+    def to_json(self) -> dict[str, object] | None:
         """``{"sequence", "digest", "checkpoint"}`` of the head, or None when there is no log.
 
         Raises:
@@ -638,8 +629,6 @@ def _raise_findings(found: Sequence[Finding]) -> None:
 
 
 def _write_checkpoint_at(dfd: int, name: str, data: bytes, path: str) -> None:
-    from .._safefs import replace_at
-
     try:
         replace_at(dfd, name, data, mode=0o600)
     except OSError as e:
@@ -660,11 +649,6 @@ def remember_log(accepted: AcceptedLog, state_dir: str | os.PathLike[str]) -> Lo
             ``PROMOTION_LOG_CHECKPOINT_INVALID``.
         InputError: ``BAD_OUTPUT_PATH`` (the checkpoint cannot be written), ``UNREADABLE``.
     """
-    import fcntl
-
-    from .._json import canonical_bytes
-    from .._safefs import O_OWN_RDWR
-
     if accepted.head is None:
         return None
     state = os.fspath(state_dir)
@@ -710,9 +694,6 @@ def verify_log_checked(pins_path: str, policy_path: str, state_dir: str | os.Pat
         InputError: the policy's codes, ``BAD_REBUILDERS``, ``USAGE`` (a malformed checkpoint),
             ``UNREADABLE`` / ``TOO_LARGE``, ``BAD_OUTPUT_PATH`` (the checkpoint cannot be written).
     """
-    from ..attestation import load_policy
-    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
-
     policy = load_policy(policy_path, extensions=RELEASE_POLICY_EXTENSIONS)
     rebuilders_of(policy)  # a malformed [rebuilders] table is reported here too
     accepted = check_promotion_log(pins_path, read_pins_bytes(pins_path), policy, state_dir, given=checkpoint, require_log=True)

@@ -41,26 +41,50 @@ import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
+from ..attestation import KeylessSigner, Policy, Signer, VerifiedStatement, load_policy, sign_statement, verify_attestation_file
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..git import verify_full_sha
 from ._attest import attest_build
 from ._codes import BuildCode
-from ._outputs import BuildResult
+from ._outputs import BuildResult, require_confined
+from ._promolog import (
+    REMEMBERED,
+    AcceptedLog,
+    LogCheckpoint,
+    LogEntry,
+    append_entry,
+    check_log_chain,
+    checkpoint_path,
+    decide_log_checkpoint,
+    entry_statement,
+    log_path,
+    read_checkpoint,
+    read_log,
+    remember_log,
+    remove_entry,
+)
 from ._promotion_codes import PromotionCode
 from ._rebuild import RebuildReport, rebuild_check
-from ._rebuilders import RebuildersVerdict
+from ._rebuilders import (
+    RELEASE_POLICY_EXTENSIONS,
+    RebuildClaim,
+    RebuildersRequirement,
+    RebuildersVerdict,
+    candidate_subject,
+    decide_before_build,
+    decide_rebuilders,
+    rebuilders_of,
+    verify_rebuild_results,
+    write_disagreement,
+)
 from ._recipe import RuntimeRecipe, SkillRecipe
 from ._runtime import build_runtime
 from ._sandbox import Sandbox
 from ._skill import build_skill
-
-if TYPE_CHECKING:
-    from ..attestation import KeylessSigner, Policy, Signer, VerifiedStatement
-    from ._promolog import AcceptedLog, LogEntry
-    from ._rebuilders import RebuildClaim, RebuildersRequirement
 
 MAX_PINS_BYTES = 1 << 20
 MANAGED = ("toolchain", "runtime", "skill")
@@ -72,9 +96,12 @@ REPIN_GROUPS: dict[str, tuple[str, ...]] = {
     "skill-source": ("skill.root", "skill.source_repository", "skill.installer_repository"),
 }
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+#: A parsed pins file (TOML). Any, as tomllib gives it: its managed tables (``MANAGED``, checked
+#: tables by :func:`parse_pins`) are read by the keys promotion itself writes into them.
+Pins = dict[str, Any]
 
 
-def parse_pins(data: bytes | None, where: str) -> dict[str, Any]:
+def parse_pins(data: bytes | None, where: str) -> Pins:
     """Parse the bytes of a pins file (``None``: the file is absent, so no pins yet).
 
     Raises:
@@ -112,7 +139,7 @@ def _key(k: str) -> str:
     return k if _BARE_KEY.match(k) else _toml_value(k, k)
 
 
-def dump_pins(doc: Mapping[str, Any]) -> bytes:
+def dump_pins(doc: Mapping[str, object]) -> bytes:
     """A small deterministic TOML writer for pins: scalars, arrays of scalars, nested tables.
 
     Raises:
@@ -121,7 +148,7 @@ def dump_pins(doc: Mapping[str, Any]) -> bytes:
     """
     lines = ["# Deployment pins. Rewritten by `attest promote`; keep this file outside every reviewed repository.", ""]
 
-    def emit(table: Mapping[str, Any], prefix: str) -> None:
+    def emit(table: Mapping[str, object], prefix: str) -> None:
         scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
         tables = {k: v for k, v in table.items() if isinstance(v, dict)}
         if prefix and (scalars or not tables):
@@ -137,8 +164,8 @@ def dump_pins(doc: Mapping[str, Any]) -> bytes:
     return ("\n".join(lines).rstrip("\n") + "\n").encode()
 
 
-def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flatten(doc: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
     for k, v in doc.items():
         key = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
@@ -162,18 +189,18 @@ class PromotionResult:
     runtime: BuildResult
     skill: BuildResult
     rebuilds: tuple[RebuildReport, ...]
-    changes: tuple[tuple[str, Any, Any], ...]   # (key, old, new)
+    changes: tuple[tuple[str, object, object], ...]   # (key, old, new)
     toolchain_repository: str = ""
     toolchain_rev: str = ""
     previous_rev: str | None = None             # the toolchain revision the pins named before (None: none)
     rebuilders: RebuildersVerdict | None = None
-    repinned: tuple[tuple[str, Any, Any], ...] = ()  # changed pinned identities (allowed by ``repin``)
-    fixture: Mapping[str, Any] | None = field(default=None, hash=False)
+    repinned: tuple[tuple[str, object, object], ...] = ()  # changed pinned identities (allowed by ``repin``)
+    fixture: Mapping[str, object] | None = field(default=None, hash=False)
     log_entry: str | None = None                 # the entry this promotion appended (None: nothing changed)
     log_sequence: int | None = None
     notes: tuple[str, ...] = ()                  # warnings a person must see (unsafe options, edits outside promotion)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest promote``.
 
         Raises:
@@ -269,11 +296,11 @@ class PromotionFacts:
 class PromotionPlan:
     """The decided new pins: the document, its exact bytes, what changes, whether to write."""
 
-    pins: dict[str, Any] = field(hash=False)
+    pins: Pins = field(hash=False)
     data: bytes
-    changes: tuple[tuple[str, Any, Any], ...]   # (key, old, new), sorted by key
+    changes: tuple[tuple[str, object, object], ...]   # (key, old, new), sorted by key
     write: bool   # False when the file already holds exactly ``data``
-    repinned: tuple[tuple[str, Any, Any], ...] = ()  # changed pinned identities, each allowed by ``repin``
+    repinned: tuple[tuple[str, object, object], ...] = ()  # changed pinned identities, each allowed by ``repin``
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,16 +317,7 @@ class PromotionCandidate:
 class BeforeWrite(Protocol):
     """Runs on the candidate before anything is written; raises to refuse; returns what the log entry records."""
 
-    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, Any]: ...
-
-
-def _require_confined(result: BuildResult) -> None:
-    """Refuse a runtime whose build (or reused record) was not isolated and confined."""
-    sandbox = result.inputs.get("sandbox") or {}
-    if not (result.network_isolated and result.details.get("filesystem_confined") is True
-            and sandbox.get("network_isolated") is True and sandbox.get("filesystem_confined") is True):
-        raise VerificationError(BuildCode.PROMOTION_REFUSED, "the runtime was not built network-isolated and confined; "
-                                "the pins are unchanged", result.name)
+    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, object]: ...
 
 
 def _require_reproducible(reports: tuple[RebuildReport, ...], *builds: BuildResult) -> None:
@@ -352,10 +370,10 @@ def check_repin(repin: Collection[str]) -> frozenset[str]:
     return frozenset(repin)
 
 
-def _identity_changes(before: Mapping[str, Any], after: Mapping[str, Any], repin: frozenset[str]
-                      ) -> tuple[list[tuple[str, Any, Any]], list[Finding]]:
+def _identity_changes(before: Mapping[str, object], after: Mapping[str, object], repin: frozenset[str]
+                      ) -> tuple[list[tuple[str, object, object]], list[Finding]]:
     """(allowed changes, refusals) of pinned identities other than the toolchain SHA; a pin set for the first time is no change."""
-    allowed: list[tuple[str, Any, Any]] = []
+    allowed: list[tuple[str, object, object]] = []
     refused: list[Finding] = []
     for group, keys in REPIN_GROUPS.items():
         for key in keys:
@@ -370,7 +388,7 @@ def _identity_changes(before: Mapping[str, Any], after: Mapping[str, Any], repin
     return allowed, refused
 
 
-def plan_promotion(pins: Mapping[str, Any], facts: PromotionFacts, *, original: bytes | None, where: str,
+def plan_promotion(pins: Mapping[str, object], facts: PromotionFacts, *, original: bytes | None, where: str,
                    repin: Collection[str] = frozenset()) -> PromotionPlan:
     """Decide the new pins from the parsed current ``pins`` and the verified ``facts``; no I/O.
 
@@ -403,7 +421,7 @@ def plan_promotion(pins: Mapping[str, Any], facts: PromotionFacts, *, original: 
         if result.kind != kind:
             raise VerificationError(BuildCode.PROMOTION_REFUSED, f"the {kind} fact is a {result.kind!r} build", result.name)
     # Step 3: only a confined, network-isolated runtime is ever released.
-    _require_confined(runtime)
+    require_confined(runtime)
     # Step 4: reproducible from another context.
     _require_reproducible(facts.rebuilds, runtime, skill)
     # Step 5: every attestation verified and names the built tree.
@@ -453,8 +471,6 @@ def _read_pins(pins_path: str) -> bytes | None:
 
 
 def _verified(result: BuildResult, policy: Policy) -> tuple[VerifiedStatement, ...]:
-    from ..attestation import verify_attestation_file
-
     if len(result.attestations) != 2:
         return ()  # plan_promotion refuses it
     return tuple(verify_attestation_file(path, policy) for path in result.attestations)
@@ -470,7 +486,7 @@ def _signer_ids(signer: Signer | KeylessSigner | Sequence[Signer]) -> tuple[str,
     return tuple("key:sha256:" + i for i in ids if isinstance(i, str))
 
 
-def _log_record(facts: PromotionFacts, plan: PromotionPlan, policy: Policy, fixture: Mapping[str, Any] | None) -> dict[str, Any]:
+def _log_record(facts: PromotionFacts, plan: PromotionPlan, policy: Policy, fixture: Mapping[str, object] | None) -> dict[str, object]:
     return {
         "toolchain": {"repository": facts.toolchain_repository, "revision": facts.toolchain_rev},
         "runtime": {k: plan.pins["runtime"][k] for k in ("name", "inventory", "attestation")},
@@ -582,7 +598,7 @@ class _Inputs:
     """Step 2: what a promotion reads once, before anything is built."""
 
     original: bytes | None  # the pins file's bytes (None: absent); step 9 writes over exactly these
-    old: dict[str, Any]
+    old: Pins
     policy: Policy
     requirement: RebuildersRequirement | None
     unsafe_without_rebuilders: bool
@@ -595,20 +611,6 @@ class _Inputs:
 def _read_inputs(pins_path: str, policy_path: str, state: str, rebuild_results: Sequence[str],
                  unsafe_without_rebuilders: bool) -> _Inputs:
     """Step 2: the pins, the release policy, the promotion log (and the head this state accepted), the rebuild results."""
-    from ..attestation import load_policy
-    from ._promolog import (
-        REMEMBERED,
-        AcceptedLog,
-        LogCheckpoint,
-        check_log_chain,
-        checkpoint_path,
-        decide_log_checkpoint,
-        log_path,
-        read_checkpoint,
-        read_log,
-    )
-    from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of, verify_rebuild_results
-
     original = _read_pins(pins_path)
     old = parse_pins(original, pins_path)
     policy = load_policy(policy_path, extensions=RELEASE_POLICY_EXTENSIONS)
@@ -636,8 +638,6 @@ def _read_inputs(pins_path: str, policy_path: str, state: str, rebuild_results: 
 def _refuse_before_build(inputs: _Inputs, revs: _Revisions, *, runtime_recipe: RuntimeRecipe, skill_recipe: SkillRecipe,
                          signer: Signer | KeylessSigner | Sequence[Signer]) -> None:
     """Step 2, last: what the release policy and the rebuild results decide alone (:func:`decide_before_build`)."""
-    from ._rebuilders import decide_before_build
-
     early = decide_before_build(inputs.requirement, inputs.claims,
                                 (runtime_recipe.toolchain_repository, revs.toolchain, skill_recipe.source_repository, revs.skill,
                                  skill_recipe.installer_repository, revs.installer),
@@ -651,12 +651,10 @@ def _checked_candidate(revs: _Revisions, inputs: _Inputs, *, runtime_recipe: Run
                        cache: str, sandbox: Sandbox, python: str | None, fmt: str, signer: Signer | KeylessSigner | Sequence[Signer], clock: Callable[[], _dt.datetime],
                        freeze_backend: str | None) -> PromotionFacts:
     """Steps 3-6: the runtime and the skill built (or reused) and attested, rebuilt, verified, and agreed by the rebuilders."""
-    from ._rebuilders import candidate_subject, decide_rebuilders, write_disagreement
-
     # 3. Build (or reuse) and attest.
     runtime = attest_build(build_runtime(runtime_recipe, revs.toolchain, state, cache, sandbox, python=python,
                                          freeze_backend=freeze_backend), signer, state, fmt=fmt)
-    _require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build
+    require_confined(runtime)  # plan_promotion decides this too; refusing now saves the skill build
     skill = attest_build(build_skill(skill_recipe, revs.skill, state, installer_rev=revs.installer, freeze_backend=freeze_backend),
                          signer, state, fmt=fmt)
     # 4. Reproducible from another context.
@@ -690,7 +688,7 @@ def _checked_candidate(revs: _Revisions, inputs: _Inputs, *, runtime_recipe: Run
 class _Written:
     """Steps 8-10: what the fixture returned, the log entry written (None: none was needed), the notes for the user."""
 
-    fixture: Mapping[str, Any] | None
+    fixture: Mapping[str, object] | None
     entry_path: str | None
     sequence: int | None
     notes: tuple[str, ...]
@@ -713,10 +711,6 @@ def _notes(inputs: _Inputs, before: str | None) -> tuple[str, ...]:
 def _write_promotion(pins_path: str, inputs: _Inputs, facts: PromotionFacts, plan: PromotionPlan, *, state: str, signer: Signer | KeylessSigner | Sequence[Signer],
                      fmt: str, clock: Callable[[], _dt.datetime], before_write: BeforeWrite | None) -> _Written:
     """Steps 8-10: exercise the candidate, append the log entry and write the pins, remember the log's head."""
-    from .._digest import sha256_of
-    from ..attestation import sign_statement
-    from ._promolog import append_entry, entry_statement, remember_log, remove_entry
-
     entries, original, accepted = inputs.entries, inputs.original, inputs.accepted
     before = sha256_of(original) if original is not None else None
     append = plan.write or not entries or entries[-1].pins_sha256 != before

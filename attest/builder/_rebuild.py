@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import hashlib
 import os
 import secrets
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from .._fs import write_atomic
+from ..attestation import VSA_V1, KeylessSigner, ResourceRef, Signer, sign_statement, statement, subject, verification_summary
 from ..errors import Finding
 from ..inventory import diff_inventories
 from ._codes import BuildCode
+from ._common import BUILDER_ID
 from ._outputs import BuildResult, remove_tree
 from ._recipe import RuntimeRecipe, SkillRecipe
 from ._runtime import build_runtime
@@ -48,13 +52,13 @@ class RebuildReport:
     def ok(self) -> bool:
         return not self.findings
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest rebuild``; on a difference also ``errors`` and ``diffs``.
 
         Raises:
             Nothing: it only reads fields.
         """
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "ok": self.ok,
             "kind": self.kind,
             "name": self.first.name,
@@ -140,12 +144,8 @@ def rebuild_check(
         remove_tree(tmp)
 
 
-def sign_vsa(report: RebuildReport, signer: Any, out: str, *, fmt: str = "dsse", now: _dt.datetime | None = None) -> str:
+def sign_vsa(report: RebuildReport, signer: Signer | KeylessSigner | Sequence[Signer], out: str, *, fmt: str = "dsse", now: _dt.datetime | None = None) -> str:
     """A signed SLSA VSA v1 with the rebuild verdict, about the first build's tree."""
-    from .._fs import write_atomic
-    from ..attestation import VSA_V1, ResourceRef, sign_statement, statement, subject, verification_summary
-    from ._common import BUILDER_ID
-
     when = now or _dt.datetime.now(_dt.UTC)
     inputs = [ResourceRef(uri=Path(os.path.abspath(p)).as_uri(), name=os.path.basename(p), digest={"sha256": _sha256(p)})
               for p in report.first.attestations]
@@ -164,7 +164,5 @@ def sign_vsa(report: RebuildReport, signer: Any, out: str, *, fmt: str = "dsse",
 
 
 def _sha256(path: str) -> str:
-    import hashlib
-
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

@@ -41,19 +41,20 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from .._digest import sha256_of
+from .._fs import read_bounded, write_atomic
+from ..attestation import KeylessSigner, Policy, Signer, sign_statement, statement, subject, verify_attestation_bytes
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
+from ..git import is_full_sha, verify_full_sha
 from ..inventory import Inventory, diff_inventories
 from ._codes import BuildCode
-from ._outputs import BuildResult
+from ._outputs import BuildResult, require_confined
 from ._promotion_codes import PromotionCode
-
-if TYPE_CHECKING:
-    from ..attestation import KeylessSigner, Policy, Signer
-    from ._recipe import RuntimeRecipe, SkillRecipe
-    from ._sandbox import Sandbox
+from ._recipe import RuntimeRecipe, SkillRecipe
+from ._runtime import build_runtime
+from ._sandbox import Sandbox
+from ._skill import build_skill
 
 REBUILD_PREDICATE = "https://attest.dev/rebuild/v1"
 DISAGREEMENT_PREDICATE = "https://attest.dev/rebuild-disagreement/v1"
@@ -75,7 +76,7 @@ class RebuildersRequirement:
     threshold: int
     identities: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"threshold": self.threshold, "identities": list(self.identities)}
 
 
@@ -137,11 +138,11 @@ class RebuiltArtifact:
     def of(cls, result: BuildResult) -> RebuiltArtifact:
         return cls(result.name, result.inputs_digest, result.inventory)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "inputs_digest": self.inputs_digest, "inventory": self.inventory.to_json()}
 
 
-def _candidate_json(candidate: Sequence[str]) -> dict[str, Any]:
+def _candidate_json(candidate: Sequence[str]) -> dict[str, object]:
     """A candidate key (:attr:`RebuildSubject.candidate`) as JSON."""
     toolchain_repository, toolchain_revision, source_repository, source_revision, installer_repository, installer_revision = candidate
     return {"toolchain": {"repository": toolchain_repository, "revision": toolchain_revision},
@@ -168,22 +169,18 @@ class RebuildSubject:
         return (self.toolchain_repository, self.toolchain_revision, self.skill_source_repository, self.skill_source_revision,
                 self.installer_repository, self.installer_revision)
 
-    def candidate_json(self) -> dict[str, Any]:
+    def candidate_json(self) -> dict[str, object]:
         return _candidate_json(self.candidate)
 
-    def subjects(self) -> list[dict[str, Any]]:
-        from ..attestation import subject
-
+    def subjects(self) -> list[dict[str, object]]:
         return [subject(self.runtime.name, self.runtime.inventory.digest_hex), subject(self.skill.name, self.skill.inventory.digest_hex)]
 
-    def statement(self) -> dict[str, Any]:
+    def statement(self) -> dict[str, object]:
         """The rebuild result's in-toto statement (pure; no time: an honest rebuild signs the same statement).
 
         Raises:
             InputError: the statement checks' codes (never for names and inventories of real builds).
         """
-        from ..attestation import statement
-
         return statement(self.subjects(), REBUILD_PREDICATE, {
             "toolchain": {"repository": self.toolchain_repository, "revision": self.toolchain_revision},
             "runtime": self.runtime.to_json(),
@@ -192,7 +189,7 @@ class RebuildSubject:
         })
 
     @classmethod
-    def from_statement(cls, doc: Mapping[str, Any], where: str) -> RebuildSubject:
+    def from_statement(cls, doc: Mapping[str, object], where: str) -> RebuildSubject:
         """Read a verified rebuild result's statement strictly.
 
         Raises:
@@ -200,8 +197,6 @@ class RebuildSubject:
                 unknown fields, a revision that is not a full SHA, a malformed inventory, subjects
                 that are not exactly the two builds with their inventory digests).
         """
-        from ..git import is_full_sha
-
         def bad(detail: str, findings: Sequence[Finding] = ()) -> VerificationError:
             return VerificationError(PromotionCode.REBUILD_RESULT_MALFORMED, f"the rebuild result {detail}", where, findings=findings)
 
@@ -234,7 +229,8 @@ class RebuildSubject:
         source = ref(pred["skill"]["source"], "skill.source")
         installer = ref(pred["skill"]["installer"], "skill.installer")
         subject = cls(*toolchain, *source, *installer, runtime, skill)
-        if list(doc.get("subject", [])) != subject.subjects():
+        subjects = doc.get("subject", [])
+        if not isinstance(subjects, list) or subjects != subject.subjects():
             raise bad("subjects are not exactly the runtime and the skill, each with its inventory's digest")
         return subject
 
@@ -264,7 +260,7 @@ class Disagreement:
     rebuilt: RebuiltArtifact
     first: Finding  # the first differing inventory entry (its diff code), or NOT_REPRODUCIBLE for other inputs
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"rebuilder": self.identity, "result": self.result, "artifact": self.kind,
                 "promoted": {"name": self.expected.name, "inventory": self.expected.inventory.identity},
                 "rebuilt": {"name": self.rebuilt.name, "inventory": self.rebuilt.inventory.identity},
@@ -285,7 +281,7 @@ class RebuildersVerdict:
     def ok(self) -> bool:
         return not self.findings
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """What the promotion log and ``--json`` record.
 
         Raises:
@@ -431,17 +427,13 @@ def verify_rebuild_results(paths: Sequence[str], policy: Policy, requirement: Re
         InputError: ``USAGE`` (more than 64 results), ``UNREADABLE`` / ``TOO_LARGE`` (a result
             file), ``BAD_POLICY`` (a pinned trusted root sigstore cannot use).
     """
-    from .._fs import read_bounded
-    from ..attestation import Policy as _Policy
-    from ..attestation import verify_attestation_bytes
-
     if len(paths) > MAX_REBUILD_RESULTS:
         raise InputError(CommonCode.USAGE, f"{len(paths)} rebuild results; at most {MAX_REBUILD_RESULTS}")
     if requirement is None:
         # Nothing could make them count; never ignore them silently.
         return [], [Finding(PromotionCode.REBUILDERS_NOT_CONFIGURED, path, "a rebuild result was given but the release policy has no "
                             "[rebuilders] table to trust it") for path in paths]
-    only = _Policy(1, tuple(policy.signer(i) for i in requirement.identities), policy.path, policy.sources, policy.digest)
+    only = Policy(1, tuple(policy.signer(i) for i in requirement.identities), policy.path, policy.sources, policy.digest)
     claims: list[RebuildClaim] = []
     problems: list[Finding] = []
     for path in paths:
@@ -468,14 +460,12 @@ def _utc(t: _dt.datetime) -> str:
 
 
 def disagreement_statement(verdict: RebuildersVerdict, candidate: RebuildSubject, policy_digest: str, time: _dt.datetime
-                           ) -> dict[str, Any]:
+                           ) -> dict[str, object]:
     """The signed negative result (pure): the candidate's builds as subjects, every disagreement with its first difference.
 
     Raises:
         InputError: ``INTERNAL`` for a naive ``time``.
     """
-    from ..attestation import statement
-
     return statement(candidate.subjects(), DISAGREEMENT_PREDICATE, {
         **candidate.candidate_json(),
         "promoted": {kind: {"name": a.name, "inventory": a.inventory.identity}
@@ -494,9 +484,6 @@ def write_disagreement(verdict: RebuildersVerdict, candidate: RebuildSubject, si
     Raises:
         InputError: ``SIGNING_FAILED``, ``BAD_OUTPUT_PATH``, ``INTERNAL`` (a naive ``time``).
     """
-    from .._fs import write_atomic
-    from ..attestation import sign_statement
-
     data = sign_statement(disagreement_statement(verdict, candidate, policy_digest, time), signer, fmt=fmt)
     where = os.path.join(state, DISAGREEMENTS_DIR)
     os.makedirs(where, mode=0o700, exist_ok=True)
@@ -519,7 +506,7 @@ class RebuildRelease:
     runtime: BuildResult
     skill: BuildResult
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The ``--json`` object of ``attest rebuild-release``.
 
         Raises:
@@ -559,13 +546,6 @@ def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_
         VerificationError: ``PROMOTION_REFUSED`` (the runtime was not built confined), the builders' codes.
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` (an unconfined sandbox), the builders' codes.
     """
-    from .._fs import write_atomic
-    from ..attestation import sign_statement
-    from ..git import verify_full_sha
-    from ._promote import _require_confined
-    from ._runtime import build_runtime
-    from ._skill import build_skill
-
     verify_full_sha(toolchain_rev, what="toolchain revision")
     skill_source = skill_rev or toolchain_rev
     installer = installer_rev or toolchain_rev
@@ -575,7 +555,7 @@ def rebuild_release(*, toolchain_rev: str, runtime_recipe: RuntimeRecipe, skill_
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "a rebuild result is signed only for a network-isolated, confined "
                                  "build; this sandbox is not")
     runtime = build_runtime(runtime_recipe, toolchain_rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend)
-    _require_confined(runtime)
+    require_confined(runtime)
     skill = build_skill(skill_recipe, skill_source, state, installer_rev=installer, freeze_backend=freeze_backend)
     subject = candidate_subject(runtime_recipe.toolchain_repository, toolchain_rev, skill_recipe, skill_source, installer, runtime, skill)
     data = sign_statement(subject.statement(), signer, fmt=fmt)

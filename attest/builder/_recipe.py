@@ -21,6 +21,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .._fs import read_bounded
 from .._shape import Shape
 from ..errors import InputError
+from ..inventory import check_name
 from ._codes import BuildCode
 
 SCHEMA = "attest-recipe/v1"
@@ -131,8 +132,6 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
         ins = _table(recipe, "install", {"root"})
         inr = _table(recipe, "installer", {"repository"})
         root = ins.string("root")
-        from ..inventory import check_name
-
         ins.check(check_name(root) is None, "a single safe name", "root")
         return SkillRecipe(
             name=name,

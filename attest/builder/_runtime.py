@@ -22,6 +22,7 @@ Steps (docs/build.md "The build"; what the runtime attestation records of them, 
 
 from __future__ import annotations
 
+import csv
 import email.parser
 import json
 import os
@@ -31,7 +32,7 @@ import tomllib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -41,7 +42,7 @@ from packaging.version import Version
 from ..errors import Finding, InputError, VerificationError
 from ..git import GitRepo, verify_full_sha
 from ..inventory import inventory_tree
-from ._cache import sha256_file, verified_cached_file
+from ._cache import cached_file, sha256_file, verified_cached_file
 from ._closure import copy_interpreter, host_closure, verify_carried, write_runtime_manifest
 from ._codes import BuildCode
 from ._common import builder_identity, ensure_state, make_staging
@@ -62,6 +63,9 @@ from ._outputs import (
 )
 from ._recipe import RuntimeRecipe
 from ._sandbox import Sandbox, pick_step_uid, python_roots, worker_roots
+
+if TYPE_CHECKING:
+    from ._worker import InstallDirSpec, InstallSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +116,6 @@ def select_wheels(lock: Lock, ident: InterpreterIdentity, cache: str | None) -> 
             if not filename:
                 if cache is None:
                     continue
-                from ._cache import cached_file
-
                 p = cached_file(cache, w.sha256)
                 if p is None:
                     continue
@@ -192,7 +194,7 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
     distribution's file may stand where :func:`attest.builder._worker.layout_problem` says the
     interpreter or the guard reads before any installed code runs.
     """
-    from ._worker import layout_problem
+    from ._worker import layout_problem  # lazy: _worker imports installer (12-24 ms), needed in the worker process only
 
     owners: dict[str, set[str]] = {}
     problems: list[Finding] = []
@@ -227,8 +229,6 @@ def check_ownership(records: Mapping[str, list[str]], untrusted: str) -> list[Fi
 
 def _record_paths(site: str, info: str) -> list[str] | None:
     """The paths a distribution's RECORD lists, relative to site-packages; None without a RECORD."""
-    import csv
-
     try:
         with open(os.path.join(site, info, "RECORD"), encoding="utf-8", newline="") as f:
             # Resolved against site-packages: a data-scheme path that comes back into it
@@ -317,7 +317,7 @@ def _interpreter_roots(ident: InterpreterIdentity) -> tuple[str, ...]:
     return python_roots(executable=ident.executable, stdlib=ident.stdlib, libraries=[p for p, _ in ident.libpython])
 
 
-def _worker(sandbox: Sandbox, layout: _Layout, task: dict[str, Any], what: str, ident: InterpreterIdentity, *,
+def _worker(sandbox: Sandbox, layout: _Layout, task: InstallSpec | InstallDirSpec, what: str, ident: InterpreterIdentity, *,
             writable: tuple[str, ...]) -> None:
     # The spec is written before the step runs, into spec/, which no step can write.
     spec = os.path.join(layout.spec, f"spec-{task['task']}.json")
@@ -358,7 +358,7 @@ class _Layout:
 
 
 def runtime_inputs(recipe: RuntimeRecipe, rev: str, tree: str, lock: Lock, wheels: list[SelectedWheel],
-                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, sandbox: Sandbox) -> dict[str, Any]:
+                   backend_wheels: list[SelectedWheel], ident: InterpreterIdentity, sandbox: Sandbox) -> dict[str, object]:
     g = sandbox.guarantees()
     return {
         "kind": "runtime",
@@ -480,7 +480,7 @@ class _ToolchainWheel:
     version: str
 
 
-def _build_in_staging(b: _RuntimeBuild, staging: str, *, inputs: dict[str, Any], digest: str, name: str, state: str,
+def _build_in_staging(b: _RuntimeBuild, staging: str, *, inputs: dict[str, object], digest: str, name: str, state: str,
                       publish_output: bool, freeze_backend: str | None) -> BuildResult:
     layout = _Layout.create(staging)
     # Inputs are copied out of the cache after re-hashing (the cache is never trusted) into

@@ -28,14 +28,22 @@ input address then say so.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import secrets
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .._safefs import O_DIR, chown_tree
+from .._session import keyring_statement
 from ..errors import EnvironmentFailure
+from ._capture import run_captured
 from ._codes import BuildCode
 
 # 1980-01-01T00:00:00Z: the earliest time a zip (wheel) can record.
@@ -304,8 +312,6 @@ def rootless_problem() -> str | None:
     Raises:
         Nothing: every failure is the returned reason.
     """
-    import tempfile
-
     if os.geteuid() == 0:
         return "the caller is root (root confines rootful)"
     mode, why = decide_confinement(os.geteuid(), _read_sysctls())
@@ -343,8 +349,6 @@ def python_roots(*, executable: str, stdlib: str | None = None, libraries: Seque
 
 def worker_roots() -> tuple[str, ...]:
     """What ``python -I -m attest.builder._worker`` needs: this interpreter, its venv, this package."""
-    import sys
-
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the attest package
     return (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), here)
 
@@ -372,10 +376,6 @@ def pick_step_uid() -> int:
     Only a rootful sandbox uses it; a rootless one runs its steps as the caller (the only uid
     its user namespace maps) and ignores the uid it is given.
     """
-    import grp
-    import pwd
-    import secrets
-
     used = _uids_in_use()
     lo, hi = STEP_UID_RANGE
     for _ in range(64):
@@ -396,8 +396,6 @@ def pick_step_uid() -> int:
 
 def _give_to_step(writable: Sequence[str], uid: int) -> None:
     """Hand each writable directory, and everything in it, to the step's uid (descriptors only)."""
-    from .._safefs import chown_tree
-
     for w in writable:
         parent, name = os.path.split(w)
         pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -592,8 +590,6 @@ class Sandbox:
             EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when the network namespace or the
                 confinement cannot be established and ``allow_unisolated_network`` is false.
         """
-        import tempfile
-
         tools = None if force_unisolated else _tools()
         rootless = os.geteuid() != 0
         why_not: str | None = None
@@ -640,8 +636,6 @@ class Sandbox:
         Raises:
             Nothing: a copy with one field changed.
         """
-        from dataclasses import replace
-
         return replace(self, umask=umask)
 
     def with_env(self, extra: Mapping[str, str]) -> Sandbox:
@@ -650,11 +644,9 @@ class Sandbox:
         Raises:
             Nothing: a copy with one field changed.
         """
-        from dataclasses import replace
-
         return replace(self, extra_env=tuple(sorted(extra.items())))
 
-    def guarantees(self) -> dict[str, Any]:
+    def guarantees(self) -> dict[str, Any]:  # Any: a JSON object whose keys the demo reads (docs/build.md)
         """Exactly what was established, for the output, the build record and the input address.
 
         Only the guarantees (not the umask or the environment noise of a rebuild check) are
@@ -665,8 +657,6 @@ class Sandbox:
         Raises:
             Nothing: it describes what :meth:`establish` found.
         """
-        from .._session import keyring_statement
-
         common = {
             "capabilities": "none (bounding set empty), no_new_privs",
             "root": "tmpfs; read-only nosuid nodev binds of the system paths, the interpreters' prefixes and "
@@ -755,11 +745,6 @@ class Sandbox:
                 process group is killed); ``NETWORK_NOT_ISOLATED`` when the confinement cannot
                 be set up for the step.
         """
-        import secrets
-
-        from .._safefs import O_DIR
-        from ._capture import run_captured
-
         cmd = list(argv)
         for w in (*writable, home):
             if os.path.dirname(w) != staging:

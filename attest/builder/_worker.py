@@ -15,16 +15,41 @@ Tasks:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import sys
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypedDict
+
+from installer import install
+from installer.destinations import SchemeDictionaryDestination
+from installer.records import RecordEntry
+from installer.sources import WheelFile
+from installer.utils import Scheme
 
 if TYPE_CHECKING:
-    from installer.destinations import SchemeDictionaryDestination
     from installer.scripts import ScriptSection
+
+
+class InstallDirSpec(TypedDict):
+    """The ``install-dir`` task: the wheels (path and verified sha256) to install into the directory ``root``."""
+
+    task: str
+    root: str
+    wheels: list[dict[str, str]]
+
+
+class InstallSpec(InstallDirSpec):
+    """The ``install`` task: the runtime tree at ``root``, for the interpreter the host probed (its identity)."""
+
+    interpreter: str
+    python_version: str
+    full_version: str
+    identity: dict[str, object]
+
 
 INSTALLER_NAME = b"attest\n"
 
@@ -101,10 +126,6 @@ STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 
 
 def _destination(scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> SchemeDictionaryDestination:
-    from installer.destinations import SchemeDictionaryDestination
-    from installer.records import RecordEntry
-    from installer.utils import Scheme
-
     site = os.path.abspath(scheme["purelib"]) if runtime else None
 
     class RelocatableDestination(SchemeDictionaryDestination):
@@ -206,12 +227,6 @@ class WheelChanged(Exception):
 
 def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interpreter: str, *, runtime: bool = False) -> None:
     """Install each wheel from the bytes just read and re-hashed, never from a second open."""
-    import hashlib
-    import zipfile
-
-    from installer import install
-    from installer.sources import WheelFile
-
     dest = _destination(scheme, interpreter, runtime=runtime)
     for wheel in wheels:
         with open(wheel["path"], "rb") as f:
@@ -223,12 +238,15 @@ def _install_wheels(wheels: list[dict[str, str]], scheme: dict[str, str], interp
             install(WheelFile(z), dest, {"INSTALLER": INSTALLER_NAME})
 
 
-def task_install(spec: dict[str, Any]) -> None:
+def task_install(spec: InstallSpec) -> None:
     # The host laid out bin/python, lib/libpython* and the standard library (lib/pythonX.Y)
     # before this step: the tree is a whole prefix, found by the interpreter's own landmarks.
     root = Path(spec["root"])
     pyver = spec["python_version"]
-    site = root / "lib" / f"python{pyver}" / spec["identity"].get("site_name", "site-packages")
+    site_name = spec["identity"].get("site_name", "site-packages")
+    if not isinstance(site_name, str):
+        raise TypeError(f"the interpreter identity's site_name is {site_name!r}, not a directory name")
+    site = root / "lib" / f"python{pyver}" / site_name
     if not (root / "bin" / "python").is_file() or not (site.parent / "os.py").is_file():
         raise FileNotFoundError("the runtime tree does not hold the interpreter the host copied")
     site.mkdir()
@@ -247,7 +265,7 @@ def task_install(spec: dict[str, Any]) -> None:
         (site / GUARD_PTH).write_text(f"import {GUARD_MODULE}\n")
 
 
-def task_install_dir(spec: dict[str, Any]) -> None:
+def task_install_dir(spec: InstallDirSpec) -> None:
     target = Path(spec["root"])
     target.mkdir(parents=True, exist_ok=True)
     scheme = {k: str(target / k) if k in ("scripts", "headers", "data") else str(target) for k in

@@ -7,9 +7,27 @@ from pathlib import Path
 
 import pytest
 from support.caps import HAS_IMMUTABLE
+from support.tmpfs import release_private_tmpfs, use_private_tmpfs
 from support.trees import make_tree
 
 pytest_plugins = ["support.reason_record"]
+
+_TMP_LINE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller chooses, before any worker or thread exists; xdist workers inherit its namespace and TMPDIR.
+    if not hasattr(config, "workerinput"):
+        _TMP_LINE.append(use_private_tmpfs())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        release_private_tmpfs()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return _TMP_LINE
 
 # An ordinary user cannot set the immutable flag: the suite's images use the readonly backend,
 # chosen explicitly the way such a user would ($ATTEST_BACKEND), never by a fallback in attest.

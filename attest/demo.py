@@ -10,17 +10,63 @@ tampered copy that verified would be a bug, not a demo.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .errors import CommonCode, EnvironmentFailure, VerificationError
+from ._fs import write_atomic
+from ._safefs import O_DIR, remove_tree
+from .attestation import (
+    CLOSED_TREE_PREDICATE,
+    INSTALLATION_PREDICATE,
+    RUNTIME_PREDICATE,
+    closed_tree_inventory,
+    closed_tree_statement,
+    generate_key,
+    load_policy,
+    load_signer,
+    sign_statement,
+    verify_attestation_file,
+    verify_tree_attestation,
+)
+from .builder import (
+    PROMOTION_PREDICATE,
+    REBUILD_PREDICATE,
+    RELEASE_POLICY_EXTENSIONS,
+    BuildCode,
+    Sandbox,
+    install_skill,
+    log_path,
+    run_build_runtime,
+    run_build_skill,
+    run_fetch,
+    run_rebuild,
+    run_rebuild_release,
+    verify_promotion_log,
+)
+from .errors import CommonCode, EnvironmentFailure, InputError, VerificationError
+from .freeze import BACKEND_ENV, FreezeCode, freeze_attested, get_backend, resolve_backend, run_from_images
+from .inventory import check_tree, inventory_tree
+from .policy import generate_policy
+from .review.bootstrap import IMAGE_NAMES, BootstrapError, DeploymentPins, IdentityFile, bootstrap
+from .review.handoff import HANDOFF_PREDICATE
+from .review.merge import CI_RESULT_PREDICATE, ci_result_predicate, merge_gate_check, sign_ci_result
+from .review.procedure import REVIEW_RECORD_PREDICATE, recheck_review, review_start, run_review, serialize_review
+from .review.release import promote_release
 
 if TYPE_CHECKING:
+    from .attestation import Policy, Signer
     from .builder import BuildResult, RebuildReport
+    from .review.bootstrap import BootstrapResult
+    from .review.merge import MergeGate
+    from .review.procedure import Serialized
 
 Say = Callable[[str], None]
 
@@ -59,7 +105,6 @@ def _expect_failure(say: Say, what: str, action: Callable[[], object]) -> None:
 
 
 def step_inventory(state: Path, say: Say) -> None:
-    from .inventory import check_tree, inventory_tree
 
     sample = write_sample(state / "sample")
     say(f"1. inventory the sample tree {sample}")
@@ -84,7 +129,6 @@ def step_inventory(state: Path, say: Say) -> None:
 
 def demo_key(state: Path) -> tuple[Path, Path]:
     """The demo's local signing key and a trust policy pinning it, both outside every tree."""
-    from .attestation import generate_key
 
     keys = state / "keys"
     keys.mkdir(mode=0o700, exist_ok=True)
@@ -97,15 +141,12 @@ def demo_key(state: Path) -> tuple[Path, Path]:
 
 
 def step_attest(state: Path, say: Say) -> None:
-    from .attestation import closed_tree_statement, load_policy, load_signer, sign_statement, verify_tree_attestation
-    from .inventory import inventory_tree
 
     key, policy_path = demo_key(state)
     sample = write_sample(state / "sample")
     say(f"3. sign the sample tree with the local key {key} (in-toto Statement v1 in a Sigstore bundle v0.3)")
     bundle = state / "sample.sigstore.json"
     data = sign_statement(closed_tree_statement("sample", inventory_tree(sample)), load_signer(str(key)), fmt="bundle")
-    from ._fs import write_atomic
 
     write_atomic(bundle, data)
     policy = load_policy(policy_path)
@@ -126,9 +167,7 @@ def demo_backend(state: Path) -> tuple[str, str | None]:
     second run find their images under the backend they were stored with (a fallback per step
     met ``STORE_CONFLICT`` on the second run).
     """
-    import os
 
-    from .freeze import BACKEND_ENV, FreezeCode, get_backend, resolve_backend
 
     chosen = resolve_backend(None)
     if chosen != "immutable":
@@ -146,16 +185,12 @@ def demo_backend(state: Path) -> tuple[str, str | None]:
 
 
 def _freeze(sample: Path, attestation: Path, policy: object, state: Path) -> object:
-    from .freeze import freeze_attested
 
     return freeze_attested(sample, attestation, policy, state, backend=demo_backend(state)[0])  # type: ignore[arg-type]
 
 
 def step_freeze(state: Path, say: Say) -> None:
-    import sys
 
-    from .attestation import closed_tree_inventory, load_policy, verify_attestation_file
-    from .freeze import run_from_images
 
     sample = write_sample(state / "sample")
     policy = load_policy(state / "policy.toml")
@@ -180,9 +215,6 @@ def step_freeze(state: Path, say: Say) -> None:
     except PermissionError as e:
         say(f"   a write into the image is refused by the kernel: {e.strerror}")
     say("8. release 2 of the sample is signed; its source is tampered with before the freeze")
-    from ._fs import write_atomic
-    from .attestation import closed_tree_statement, load_signer, sign_statement
-    from .inventory import inventory_tree
 
     v2 = write_sample(state / "sample-v2")
     (v2 / "lib/sample/data.txt").write_bytes(b"release 2 data\n")
@@ -222,7 +254,6 @@ def check_default_state(state: Path) -> Path:
     Raises:
         InputError: ``USAGE``, naming the repository and what to pass instead.
     """
-    from .errors import InputError
 
     inside = enclosing_repository(state)
     own = _repository()
@@ -234,7 +265,6 @@ def check_default_state(state: Path) -> Path:
 
 
 def _head(repo: Path) -> str:
-    import subprocess
 
     out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "HEAD^{commit}"], capture_output=True, text=True)
     if out.returncode != 0:
@@ -243,7 +273,6 @@ def _head(repo: Path) -> str:
 
 
 def _rebuild(recipe: Path, sha: str, state: Path, say: Say) -> None:
-    from .builder import run_rebuild
 
     report, _ = run_rebuild(str(recipe), sha, str(state))
     _say_rebuilt(report, say)
@@ -257,7 +286,6 @@ def _say_rebuilt(report: RebuildReport, say: Say, by: str = "") -> None:
 
 def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, str] | None:
     """Build, rebuild-check and promote; return the promoted SHA and the backend its images were frozen with, or None."""
-    from .builder import run_build_runtime, run_build_skill, run_fetch
 
     repo = _repository()
     if repo is None:
@@ -278,7 +306,6 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
         _rebuild(repo / "builders" / "skill.toml", sha, state, say)
         say("10. the runtime build, its rebuild check and the promotion: skipped (--offline; the fetch needs the package registry)")
         return None
-    from .builder import BuildCode, Sandbox
 
     try:
         # Root confines the build steps rootful; anyone else rootless (a user namespace), where the kernel allows it.
@@ -308,7 +335,6 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     say(f"11. promote {sha} into the deployment pins {pins}: two independent rebuilders, each in a store of its own, rebuild it")
     say("   and sign rebuild results; the candidate is bootstrapped and reviewed on the fixture consumer before the pins are written")
     results = demo_rebuilders(state, repo, sha, say, backend)
-    from .review.release import promote_release
 
     result = promote_release(sha, str(pins), key, str(demo_release_policy(state)), runtime_recipe=str(repo / "builders" / "runtime.toml"),
                              skill_recipe=str(repo / "builders" / "skill.toml"), state=str(state), rebuild_results=results,
@@ -332,8 +358,6 @@ def _verified_promotion(state: Path, sha: str, runtime: BuildResult, skill: Buil
     revision or other builds are promoted as on a first run. ``attest promote`` itself always
     rebuild-checks.
     """
-    from .attestation import load_policy
-    from .builder import RELEASE_POLICY_EXTENSIONS, log_path, verify_promotion_log
 
     pins = state / "pins.toml"
     if not (pins.exists() and os.path.isdir(log_path(pins))):
@@ -362,8 +386,6 @@ REBUILDERS = ("rebuilder-a", "rebuilder-b")
 
 def demo_release_policy(state: Path) -> Path:
     """The release policy: the release key, and two rebuilders of which both must agree (``[rebuilders]``, k = n = 2)."""
-    from .attestation import load_signer
-    from .builder import REBUILD_PREDICATE
 
     keys = state / "keys"
     text = 'threshold = 1\n\n[[signers]]\nkind = "key"\npublic_key = "keys/release.pub.pem"\n'
@@ -371,7 +393,6 @@ def demo_release_policy(state: Path) -> Path:
     for name in REBUILDERS:
         text += f'\n[[signers]]\nkind = "key"\npublic_key = "keys/{name}.pub.pem"\npredicates = ["{REBUILD_PREDICATE}"]\n'
         ids.append("key:sha256:" + load_signer(str(keys / f"{name}.pem")).key_id)
-    import json
 
     text += f"\n[rebuilders]\nthreshold = {len(ids)}\nidentities = {json.dumps(ids)}\n"  # a JSON array of strings is TOML
     policy = state / "release-policy.toml"
@@ -381,8 +402,6 @@ def demo_release_policy(state: Path) -> Path:
 
 def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = "immutable") -> list[str]:
     """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results."""
-    from .attestation import generate_key
-    from .builder import run_rebuild_release
 
     out = []
     (state / "rebuilds").mkdir(mode=0o700, exist_ok=True)
@@ -418,7 +437,6 @@ def consumer_config(repository: str, revision: str, *, skills: str = "[pr-review
 
 
 def _git(repo: Path, *args: str) -> str:
-    import subprocess
 
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(repo), "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "attest demo", "GIT_AUTHOR_EMAIL": "demo@attest.invalid",
@@ -444,7 +462,6 @@ def make_consumer(path: Path, repository: str, revision: str) -> tuple[str, str]
     (``.agent-policy.yml``, ``policy/review/findings.md``): a blocking finding of the reviewer's
     and two authority changes of attest's.
     """
-    from .policy import generate_policy
 
     if path.exists():
         _remove_tree(path)
@@ -483,7 +500,6 @@ def fix_pull_request(path: Path) -> str:
 
 def _remove_tree(path: Path) -> None:
     """Remove a tree the demo made (an installed Skill has 0444 files and 0555 directories), through descriptors."""
-    from ._safefs import O_DIR, remove_tree
 
     fd = os.open(path.parent, O_DIR)
     try:
@@ -493,7 +509,6 @@ def _remove_tree(path: Path) -> None:
 
 
 def _identity(path: Path, base: str, head: str) -> Path:
-    import json
 
     doc = {"repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
            "base": {"sha": base}, "head": {"sha": head}}
@@ -503,7 +518,6 @@ def _identity(path: Path, base: str, head: str) -> Path:
 
 def _expect_refusal_at(say: Say, what: str, step: int, action: Callable[[], object]) -> None:
     """Run ``action``; the bootstrap must refuse it at ``step``. Print the step, the codes and the reasons."""
-    from .review.bootstrap import BootstrapError
 
     try:
         action()
@@ -536,18 +550,15 @@ class Chain:
     head: str
 
     @property
-    def policy(self) -> Any:
-        from .attestation import load_policy
+    def policy(self) -> Policy:
 
         return load_policy(str(self.trust))
 
-    def signer(self) -> Any:
-        from .attestation import load_signer
+    def signer(self) -> Signer:
 
         return load_signer(str(self.deploy_key))
 
-    def bootstrap(self, ident: Path) -> Any:
-        from .review.bootstrap import IdentityFile, bootstrap
+    def bootstrap(self, ident: Path) -> BootstrapResult:
 
         return bootstrap(pins=self.pins, trust=self.trust, state_dir=self.state, skill_dir=self.skill_dir,
                          installation=self.installation, repo=self.consumer, host=IdentityFile(str(ident)),
@@ -557,11 +568,6 @@ class Chain:
 def demo_trust(state: Path) -> Path:
     """One trust policy, two roles: the deployment key signs installations, handoffs, its reviewer image, review records
     and CI results; the release key runtimes and the promotion log's entries."""
-    from .attestation import CLOSED_TREE_PREDICATE, INSTALLATION_PREDICATE, RUNTIME_PREDICATE
-    from .builder import PROMOTION_PREDICATE
-    from .review.handoff import HANDOFF_PREDICATE
-    from .review.merge import CI_RESULT_PREDICATE
-    from .review.procedure import REVIEW_RECORD_PREDICATE
 
     deployment = [INSTALLATION_PREDICATE, HANDOFF_PREDICATE, CLOSED_TREE_PREDICATE, REVIEW_RECORD_PREDICATE, CI_RESULT_PREDICATE]
     trust = state / "trust.toml"
@@ -575,10 +581,6 @@ def demo_trust(state: Path) -> Path:
 
 def freeze_reviewer(c: Chain) -> tuple[str, Path]:
     """Attest the example reviewer (examples/reviewer) with the deployment key and freeze it; return (identity, attestation)."""
-    from ._fs import write_atomic
-    from .attestation import closed_tree_statement, sign_statement
-    from .freeze import freeze_attested
-    from .inventory import inventory_tree
 
     repo = _repository()
     if repo is None or not (repo / "examples" / "reviewer" / "agent.py").is_file():
@@ -590,9 +592,8 @@ def freeze_reviewer(c: Chain) -> tuple[str, Path]:
     return image.identity, attestation
 
 
-def review_once(c: Chain, review: str, reviewer: tuple[str, Path], tag: str) -> Any:
+def review_once(c: Chain, review: str, reviewer: tuple[str, Path], tag: str) -> Serialized:
     """Run the example reviewer on ``review`` through `attest review agent`, then serialize; return what serialize wrote."""
-    from .review.procedure import run_review, serialize_review
 
     command = ["/bin/sh", "-c", 'exec "$ATTEST_IMAGE_REVIEWER/bin/review"']
     ran = run_review(state_dir=c.state, review=review, handoff=c.review / "handoff.json", policy=c.policy, argv=command,
@@ -610,10 +611,8 @@ def review_once(c: Chain, review: str, reviewer: tuple[str, Path], tag: str) -> 
     return done
 
 
-def gate(c: Chain, head: str, record: Path, host: Path, tag: str) -> Any:
+def gate(c: Chain, head: str, record: Path, host: Path, tag: str) -> MergeGate:
     """Sign a success CI result for ``head`` and ask the merge gate; say what it decided."""
-    from .review.bootstrap import IdentityFile
-    from .review.merge import ci_result_predicate, merge_gate_check, sign_ci_result
 
     ci, _ = sign_ci_result(ci_result_predicate(repository_id=4242, full_name="acme/widgets", head=head, base=c.base,
                                                check="test", conclusion="success", run=f"demo-{tag}"),
@@ -628,11 +627,7 @@ def gate(c: Chain, head: str, record: Path, host: Path, tag: str) -> Any:
 
 def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> None:
     """Install the promoted skill, make a consumer repository with a pull request, review it for real, fix it, merge-gate it."""
-    import tempfile
 
-    from .attestation import generate_key, load_policy, load_signer
-    from .builder import install_skill
-    from .review.bootstrap import IMAGE_NAMES, DeploymentPins
 
     pins = state / "pins.toml"
     deploy_key = state / "keys" / "deploy.pem"
@@ -671,8 +666,6 @@ def step_chain(state: Path, sha: str, say: Say, backend: str = "immutable") -> N
 
 def step_review(c: Chain) -> None:
     """Steps 15-22: start, the example reviewer, the gate refusing; the fix, refresh, a clean review, the gate authorizing."""
-    from .review.bootstrap import IdentityFile
-    from .review.procedure import recheck_review, review_start
 
     say = c.say
     say("15. attest review start: the host again, the merge base, the changed surface; bind and retain the projections;")
@@ -716,7 +709,6 @@ def step_review(c: Chain) -> None:
 
 def step_base_moves(c: Chain, review: str, head: str, host: Path) -> None:
     """Step 22: one byte of a policy module changes at the base: recheck restarts, a new bootstrap refuses the stale authority."""
-    from .review.procedure import recheck_review
 
     c.say("22. the base changes one byte of policy/core/evidence.md, not regenerated: recheck, then bootstrap again")
     module = c.consumer / "policy/core/evidence.md"

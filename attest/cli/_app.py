@@ -6,14 +6,19 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
 from ..errors import AttestError, Finding
+
+if TYPE_CHECKING:
+    # typer vendors click (pinned in pyproject.toml); its classes are named here for annotations only.
+    from typer._click import Context, HelpFormatter, Parameter
 
 #: The version of the ``--json`` conventions (docs/json.md): every object a command prints carries
 #: it as ``"schema"``. Renaming or removing a key, or changing its meaning, increments it; adding a
@@ -27,17 +32,22 @@ JSON_SCHEMA = 1
 # positional with :func:`argument`; tests/cli/test_metavars.py checks the whole app.
 
 
-def option(default: Any, *names: str, metavar: str, help: str, **kwargs: Any) -> Any:
+# typer declares a parameter's default as Any (what the command's signature sees is the parsed value), and its
+# Option/Argument take a dozen typed keywords these helpers pass through: the module's one use of Any.
+TyperParam = Any
+
+
+def option(default: TyperParam, *names: str, metavar: str, help: str, **kwargs: TyperParam) -> TyperParam:
     """An option that takes a value, shown in the help as ``--name METAVAR``."""
     return typer.Option(default, *names, metavar=metavar, help=help, **kwargs)
 
 
-def flag(*names: str, help: str, **kwargs: Any) -> Any:
+def flag(*names: str, help: str, **kwargs: TyperParam) -> TyperParam:
     """An on/off option (default off)."""
     return typer.Option(False, *names, help=help, **kwargs)
 
 
-def argument(default: Any = ..., *, metavar: str, help: str, **kwargs: Any) -> Any:
+def argument(default: TyperParam = ..., *, metavar: str, help: str, **kwargs: TyperParam) -> TyperParam:
     """A positional argument, shown in the usage line as ``METAVAR`` (``[METAVAR]`` when optional)."""
     return typer.Argument(default, metavar=metavar, help=help, **kwargs)
 
@@ -50,11 +60,11 @@ class Command(TyperCommand):
     """
 
     @staticmethod
-    def _argument_name(param: Any) -> str:
-        name = str(param.metavar or param.name.upper())
+    def _argument_name(param: Parameter) -> str:
+        name = str(param.metavar or (param.name or "").upper())
         return name if param.nargs == 1 or name.endswith("...") else name + "..."
 
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
@@ -64,7 +74,7 @@ class Command(TyperCommand):
                 pieces.extend(param.get_usage_pieces(ctx))
         return pieces
 
-    def format_options(self, ctx: Any, formatter: Any) -> None:
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         args: list[tuple[str, str]] = []
         opts: list[tuple[str, str]] = []
         for param in self.get_params(ctx):
@@ -86,7 +96,7 @@ class Command(TyperCommand):
 class Typer(typer.Typer):
     """A typer app whose commands are :class:`Command` unless told otherwise."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Any:
+    def command(self, *args: TyperParam, **kwargs: TyperParam) -> TyperParam:
         kwargs.setdefault("cls", Command)
         return super().command(*args, **kwargs)
 
@@ -139,7 +149,7 @@ STATE_DIR_HELP = ("The deployment's state directory (mode 0700: the store, build
 StateDirOption = option(None, "--state-dir", metavar="DIR", help=STATE_DIR_HELP)
 
 
-def print_json(obj: dict[str, Any]) -> None:
+def print_json(obj: Mapping[str, object]) -> None:
     """Print a command's ``--json`` object, with ``"schema"`` (:data:`JSON_SCHEMA`)."""
     if obj.get("schema", JSON_SCHEMA) != JSON_SCHEMA:
         raise ValueError(f"a --json object names another schema: {obj['schema']!r}")
@@ -156,7 +166,7 @@ def _finding_line(f: Finding) -> str:
     return f"  {f.code}{where}: {f.detail}\n"
 
 
-def print_findings(findings: tuple[Finding, ...] | list[Finding], *, stream: Any = None) -> None:
+def print_findings(findings: tuple[Finding, ...] | list[Finding], *, stream: TextIO | None = None) -> None:
     out = stream or sys.stderr
     for f in findings:
         out.write(_finding_line(f))
@@ -172,7 +182,7 @@ class ReportedFailure(AttestError):
     ``{"ok": false, "errors": [...]}``; ``text`` replaces the generic stderr summary.
     """
 
-    def __init__(self, error: AttestError, *, document: dict[str, Any] | None = None, text: str | None = None,
+    def __init__(self, error: AttestError, *, document: dict[str, object] | None = None, text: str | None = None,
                  exit_code: int | None = None) -> None:
         super().__init__(findings=error.findings)
         # ``exit_code``: a command whose own exit status is another program's (attest exec) says its failures apart.
@@ -181,7 +191,7 @@ class ReportedFailure(AttestError):
         self.document = document
         self.text = text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return self.document if self.document is not None else self.error.to_json()
 
 
@@ -385,7 +395,10 @@ def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir
         raise InputError(CommonCode.UNREADABLE, f"the {what} directory does not exist", os.fspath(path))
 
 
-def checked_output(value: Any) -> Any:
+_OutputPath = TypeVar("_OutputPath", Path, Path | None)
+
+
+def checked_output(value: _OutputPath) -> _OutputPath:
     """An output option's value, refused as bad usage when it names something a write would destroy.
 
     Outputs are written atomically (a new file renamed over the path), so an existing FIFO,

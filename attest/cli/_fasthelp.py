@@ -29,7 +29,8 @@ import zlib
 TYPE_CHECKING = False  # not typing's: the help path does not import typing (about 5 ms)
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+
+    from typer._click import Command, Context  # typer's vendored click, for annotations only
 
 #: The width the cache is rendered at: click formats help at min(columns, 80) - 2.
 RENDER_COLUMNS = 80
@@ -136,6 +137,7 @@ def render_all() -> dict[tuple[str, ...], str]:
     import io
 
     import typer
+    from typer.core import TyperGroup
 
     from . import build_app, main
 
@@ -143,11 +145,16 @@ def render_all() -> dict[tuple[str, ...], str]:
     ctx_cls = type(root.make_context("attest", ["--help"], resilient_parsing=True))
     paths: list[list[str]] = []
 
-    def walk(cmd: Any, path: list[str], parent: Any) -> None:
+    def walk(cmd: Command, path: list[str], parent: Context | None) -> None:
         paths.append(path)
+        if not isinstance(cmd, TyperGroup):
+            return
         ctx = ctx_cls(cmd, info_name=path[-1] if path else "attest", parent=parent)
-        for name in getattr(cmd, "list_commands", lambda c: [])(ctx):
-            walk(cmd.get_command(ctx, name), [*path, name], ctx)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            if sub is None:
+                raise RuntimeError(f"attest {' '.join([*path, name])}: listed but not found")
+            walk(sub, [*path, name], ctx)
 
     walk(root, [], None)
     saved = os.environ.get("COLUMNS")

@@ -23,7 +23,7 @@ from .._fdio import write_all
 
 TYPE_CHECKING = False  # not typing's: the cached `attest --help` imports neither typing nor typer
 if TYPE_CHECKING:
-    from typing import Any
+    from _typeshed import ReadableBuffer  # what RawIOBase.write takes: bytes, bytearray, memoryview, ...
 
 
 class StdoutError(OSError):
@@ -83,7 +83,7 @@ class _StdoutRaw(io.RawIOBase):
     def isatty(self) -> bool:
         return os.isatty(self._fd)
 
-    def write(self, b: Any) -> int:
+    def write(self, b: ReadableBuffer) -> int:
         try:
             return os.write(self._fd, b)
         except OSError as e:

@@ -2,10 +2,11 @@
 
 The suite writes hundreds of thousands of small files (every build copies an interpreter prefix,
 every freeze materializes and seals a tree) and removes them again. On an ext4 disk shared by two
-workers that metadata work, not attest's, dominates: a 10,000-file tree took 30 times longer to
+workers that metadata work, not attest's, dominates: a 10,000-file tree took 26 times longer to
 write and remove there than on a tmpfs, measured side by side on a 2-core machine. As root, the
 controller process moves into its own mount namespace (made private, so nothing propagates back to
-the host) and mounts a tmpfs on a fresh directory; ``TMPDIR`` names it, so both xdist workers (which
+the host) and mounts a tmpfs (mode 1777 as /tmp's: tests run steps as other uids) on a fresh,
+short-named directory; ``TMPDIR`` names it, so both xdist workers (which
 inherit the namespace) and every ``tempfile`` and ``tmp_path`` of the run live there. The mount
 disappears with the run's last process, immutable images included. Nothing of attest changes: a
 tmpfs is a real filesystem with the immutable flag, ``statx`` attributes and hard links.
@@ -45,8 +46,8 @@ def use_private_tmpfs() -> str:
     # From here on this process is in its own mount namespace; private, so no mount leaks out.
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return "temporary files on disk (" + _fail("making / private") + ")"
-    path = tempfile.mkdtemp(prefix="attest-tests-")
-    if libc.mount(b"attest-tests", path.encode(), b"tmpfs", 0, b"mode=0700,size=75%") != 0:
+    path = tempfile.mkdtemp(prefix="at-")  # short: an AF_UNIX socket path under a test's tmp_path must stay < 108 bytes
+    if libc.mount(b"attest-tests", path.encode(), b"tmpfs", 0, b"mode=1777,size=75%") != 0:
         os.rmdir(path)
         return "temporary files on disk (" + _fail(f"mounting a tmpfs on {path}") + ")"
     _MOUNTED.append(path)

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..._digest import sha256_of
 from ..._fs import read_bounded
@@ -375,8 +375,7 @@ def decide_check(run: CheckRun, authority: Authority) -> tuple[list[Finding], tu
     """
 
     try:
-        # Any: the report's JSON, read field by field under the (KeyError, TypeError) guard below
-        doc: Any = loads_strict(run.stdout, what="the managed check's report", max_bytes=MAX_CHECK_OUTPUT, max_depth=8)
+        doc: object = loads_strict(run.stdout, what="the managed check's report", max_bytes=MAX_CHECK_OUTPUT, max_depth=8)
     except AttestError:
         doc = None
     if run.exit_code != 0 or not isinstance(doc, dict) or doc.get("ok") is not True:

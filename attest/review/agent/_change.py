@@ -19,10 +19,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from ..._json import loads_strict
+from ..._safefs import O_DIR, UnsafeEntry, open_dir_at, open_regular_at
 from ...errors import AttestError, InputError
-from ...git._surface import ChangedPath, ChangedSurface, Hunk
+from ...git._surface import ChangedPath, ChangedSurface, Content, Hunk, Status
+from ...inventory import check_path
 from ._codes import AgentCode
 
 CHANGE_FORMAT = "https://attest.dev/review-change/v1"
@@ -30,8 +33,8 @@ MAX_REVIEW_BYTES = 1 << 20
 MAX_SURFACE_BYTES = 64 << 20
 MAX_PROJECTION_BYTES = 64 << 20
 ROLES = ("semantic", "adapter")
-STATUSES = ("added", "deleted", "modified", "type-changed")
-CONTENTS = ("text", "binary", "non-utf8", "oversized", "too-complex", "not-a-file")
+STATUSES: tuple[Status, ...] = ("added", "deleted", "modified", "type-changed")
+CONTENTS: tuple[Content, ...] = ("text", "binary", "non-utf8", "oversized", "too-complex", "not-a-file")
 MODES = ("100644", "100755", "120000", "160000")
 REGULAR_MODES = ("100644", "100755")
 NOT_MATERIALIZED_KINDS = ("symlink", "submodule")
@@ -41,6 +44,7 @@ _REVIEW_ID = re.compile(r"[0-9a-f]{32}")
 _FULL_NAME = re.compile(r"[^/\s]+/[^/\s]+")
 _MAX_ID = 2**53 - 1
 _T = TypeVar("_T")
+_C = TypeVar("_C", bound=str)
 _REVIEW_KEYS = {"format", "review", "repository", "pull_request", "base", "head", "merge_base", "projections", "not_materialized"}
 _SURFACE_KEYS = {"base", "head", "base_tree", "head_tree", "paths"}
 _PATH_KEYS = {"path", "status", "old_mode", "new_mode", "old_oid", "new_oid", "content", "hunks"}
@@ -134,7 +138,7 @@ def _missing(what: str, detail: str) -> InputError:
 # -- shapes (pure) ------------------------------------------------------------------------------
 
 
-def _obj(doc: object, keys: set[str], where: str) -> dict[str, Any]:
+def _obj(doc: object, keys: set[str], where: str) -> dict[str, object]:
     if not isinstance(doc, dict) or set(doc) != keys:
         raise _Bad(where, f"must be an object of exactly {', '.join(sorted(keys))}")
     return doc
@@ -157,8 +161,6 @@ def _int(value: object, where: str, *, low: int = 1) -> int:
 
 
 def _path(value: object, where: str) -> str:
-    from ...inventory import check_path
-
     problem = check_path(value) if isinstance(value, str) else (None, "not a string")
     if problem is not None:
         raise _Bad(where, f"must be a repository-relative path ({problem[1]})")
@@ -166,9 +168,7 @@ def _path(value: object, where: str) -> str:
     return value
 
 
-def _strict_json(data: bytes, what: str, max_bytes: int, max_depth: int) -> Any:
-    from ..._json import loads_strict
-
+def _strict_json(data: bytes, what: str, max_bytes: int, max_depth: int) -> object:
     try:
         return loads_strict(data, what=what, max_bytes=max_bytes, max_depth=max_depth)
     except AttestError as e:
@@ -258,16 +258,22 @@ def _mode(value: object, where: str) -> str:
     return value
 
 
+def _one_of(value: object, choices: tuple[_C, ...]) -> _C | None:
+    """The choice ``value`` is, or None (pure)."""
+    return next((c for c in choices if c == value), None)
+
+
 def _changed_path(i: int, doc: object) -> ChangedPath:
     where = f"paths[{i}]"
     p = _obj(doc, _PATH_KEYS, where)
-    if p["status"] not in STATUSES or p["content"] not in CONTENTS or not isinstance(p["hunks"], list):
+    status, content = _one_of(p["status"], STATUSES), _one_of(p["content"], CONTENTS)
+    if status is None or content is None or not isinstance(p["hunks"], list):
         raise _Bad(where, f"status must be one of {', '.join(STATUSES)}, content one of {', '.join(CONTENTS)}, hunks a list")
     hunks = tuple(_hunk(h, f"{where}.hunks[{j}]") for j, h in enumerate(p["hunks"]))
     try:
-        return ChangedPath(_path(p["path"], f"{where}.path"), p["status"], _optional(p["old_mode"], _mode, f"{where}.old_mode"),
+        return ChangedPath(_path(p["path"], f"{where}.path"), status, _optional(p["old_mode"], _mode, f"{where}.old_mode"),
                            _optional(p["new_mode"], _mode, f"{where}.new_mode"), _optional(p["old_oid"], _sha, f"{where}.old_oid"),
-                           _optional(p["new_oid"], _sha, f"{where}.new_oid"), p["content"], hunks)
+                           _optional(p["new_oid"], _sha, f"{where}.new_oid"), content, hunks)
     except ValueError as e:
         raise _Bad(where, "is not a consistent changed path (status, modes, object ids and hunks disagree)") from e
 
@@ -322,8 +328,6 @@ def _env_path(environ: Mapping[str, str], name: str) -> str:
 
 @contextmanager
 def _opened_dir(path: str, what: str) -> Iterator[int]:
-    from ..._safefs import O_DIR
-
     try:
         fd = os.open(path, O_DIR)
     except OSError as e:
@@ -336,7 +340,6 @@ def _opened_dir(path: str, what: str) -> Iterator[int]:
 
 def _read_at(dfd: int, name: str, what: str, max_bytes: int) -> bytes:
     """The bytes of the plain regular file ``name`` under ``dfd`` (no link followed), at most ``max_bytes``."""
-    from ..._safefs import open_regular_at
 
     try:
         fd, st = open_regular_at(dfd, name)
@@ -365,8 +368,6 @@ def _read_file(path: str, what: str, max_bytes: int) -> bytes:
 
 
 def _check_present(change_dir: str) -> None:
-    from ..._safefs import open_dir_at, open_regular_at
-
     with _opened_dir(change_dir, "$ATTEST_IMAGE_CHANGE") as dfd:
         for name, opener in (("head", open_dir_at), ("diff.patch", lambda d, n: open_regular_at(d, n)[0])):
             try:
@@ -394,8 +395,6 @@ def read_inputs(environ: Mapping[str, str]) -> AgentInputs:
     _check_present(change_dir)
     check_consistent(review, surface, environ)
     with _opened_dir(procedure_dir, "$ATTEST_IMAGE_PROCEDURE") as pfd:
-        from ..._safefs import open_regular_at
-
         try:
             os.close(open_regular_at(pfd, "SKILL.md")[0])
         except OSError as e:
@@ -426,7 +425,6 @@ def head_line_count(change_dir: str, path: str) -> int | None:
     Raises:
         InputError: ``AGENT_INPUT_MISSING`` when the change image cannot be read.
     """
-    from ..._safefs import UnsafeEntry, open_dir_at, open_regular_at
 
     with _opened_dir(change_dir, "$ATTEST_IMAGE_CHANGE") as top:
         fds: list[int] = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..._json import loads_strict
 from ...errors import AttestError, VerificationError
 from ..evidence._wrap import CLOSE, FENCE, FENCE_OPEN, MAX_DETAIL, MAX_OUTPUT_BYTES, OPEN, ReviewFinding, _Diagnostic
 from ._codes import AgentCode
@@ -210,7 +211,6 @@ def parse_output(raw: bytes) -> AgentOutput:
             an output that is not UTF-8, empty, without exactly one block, whose block is not
             one strict JSON object of the documented shape, or holds a control character.
     """
-    from ..._json import loads_strict
 
     if len(raw) > MAX_OUTPUT_BYTES:
         raise VerificationError(AgentCode.AGENT_OUTPUT_TOO_LARGE, f"the output is {len(raw)} bytes; the limit is {MAX_OUTPUT_BYTES}")

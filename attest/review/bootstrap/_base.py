@@ -54,14 +54,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
+from ..._safefs import Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
 from ...errors import Finding, VerificationError
-from ...freeze import FreezeCode, Image, check_image, freeze_tree, verify_image
+from ...freeze import FreezeCode, Image, Store, check_image, freeze_tree, resolve_backend, verify_image
+from ...freeze._state import open_state, state_lock
+from ...freeze._store import HELD_STAGING
 from ...git import GitCode, GitRepo, TreeEntry, object_id, verify_full_sha, verify_not_shallow
 from ...git._objects import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, ObjectFormat
 from ...git._repo import MAX_BLOB, MAX_DEPTH, MAX_ENTRIES
-from ...inventory import Inventory, InventoryCode, sort_key
+from ...inventory import Inventory, InventoryCode, open_root, sort_key
 from ._codes import BootstrapCode
 
 # Modes of the frozen base: read-only, executable exactly where git records 100755.
@@ -100,7 +102,7 @@ class BaseSnapshot:
     def backend(self) -> str:
         return self.image.backend
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"commit": self.commit, "tree": self.tree, "object_format": self.object_format, "identity": self.identity,
                 "path": self.path, "backend": self.backend, "objects": self.objects}
 
@@ -224,8 +226,6 @@ def recompute_tree(root: str | os.PathLike[str], fmt: ObjectFormat) -> Recompute
             stand for are returned findings (``SYMLINK``, ``SPECIAL_FILE``, ``HARDLINK``,
             ``SPECIAL_MODE``, ``CHANGED_DURING_WALK``).
     """
-    from ..._safefs import Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
-    from ...inventory import open_root
 
     ids: dict[str, tuple[str, str]] = {}
     findings: list[Finding] = []
@@ -340,7 +340,6 @@ def _stored(state: str, expected: Inventory, backend: str | None) -> Image | Non
     and freeze, which replaces an image that does not hold and refuses another backend
     (``STORE_CONFLICT``) as before.
     """
-    from ...freeze import Store, resolve_backend
 
     if not os.path.isdir(os.path.join(state, "store", expected.identity.removeprefix("sha256:"))):
         return None  # a hint only: what is there is opened and verified by Store.get, through descriptors
@@ -363,10 +362,9 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
         InputError: ``NOT_FULL_SHA``, an unknown backend.
         EnvironmentFailure: the backend or staging cannot be established.
     """
+    # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder._common import make_staging
     from ...builder._outputs import remove_tree
-    from ...freeze._state import open_state, state_lock
-    from ...freeze._store import HELD_STAGING
 
     fmt = repo.object_format
     # 1. The commit and its tree, from the object database.

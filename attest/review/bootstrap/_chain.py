@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..._digest import sha256_of
+from ..._fs import read_bounded, write_atomic
+from ...attestation import load_policy, load_signer, sign_statement, signer_key_file, signing_keys, statement, subject
 from ...errors import AttestError, CommonCode, EnvironmentFailure, InputError
+from ...git import GitRepo, repository_locations
 from ..handoff import HANDOFF_PREDICATE, IMAGE_NAMES  # one definition: the reader's (review exec) and the writer's
 from ._base import BaseSnapshot
 from ._codes import BootstrapCode
-from ._deploy import DeploymentPins, verify_inputs_outside
+from ._deploy import MAX_PINS_BYTES, DeploymentPins, verify_inputs_outside
 from ._errors import BootstrapError
 from ._identity import HostAdapter, Identity, establish_identity
 from ._steps import (
@@ -78,13 +81,13 @@ def _utc(t: _dt.datetime) -> str:
     return t.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, Any]:
+def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, object]:
     """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md.
 
     Raises:
         InputError: ``INTERNAL`` for a naive ``time`` (the clock must be timezone-aware).
     """
-    from ...attestation import statement, subject
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import CONFIG_PATH, LOCK_PATH
 
     images = done.images()
@@ -124,11 +127,12 @@ class BootstrapResult:
     timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
     promotion_log: AcceptedLog | None = None  # the pins' log as checked and remembered (head None: no log)
 
+    # Any: attest bootstrap's text output (attest/cli/_bootstrap.py) indexes this document's nested fields
     def to_json(self, *, timings: bool = False) -> dict[str, Any]:
         """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
         done = self.established
         images = done.images()
-        doc = {
+        doc: dict[str, Any] = {
             "ok": True,
             "handoff": self.handoff,
             "handoff_digest": self.handoff_digest,
@@ -150,8 +154,6 @@ def write_handoff(done: Established, signer: Signer | KeylessSigner | Sequence[S
             ``SIGNING_FAILED`` (the key backend failed), ``BAD_OUTPUT_PATH`` (``out`` cannot be
             written).
     """
-    from ..._fs import write_atomic
-    from ...attestation import sign_statement
 
     data = sign_statement(handoff_statement(done, time), signer, fmt=fmt)
     path = os.path.abspath(os.fspath(out))
@@ -250,11 +252,8 @@ def _bootstrap(
     Private: the seams of tests (a step-6 report of the test's making; a runtime attestation that
     is not the state directory's), never a library caller's authority.
     """
-    from ..._fs import read_bounded
-    from ...attestation import load_policy, load_signer, signer_key_file, signing_keys
+    # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder._promolog import check_promotion_log, log_path, remember_log
-    from ...git import GitRepo, repository_locations
-    from ._deploy import MAX_PINS_BYTES
 
     state = os.path.abspath(os.fspath(state_dir))
     steps = _StepClock()

@@ -18,11 +18,16 @@ import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..._fs import read_bounded
-from ...errors import Finding, InputError, VerificationError
+from ...attestation._tree import Placement, _placement, _read_mounts, policy_source_inside
+from ...errors import CommonCode, Finding, InputError, VerificationError
+from ...git import is_full_sha
 from ._codes import BootstrapCode
+
+if TYPE_CHECKING:
+    from ...builder import SkillPins
 
 MAX_PINS_BYTES = 1 << 20
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
@@ -57,14 +62,14 @@ class DeploymentPins:
     toolchain_repository: str
     toolchain_revision: str
     runtime: RuntimePins
-    skill: Any  # attest.builder.SkillPins (typed loosely: the build layer is imported lazily)
+    skill: SkillPins
     path: str
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str) -> DeploymentPins:
+        # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
         from ...builder import SkillPins
         from ...builder._promote import parse_pins
-        from ...git import is_full_sha
 
         def bad(detail: str) -> InputError:
             return InputError(BootstrapCode.BAD_RUNTIME_PINS, detail, where)
@@ -103,7 +108,7 @@ class DeploymentPins:
 # -- placement ----------------------------------------------------------------------------------
 
 
-def check_inputs_outside(inputs: Mapping[str, Any], roots: Mapping[str, Any]) -> list[Finding]:
+def check_inputs_outside(inputs: Mapping[str, Placement], roots: Mapping[str, Placement]) -> list[Finding]:
     """``BOOTSTRAP_INPUT_IN_TREE`` for every input (name -> Placement) inside a root (name -> Placement). Pure.
 
     Inside by any of :func:`attest.attestation._tree.policy_source_inside`'s tests: resolved path,
@@ -112,7 +117,6 @@ def check_inputs_outside(inputs: Mapping[str, Any], roots: Mapping[str, Any]) ->
     Raises:
         Nothing: every input inside a root is a returned finding.
     """
-    from ...attestation._tree import policy_source_inside
 
     out: list[Finding] = []
     for name, place in inputs.items():
@@ -136,8 +140,6 @@ def verify_inputs_outside(inputs: Mapping[str, str], roots: Mapping[str, str]) -
             with more than one hard link.
         InputError: ``UNREADABLE`` (an input that cannot be examined).
     """
-    from ...attestation._tree import Placement, _placement, _read_mounts
-    from ...errors import CommonCode
 
     mounts = _read_mounts()
     placed_roots: dict[str, Placement] = {}

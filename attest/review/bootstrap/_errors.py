@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import AttestError
 
 
@@ -24,7 +22,7 @@ class BootstrapError(AttestError):
         self.exit_code = cause.exit_code
         self.cause = cause
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": False, "step": self.step, "errors": [f.to_json() for f in self.findings]}
 
 

@@ -31,10 +31,11 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from ..._shape import Shape
 from ...errors import AttestError, Finding, InputError, VerificationError
+from ...git import GitCode
 from ..evidence._http import DEFAULT_API_URL, FetchFailed, GitHubClient, HttpLimits
 from ._codes import BootstrapCode
 from ._identity import _SHA, FULL_NAME, MAX_ID, HostAdapter, HostIdentity, IdentityFile
@@ -128,7 +129,7 @@ class GitHubIdentity:
             self._mismatch(f"the API answered for the commit {commit_sha}, not the pull request's base {base_sha}", where)
         return HostIdentity(repository_id, full_name, pull_request_id, number, base_sha, head_sha, api_base_tree=tree_sha)
 
-    def _get(self, client: GitHubClient, path: str) -> tuple[str, Any]:
+    def _get(self, client: GitHubClient, path: str) -> tuple[str, object]:
         where = client.target(path)
         try:
             return where, client.get_object(path, lambda value: value)
@@ -142,7 +143,7 @@ class GitHubIdentity:
     def _mismatch(self, detail: str, where: str) -> NoReturn:
         self._fail(VerificationError, BootstrapCode.HOST_MISMATCH, detail, where)
 
-    def _field(self, doc: Any, dotted: str, where: str) -> Shape:
+    def _field(self, doc: object, dotted: str, where: str) -> Shape:
         field = Shape(doc, "response", lambda d: self._error(BootstrapCode.BAD_IDENTITY, d, where)).at(*dotted.split("."))
         if isinstance(field.value, str) and self.token and self.token in field.value:
             self._fail(InputError, BootstrapCode.BAD_IDENTITY, f"the response's {dotted} holds the token (not shown)", where)
@@ -151,18 +152,16 @@ class GitHubIdentity:
     def _error(self, code: str, detail: str, where: str) -> InputError:
         return InputError(code, self._scrub(detail), self._scrub(where))
 
-    def _integer(self, doc: Any, dotted: str, where: str) -> int:
+    def _integer(self, doc: object, dotted: str, where: str) -> int:
         return self._field(doc, dotted, where).positive_int(maximum=MAX_ID)
 
-    def _name(self, doc: Any, dotted: str, where: str) -> str:
+    def _name(self, doc: object, dotted: str, where: str) -> str:
         field = self._field(doc, dotted, where)
         name = field.string(pattern=FULL_NAME, expected="OWNER/NAME")
         field.check(_check_full_name(name), "OWNER/NAME")
         return name
 
-    def _sha(self, doc: Any, dotted: str, where: str) -> str:
-        from ...git import GitCode
-
+    def _sha(self, doc: object, dotted: str, where: str) -> str:
         field = self._field(doc, dotted, where).with_error(lambda d: self._error(GitCode.NOT_FULL_SHA, d, where))
         return field.string(pattern=_SHA, expected="a full lowercase 40- or 64-hex object id")
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..._fs import read_bounded
+from ..._json import loads_strict
 from ..._shape import Shape
 from ...errors import AttestError, InputError, VerificationError
+from ...git import GitCode, GitRepo, verify_full_sha
 from ._codes import BootstrapCode
 
 MAX_IDENTITY_BYTES = 64 * 1024
@@ -61,9 +63,7 @@ class HostIdentity:
     api_base_tree: str | None = field(default=None, compare=False)
 
     @classmethod
-    def from_json(cls, doc: Any, where: str) -> HostIdentity:
-        from ...git import GitCode
-
+    def from_json(cls, doc: object, where: str) -> HostIdentity:
         ident = Shape(doc, "identity", lambda d: InputError(BootstrapCode.BAD_IDENTITY, d, where)).object(_SHAPE)
         parts = {key: ident.nested(key, fields) for key, fields in _SHAPE.items()}
         not_full = ident.with_error(lambda d: InputError(GitCode.NOT_FULL_SHA, d, where))
@@ -74,10 +74,10 @@ class HostIdentity:
                    not_full.at("base").string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
                    not_full.at("head").string("sha", pattern=_SHA, expected=_SHA_EXPECTED))
 
-    def repository_json(self) -> dict[str, Any]:
+    def repository_json(self) -> dict[str, object]:
         return {"id": self.repository_id, "full_name": self.full_name}
 
-    def pull_request_json(self) -> dict[str, Any]:
+    def pull_request_json(self) -> dict[str, object]:
         return {"id": self.pull_request_id, "number": self.number}
 
 
@@ -88,7 +88,6 @@ def load_identity(path: str | os.PathLike[str]) -> HostIdentity:
         InputError: ``UNREADABLE``, ``TOO_LARGE``; ``BAD_IDENTITY`` (not strict JSON, or not the
             documented shape); ``NOT_FULL_SHA``.
     """
-    from ..._json import loads_strict
 
     where = os.fspath(path)
     data = read_bounded(where, what="identity file", max_bytes=MAX_IDENTITY_BYTES)
@@ -140,7 +139,7 @@ class Identity:
         return self.host.base_sha
 
 
-def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
+def establish_identity(adapter: HostAdapter, repo: GitRepo) -> Identity:
     """Step 2: the host's identities; base and head full SHAs of the repository's format; the base tree from objects.
 
     When the adapter reports the API's base tree, it must be the objects' tree (``API_TREE_MISMATCH``).
@@ -152,7 +151,6 @@ def establish_identity(adapter: HostAdapter, repo: Any) -> Identity:
             the base commit (``OBJECT_MISSING``, ``WRONG_OBJECT_TYPE``, ``MALFORMED_OBJECT``, ...).
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from ...git import verify_full_sha
 
     host = adapter.resolve()
     fmt = repo.object_format

@@ -20,14 +20,18 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..._digest import sha256_of
 from ..._fs import read_bounded
+from ..._json import loads_strict
 from ..._safefs import O_NEW
-from ...errors import Finding, VerificationError
-from ...freeze import Image
-from ._base import BaseSnapshot
+from ...attestation import RUNTIME_PREDICATE, tree_inventory, verify_attestation_bytes
+from ...errors import AttestError, Finding, VerificationError
+from ...freeze import Image, Store, freeze_tree, run_from_images
+from ...git import is_full_sha
+from ...inventory import Entry, EntryType, Inventory
+from ._base import BaseSnapshot, snapshot_base
 from ._codes import BootstrapCode
 from ._deploy import DeploymentPins
 
@@ -35,7 +39,6 @@ if TYPE_CHECKING:
     from ...attestation import Policy
     from ...builder import VerifiedInstallation
     from ...git import GitRepo
-    from ...inventory import Inventory
     from ...policy import PolicyConfig, PolicyLock
     from ._identity import Identity
 
@@ -84,9 +87,9 @@ def establish_skill(installation: str | os.PathLike[str], policy: Policy, skill_
         InputError: ``UNREADABLE``, ``TOO_LARGE``, ``UNKNOWN_BACKEND``.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
+    # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder import installed_root_of, verify_installation
     from ...builder._install import installed_inventory
-    from ...freeze import Store, freeze_tree
 
     verified = verify_installation(installation, policy, skill_dir, pins.skill)
     # The installation must be the promoted skill image itself: a signature by any key of TRUST
@@ -119,7 +122,6 @@ def establish_base(repo: GitRepo, identity: Identity, state_dir: str | os.PathLi
         InputError: ``NOT_FULL_SHA``, ``UNKNOWN_BACKEND``.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STAGING_FAILED``, ``GIT_FAILED``.
     """
-    from ._base import snapshot_base
 
     return snapshot_base(repo, identity.base_sha, os.fspath(state_dir), backend=backend, tree=identity.base_tree)
 
@@ -150,7 +152,7 @@ def decide_authority(config: PolicyConfig, lock: PolicyLock) -> list[Finding]:
         Nothing: the problems are returned (the agreement codes of
         :func:`attest.policy.check_agreement`, ``TOOLCHAIN_NOT_FULL_SHA``, ``PR_REVIEW_NOT_ENABLED``).
     """
-    from ...git import is_full_sha
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import CONFIG_PATH, LOCK_PATH, PolicyCode, check_agreement
     from ...policy._render import planned_outputs
 
@@ -173,6 +175,7 @@ def read_authority(base: BaseSnapshot) -> Authority:
         InputError: the codes of :meth:`attest.policy.PolicyConfig.from_bytes` (``YAML_*``, ...)
             and :meth:`attest.policy.PolicyLock.from_bytes` (``NOT_CANONICAL``, ``BAD_JSON``, ...).
     """
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import CONFIG_PATH, LOCK_PATH, PathRole, PolicyConfig, PolicyLock
     from ...policy._config import MAX_CONFIG_BYTES
     from ...policy._lock import MAX_LOCK_BYTES
@@ -216,6 +219,7 @@ def decide_lock_toolchain(lock: PolicyLock, pins: DeploymentPins) -> list[Findin
     Raises:
         Nothing: a difference is a returned ``LOCK_TOOLCHAIN_NOT_PINNED`` finding.
     """
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import LOCK_PATH
 
     got = (lock.toolchain.repository, lock.toolchain.revision)
@@ -226,7 +230,7 @@ def decide_lock_toolchain(lock: PolicyLock, pins: DeploymentPins) -> list[Findin
     return []
 
 
-def decide_runtime_claim(statement: Mapping[str, Any], inventory_identity: str, pins: DeploymentPins) -> list[Finding]:
+def decide_runtime_claim(statement: Mapping[str, object], inventory_identity: str, pins: DeploymentPins) -> list[Finding]:
     """Every field of a verified runtime statement that differs from the pins (pure).
 
     Raises:
@@ -237,16 +241,17 @@ def decide_runtime_claim(statement: Mapping[str, Any], inventory_identity: str, 
     if not isinstance(pred, dict):
         return [Finding(BootstrapCode.RUNTIME_PREDICATE_MISMATCH, None, "the runtime predicate is not an object")]
 
-    def field(*keys: str) -> Any:
-        value: Any = pred
+    def field(*keys: str) -> object:
+        value: object = pred
         for k in keys:
             value = value.get(k) if isinstance(value, dict) else None
         return value
 
-    subjects = statement.get("subject") or [{}]
+    subjects = statement.get("subject")
+    first = subjects[0] if isinstance(subjects, list) and subjects else None
     checks = (
         ("name", pred.get("name"), rt.name),
-        ("subject", subjects[0].get("name") if isinstance(subjects[0], dict) else None, rt.name),
+        ("subject", first.get("name") if isinstance(first, dict) else None, rt.name),
         ("inventory", inventory_identity, rt.inventory),
         ("toolchain.repository", field("toolchain", "repository"), pins.toolchain_repository),
         ("toolchain.revision", field("toolchain", "revision"), pins.toolchain_revision),
@@ -275,8 +280,6 @@ def establish_runtime(authority: Authority, pins: DeploymentPins, policy: Policy
         InputError: ``UNREADABLE``, ``TOO_LARGE``.
         EnvironmentFailure: ``STATE_INSECURE``, ``STAGING_FAILED``.
     """
-    from ...attestation import RUNTIME_PREDICATE, tree_inventory, verify_attestation_bytes
-    from ...freeze import Store
 
     # (a) the repository's lock selects exactly the promoted toolchain.
     _raise(decide_lock_toolchain(authority.lock, pins))
@@ -329,8 +332,6 @@ class ImageCheckRunner:
     state_dir: str
 
     def __call__(self, runtime: RuntimeImage, base: BaseSnapshot) -> CheckRun:
-        from ...freeze import run_from_images
-
         fd = os.memfd_create("attest-policy-check", os.MFD_CLOEXEC)
         try:
             argv = [f"{runtime.path}/bin/attest", "policy", "check", "--root", base.path, "--json"]
@@ -361,7 +362,7 @@ class ReproducedOutput:
     context: str | None
     sha256: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"path": self.path, "renderer": self.renderer, "context": self.context, "sha256": self.sha256}
 
 
@@ -372,11 +373,9 @@ def decide_check(run: CheckRun, authority: Authority) -> tuple[list[Finding], tu
         Nothing: the problems are returned (``CHECK_FAILED`` with the check's own codes,
         ``CHECK_BAD_OUTPUT``, ``CHECK_MISMATCH``).
     """
-    from ..._json import loads_strict
-    from ...errors import AttestError
 
     try:
-        doc: Any = loads_strict(run.stdout, what="the managed check's report", max_bytes=MAX_CHECK_OUTPUT, max_depth=8)
+        doc: object = loads_strict(run.stdout, what="the managed check's report", max_bytes=MAX_CHECK_OUTPUT, max_depth=8)
     except AttestError:
         doc = None
     if run.exit_code != 0 or not isinstance(doc, dict) or doc.get("ok") is not True:
@@ -449,6 +448,7 @@ def decide_procedure_paths(paths: Sequence[str], reads: Mapping[str, bytes | Fin
         Nothing: the problems are returned (the policy layer's path codes, the read findings,
         ``PROCEDURE_NOT_REPRODUCED``).
     """
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import PR_REVIEW_SKILL_V1, PathRole, check_authority_path
 
     by_path = {o.path: o for o in reproduced}
@@ -483,6 +483,7 @@ def check_procedure_paths(base: BaseSnapshot, reproduced: Sequence[ReproducedOut
         InputError: ``SKILL_FRONT_MATTER`` and the codes of
             :meth:`attest.policy.SkillFrontMatter.from_bytes`.
     """
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import SKILL_DIR, PathRole, SkillFrontMatter
     from ...policy._tree import RepositoryRoot
 
@@ -515,7 +516,7 @@ def procedure_inventory(files: Sequence[ProcedureFile], reproduced: Sequence[Rep
         VerificationError: ``BUNDLE_MISMATCH`` when a reproduced digest is not the lock's or
             the file's (pure).
     """
-    from ...inventory import Entry, EntryType, Inventory
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import SKILL_DIR
 
     by_path = {o.path: o for o in reproduced}
@@ -553,7 +554,7 @@ def freeze_procedure(files: Sequence[ProcedureFile], reproduced: Sequence[Reprod
         EnvironmentFailure: ``BACKEND_UNAVAILABLE``, ``STATE_INSECURE``, ``STAGING_FAILED``.
         OSError: writing the staging copy (:func:`bootstrap` reports it as ``BOOTSTRAP_IO``).
     """
-    from ...freeze import freeze_tree
+    # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import SKILL_DIR
 
     expected = procedure_inventory(files, reproduced, authority.lock)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from ..._json import loads_strict
 from ...errors import AttestError, VerificationError
+from ...inventory import check_path
 from ._codes import HandoffCode
 
 MAX_RESULT_BYTES = 4 << 20
@@ -39,8 +40,8 @@ class ResultFinding:
     line: int | None = None
     side: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "severity": self.severity, "blocking": self.blocking, "message": self.message}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.id, "severity": self.severity, "blocking": self.blocking, "message": self.message}
         for key in ("path", "line", "side"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -59,7 +60,7 @@ class ReviewResult:
     limitations: tuple[str, ...]
     findings: tuple[ResultFinding, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"complete": self.complete, "limitations": list(self.limitations), "findings": [f.to_json() for f in self.findings]}
 
 
@@ -79,8 +80,6 @@ def _finding(i: int, doc: object) -> ResultFinding:
         raise _bad(f"{where}: blocking must be true or false")
     path, line, side = doc.get("path"), doc.get("line"), doc.get("side")
     if path is not None:
-        from ...inventory import check_path
-
         problem = check_path(path) if isinstance(path, str) else (None, "not a string")
         if problem is not None:  # the inventory's name rules: no '..', '.', empty component, control character ...
             raise _bad(f"{where}: path must be a repository-relative path ({problem[1]})")
@@ -113,7 +112,6 @@ def parse_result(data: bytes) -> ReviewResult:
         VerificationError: ``REVIEW_RESULT_INVALID`` for output that is not strict JSON (too
             large, a duplicate key, too deep, ...) or not exactly the result's shape.
     """
-    from ..._json import loads_strict
 
     try:
         doc = loads_strict(data, what="the review result", max_bytes=MAX_RESULT_BYTES, max_depth=6)

@@ -32,14 +32,22 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pwd
+import shutil
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..._digest import sha256_of
 from ..._fdio import write_all
-from ...errors import EnvironmentFailure, Finding, VerificationError
+from ..._fs import write_atomic
+from ..._json import canonical_bytes
+from ..._safefs import O_DIR, O_FILE
+from ..._session import keyring_statement
+from ...errors import EnvironmentFailure, Finding, InputError, VerificationError
 from ._codes import HandoffCode
 from ._handoff import IMAGE_NAMES, Handoff, verify_handoff
 from ._result import MAX_RESULT_BYTES, ReviewResult, parse_result
@@ -91,8 +99,8 @@ class EtcFile:
     sha256: str
     holds: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        doc = {"path": self.path, "from": self.source, "sha256": self.sha256}
+    def to_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {"path": self.path, "from": self.source, "sha256": self.sha256}
         if self.holds:
             doc["holds"] = self.holds
         return doc
@@ -131,17 +139,17 @@ class Confinement:
     keyring: str = ""  # what it had of keyrings (attest._session.keyring_statement); "" before that was recorded
     noexec: tuple[str, ...] = ()  # the images bound noexec as well as read-only (the change: review data, never a program)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         if not self.confined:
             return {"confined": False, "why": "--unsafe-unconfined: the reviewer ran as the caller, seeing the host"}
         host_etc = [p for p in self.readonly if p == ETC or p.startswith(ETC + "/")]
-        etc: dict[str, Any] = {
+        etc: dict[str, object] = {
             "source": "host" if ETC in host_etc else "synthesized",
             "files": [f.to_json() for f in self.etc],
             "omitted": [{"path": p, "why": why} for p, why in self.etc_omitted],
             "host_paths": host_etc,
         }
-        doc: dict[str, Any] = {
+        doc: dict[str, object] = {
             "confined": True, "mode": self.mode, "network": self.network, "uid": self.uid, "gid": self.gid,
             "namespaces": [*(["user"] if self.mode == "rootless" else []), "mount", "pid", "ipc", "uts",
                            *(["net"] if self.network != "host" else [])],
@@ -184,9 +192,6 @@ def read_host_file(path: str, *, max_bytes: int = MAX_ETC_FILE) -> tuple[bytes, 
     Raises:
         ValueError: why not (absent, a link too many, a directory or file that is not root's alone, too large).
     """
-    import stat
-
-    from ..._safefs import O_DIR, O_FILE
 
     def trusted(st: os.stat_result, what: str) -> None:
         if st.st_uid != 0 or st.st_mode & 0o022:
@@ -317,8 +322,6 @@ def reviewer_etc(*, uid: int, gid: int, home: str, network: bool,
 
 
 def _sealed_memfd(name: str, data: bytes) -> int:
-    import fcntl
-
     fd = os.memfd_create(f"attest-etc{name.replace('/', '-')}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         write_all(fd, data)
@@ -347,8 +350,6 @@ def decide_exposure(roots: Sequence[str], sensitive: Sequence[tuple[str, str]]) 
 
 
 def _sensitive(state_dir: str) -> list[tuple[str, str]]:
-    import pwd
-
     out = [(p, f"the host's {p}") for p in SENSITIVE_ROOTS]
     homes = [os.environ.get("HOME", "")]
     try:
@@ -377,6 +378,7 @@ def verify_can_confine(euid: int, *, unsafe_unconfined: bool, rootless: Callable
     """
     if euid == 0 or unsafe_unconfined:
         return
+    # lazy: attest.builder, +137 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...builder._sandbox import rootless_problem
 
     problem = (rootless or rootless_problem)()
@@ -417,8 +419,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
         (``NETWORK_NOT_ISOLATED``: no free uid, or the confinement tools are missing), and
         ``OSError`` only from handing the run directories to the reviewer's uid.
     """
-    from ..._safefs import O_DIR
-    from ..._session import keyring_statement
+    # lazy: attest.builder, +137 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...builder import confine_argv, give_to_uid, pick_step_uid
     from ...builder._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool
 
@@ -489,7 +490,7 @@ class ReviewRun:
     result_digest: str
     confinement: Confinement
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": True, "handoff_digest": self.handoff.attestation_digest, "result": self.result_path,
                 "result_digest": self.result_digest, "complete": self.result.complete, "confinement": self.confinement.to_json(),
                 "findings": len(self.result.findings), "blocking": sum(f.blocking for f in self.result.findings),
@@ -524,6 +525,7 @@ def verify_reviewer_image(identity: str, attestation: str | os.PathLike[str] | N
             and the attestation layer's codes (``NO_TRUSTED_SIGNATURE``, ``SIGNER_NOT_FOR_PREDICATE``, ...).
         InputError: an unreadable or malformed attestation, ``POLICY_IN_TREE``.
     """
+    # lazy: attest.attestation, +33 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...attestation import closed_tree_inventory, verify_attestation_file
 
     if attestation is None:
@@ -549,12 +551,12 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
         InputError: ``BAD_EXEC_ENV`` for a bare name not on the PATH, a relative path without a
             reviewer image, or one that leaves it.
     """
-    from ...errors import InputError
+    # lazy: attest.freeze, +87 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...freeze import FreezeCode
+    from ...freeze._exec import _IMAGE_REF, DEFAULT_PATH
 
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
-    from ...freeze._exec import _IMAGE_REF
 
     program = argv[0]
     if os.path.isabs(program) or _IMAGE_REF.match(program):
@@ -563,10 +565,6 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
         raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r}: no shell expands it; a program is an absolute path, "
                          "$ATTEST_IMAGE_<NAME>/..., or (with --reviewer) a path inside the reviewer image")
     if "/" not in program:  # a bare name (sh, python3): found on the run's fixed PATH, as exec finds it
-        import shutil
-
-        from ...freeze._exec import DEFAULT_PATH
-
         if shutil.which(program, path=DEFAULT_PATH) is None:
             raise InputError(FreezeCode.BAD_EXEC_ENV, f"{program!r} is not a program on the reviewer's PATH ({DEFAULT_PATH}); "
                              "name one of the reviewer image by its path inside it (bin/review) or give an absolute path")
@@ -612,7 +610,7 @@ def run_review_step(
         EnvironmentFailure: the reviewer exited non-zero (``REVIEWER_FAILED``); it cannot be
             confined here (``REVIEWER_NOT_CONFINED``) and ``unsafe_unconfined`` was not given.
     """
-    from ..._fs import write_atomic
+    # lazy: attest.freeze, +87 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...freeze import run_from_images
 
     handoff = verify_handoff(handoff_path, policy)  # (1)
@@ -660,9 +658,7 @@ def run_review_step(
     return ReviewRun(handoff, result, path, sha256_of(canonical), confinement)
 
 
-def _canonical(doc: dict[str, Any]) -> bytes:
-    from ..._json import canonical_bytes
-
+def _canonical(doc: dict[str, object]) -> bytes:
     return canonical_bytes(doc)
 
 

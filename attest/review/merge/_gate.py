@@ -46,14 +46,35 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..._digest import sha256_of
+from ..._fs import write_atomic
 from ..._shape import Shape
+from ...attestation import AttestationCode, sign_statement, statement, verify_attestation_file
 from ...errors import Finding, InputError, VerificationError
+from ...freeze._state import open_state, open_sub
 from ..bootstrap._identity import FULL_NAME
+from ..evidence import PullRequest, collect
+from ..handoff import IMAGE_NAMES
+from ..procedure import (
+    AUTHORITY_KINDS,
+    AUTHORITY_STATUSES,
+    RECORDS_DIR,
+    REVIEW_RECORD_PREDICATE,
+    STATUSES,
+    read_run_records,
+)
 from ._codes import MergeGateCode
 
 if TYPE_CHECKING:
-    from ..bootstrap import HostIdentity
+    from ...attestation import Policy, Signer
+    from ..bootstrap import HostAdapter, HostIdentity
+    from ..evidence import GitHubClient, TrustConfig
     from ..procedure import RunRecord
+
+#: A statement the attestation layer verified (``VerifiedStatement.statement``, whose envelope and
+#: subjects it checked). Any: the attestation layer's own type for it, which this module only passes on.
+Statement = dict[str, Any]
+#: What ``trusted_producer`` returns: the evidence verdict's ``trusted`` value and the head it was evaluated for.
+TrustedProducer = Callable[[], tuple[str, str | None]]
 
 CI_RESULT_PREDICATE = "https://attest.dev/ci-result/v1"
 CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral", "action_required", "stale")
@@ -118,7 +139,7 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _REVIEW_ID = re.compile(r"[0-9a-f]{32}\Z")
 
 
-def parse_review_record(predicate: Any, digest: str, where: str | None = None) -> ReviewRecord:
+def parse_review_record(predicate: object, digest: str, where: str | None = None) -> ReviewRecord:
     """The gate's view of a verified review record's predicate, strictly and for consistency (pure).
 
     Exactly the documented fields; a ``complete`` record has a result, no failure and no
@@ -133,9 +154,6 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     Raises:
         VerificationError: ``MERGE_RECORD_MALFORMED``.
     """
-    from ..handoff import IMAGE_NAMES
-    from ..procedure import AUTHORITY_KINDS, AUTHORITY_STATUSES, STATUSES
-
     rec = Shape(predicate, "record", lambda d: _bad(d, where)).object(_RECORD_KEYS)
     repo = rec.nested("repository", ("id", "full_name"))
     pr = rec.nested("pull_request", ("id", "number"))
@@ -165,11 +183,11 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     confinement = rec.optional("confinement")
     if confinement is not None:
         confinement.object()
-    status, result, failure = record.status, predicate["result"], predicate["failure"]
+    status, result, failure = record.status, rec.get("result"), rec.get("failure")
     total, blocking, inline, in_body = counts
     n = len(changes)  # attest's authority findings: each blocking, each in the body
     consistent = (blocking <= total and inline + in_body == total and blocking >= n and in_body >= n
-                  and predicate["event"] == ("REQUEST_CHANGES" if blocking else "COMMENT")
+                  and rec.get("event") == ("REQUEST_CHANGES" if blocking else "COMMENT")
                   and (result is None) == (failure is not None) == (status == "failed")
                   and (status != "complete" or not limitations) and (status != "limited" or bool(limitations))
                   and (status != "partial" or not limitations) and (status != "failed" or total == n))
@@ -179,20 +197,20 @@ def parse_review_record(predicate: Any, digest: str, where: str | None = None) -
     return record
 
 
-def record_confined(predicate: Mapping[str, Any]) -> bool:
+def record_confined(predicate: Mapping[str, object]) -> bool:
     """Whether the record says its reviewer ran confined (pure)."""
     c = predicate.get("confinement")
     return isinstance(c, dict) and c.get("confined") is True
 
 
 def ci_result_predicate(*, repository_id: int, full_name: str, head: str, base: str, check: str, conclusion: str,
-                        run: str) -> dict[str, Any]:
+                        run: str) -> dict[str, object]:
     """A CI result's predicate, checked (pure): ``base`` is the pull request's base commit the check ran against.
 
     Raises:
         InputError: ``MERGE_RECORD_MALFORMED`` for a field that is not of the documented shape.
     """
-    doc = {"repository": {"id": repository_id, "full_name": full_name}, "head": head, "base": base, "check": check,
+    doc: dict[str, object] = {"repository": {"id": repository_id, "full_name": full_name}, "head": head, "base": base, "check": check,
            "conclusion": conclusion, "run": run}
     try:
         parse_ci_result(doc, "sha256:" + "0" * 64)
@@ -201,7 +219,7 @@ def ci_result_predicate(*, repository_id: int, full_name: str, head: str, base: 
     return doc
 
 
-def parse_ci_result(predicate: Any, digest: str, where: str | None = None) -> CiResult:
+def parse_ci_result(predicate: object, digest: str, where: str | None = None) -> CiResult:
     """A verified CI result's predicate, strictly (pure).
 
     A result without ``base`` (the shape before the base was recorded) is read with ``base``
@@ -237,11 +255,11 @@ class MergeDecision:
     authorized: bool
     findings: tuple[Finding, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": self.authorized, "authorized": self.authorized, "findings": [f.to_json() for f in self.findings]}
 
 
-def decide_merge(record: ReviewRecord, now: Any, ci: Sequence[CiResult], required_checks: Sequence[str], *,
+def decide_merge(record: ReviewRecord, now: HostIdentity, ci: Sequence[CiResult], required_checks: Sequence[str], *,
                  same_head: Sequence[ReviewRecord], runs: Sequence[RunRecord],
                  trusted_producer: tuple[str, str | None] | None = None,
                  host_findings: Sequence[Finding] = ()) -> MergeDecision:
@@ -366,7 +384,7 @@ class MergeGate:
     def findings(self) -> tuple[Finding, ...]:
         return self.decision.findings
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.decision.to_json(), "review": self.record.review, "status": self.record.status,
                 "record_digest": self.record.digest, "head": self.head,
                 "ci": [{"check": c.check, "head": c.head, "base": c.base, "conclusion": c.conclusion, "run": c.run,
@@ -374,7 +392,7 @@ class MergeGate:
                        for c in self.ci]}
 
 
-def verify_review_record(path: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, dict[str, Any]]:
+def verify_review_record(path: str | os.PathLike[str], policy: Policy) -> tuple[ReviewRecord, Statement]:
     """A review record verified under TRUST (by signers named for its type) and parsed: (the record, its statement).
 
     Raises:
@@ -382,22 +400,18 @@ def verify_review_record(path: str | os.PathLike[str], policy: Any) -> tuple[Rev
             ``MERGE_RECORD_MALFORMED``.
         InputError: an unreadable file.
     """
-    from ..procedure import REVIEW_RECORD_PREDICATE
-
-    statement, digest = _verified_statement(path, policy, REVIEW_RECORD_PREDICATE)
-    predicate = statement["predicate"]
+    verified, digest = _verified_statement(path, policy, REVIEW_RECORD_PREDICATE)
+    predicate = verified["predicate"]
     record = replace(parse_review_record(predicate, digest, os.fspath(path)), confined=record_confined(predicate))
-    return record, statement
+    return record, verified
 
 
-def _verified(path: str | os.PathLike[str], policy: Any, predicate_type: str) -> tuple[Any, str]:
-    statement, digest = _verified_statement(path, policy, predicate_type)
-    return statement["predicate"], digest
+def _verified(path: str | os.PathLike[str], policy: Policy, predicate_type: str) -> tuple[object, str]:
+    verified, digest = _verified_statement(path, policy, predicate_type)
+    return verified["predicate"], digest
 
 
-def _verified_statement(path: str | os.PathLike[str], policy: Any, predicate_type: str) -> tuple[dict[str, Any], str]:
-    from ...attestation import AttestationCode, verify_attestation_file
-
+def _verified_statement(path: str | os.PathLike[str], policy: Policy, predicate_type: str) -> tuple[Statement, str]:
     verified = verify_attestation_file(path, policy)
     if verified.predicate_type != predicate_type:
         raise VerificationError(AttestationCode.BAD_PREDICATE_TYPE, f"a {verified.predicate_type} statement, not a "
@@ -414,12 +428,12 @@ def _verified_statement(path: str | os.PathLike[str], policy: Any, predicate_typ
 def merge_gate_check(
     *,
     record: str | os.PathLike[str],
-    policy: Any,
-    host: Any,
+    policy: Policy,
+    host: HostAdapter,
     ci: Sequence[str | os.PathLike[str]],
     required_checks: Sequence[str],
     state_dir: str | os.PathLike[str],
-    trusted_producer: Any = None,
+    trusted_producer: TrustedProducer | None = None,
     host_facts: Callable[[HostIdentity], Sequence[Finding]] | None = None,
 ) -> MergeGate:
     """Verify the record and every CI result under TRUST, read the head's history, ask the host again, then :func:`decide_merge`.
@@ -441,8 +455,6 @@ def merge_gate_check(
             ``REVIEW_STATE_MALFORMED`` (a run record), ``STATE_SYMLINK``.
         EnvironmentFailure: the state directory's codes.
     """
-    from ..procedure import read_run_records
-
     if not required_checks:
         raise InputError(MergeGateCode.MERGE_NO_REQUIRED_CHECK, "name at least one required CI check (--require-check)")
     # 1. The review record, verified; nothing of it is read before.
@@ -462,16 +474,13 @@ def merge_gate_check(
                      parsed, now.head_sha, tuple(results), now.base_sha)
 
 
-def _state_records(state_dir: str | os.PathLike[str], policy: Any) -> tuple[ReviewRecord, ...]:
+def _state_records(state_dir: str | os.PathLike[str], policy: Policy) -> tuple[ReviewRecord, ...]:
     """Every review record under ``STATE/records`` that verifies under TRUST (a planted link fails).
 
     Raises:
         VerificationError: ``STATE_SYMLINK``, and any record's verification failure: the
             deployment's own records must all verify.
     """
-    from ...freeze._state import open_state, open_sub
-    from ..procedure import RECORDS_DIR, REVIEW_RECORD_PREDICATE
-
     root = os.path.abspath(os.fspath(state_dir))
     state_fd = open_state(root, create=False)
     try:
@@ -494,15 +503,13 @@ def _state_records(state_dir: str | os.PathLike[str], policy: Any) -> tuple[Revi
     return tuple(out)
 
 
-def github_trusted_producer(config: Any, client: Any) -> Any:
+def github_trusted_producer(config: TrustConfig, client: GitHubClient) -> TrustedProducer:
     """A ``trusted_producer`` callable for :func:`merge_gate_check`: ``attest evidence trusted-producer``'s verdict and its head.
 
     Raises:
         Nothing itself; the callable raises nothing either (every failure is an ``unknown`` verdict).
     """
     def producer() -> tuple[str, str | None]:
-        from ..evidence import PullRequest, collect
-
         ev, verdict = collect(config, client)
         pr = ev.final_pull_request if isinstance(ev.final_pull_request, PullRequest) else None
         return str(verdict.trusted.value), pr.head_sha if pr is not None else None
@@ -510,16 +517,16 @@ def github_trusted_producer(config: Any, client: Any) -> Any:
     return producer
 
 
-def sign_ci_result(predicate: Mapping[str, Any], signer: Any, out: str | os.PathLike[str]) -> tuple[str, str]:
+def sign_ci_result(predicate: Mapping[str, object], signer: Signer | Sequence[Signer],
+                   out: str | os.PathLike[str]) -> tuple[str, str]:
     """Sign a CI result (subject: the head commit, by the SHA-256 of its id and ``gitCommit``); write it atomically.
 
     Raises:
         InputError: ``SIGNING_FAILED``, ``BAD_OUTPUT_PATH``.
     """
-    from ..._fs import write_atomic
-    from ...attestation import sign_statement, statement
-
     head = predicate["head"]
+    if not isinstance(head, str):
+        raise InputError(MergeGateCode.MERGE_RECORD_MALFORMED, f"the CI result's head is {head!r}, not a commit id")
     subj = {"name": f"git-commit:{head}", "digest": {"sha256": hashlib.sha256(head.encode()).hexdigest(), "gitCommit": head}}
     data = sign_statement(statement([subj], CI_RESULT_PREDICATE, predicate), signer)
     path = os.path.abspath(os.fspath(out))

@@ -34,21 +34,22 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..._fs import read_bounded, write_atomic
 from ..._json import loads_strict
 from ...errors import InputError, VerificationError
 from ..evidence._model import _printable
+from ..merge import ReviewRecord, verify_review_record
 from ._api import GitHubPlatform, NoAnswer, PostedReview
 from ._codes import PlatformCode as C
 
 if TYPE_CHECKING:
     from ...attestation._policy import Policy
     from ..bootstrap import GitHubIdentity
-    from ..merge import ReviewRecord
+    from ..merge._gate import Statement
 
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 _STATES = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}
@@ -110,8 +111,17 @@ def decide_existing(reviews: Sequence[PostedReview], expected: Expected, *, app_
     return review
 
 
-def _payload(path: str | os.PathLike[str], statement: Mapping[str, Any], record: ReviewRecord,
-             event: str) -> tuple[dict[str, Any], str]:
+@dataclass(frozen=True, slots=True)
+class _Payload:
+    """The review payload's fields publish posts, as :func:`_payload` checked them."""
+
+    commit_id: str
+    body: str
+    comments: list[object]
+
+
+def _payload(path: str | os.PathLike[str], statement: Statement, record: ReviewRecord,
+             event: str) -> tuple[_Payload, str]:
     """The payload file, checked against the verified record (step 2): (the payload, its digest)."""
     where = os.fspath(path)
     data = read_bounded(path, what="review payload", max_bytes=MAX_PAYLOAD_BYTES)
@@ -132,7 +142,7 @@ def _payload(path: str | os.PathLike[str], statement: Mapping[str, Any], record:
     if doc["commit_id"] != record.head or doc["event"] != event:
         raise VerificationError(C.PUBLISH_PAYLOAD_MISMATCH, f"the payload is a {doc['event']!r} review of {doc['commit_id']!r}; "
                                 f"the record's is a {event!r} review of {record.head}", where)
-    return doc, "sha256:" + digest
+    return _Payload(record.head, doc["body"], doc["comments"]), "sha256:" + digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +164,7 @@ class Published:
     number: int
     note: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": True, "review_id": self.review_id, "posted": self.posted, "commit_id": self.commit_id, "state": self.state,
                 "login": self.login, "record_digest": self.record_digest, "payload_digest": self.payload_digest,
                 "repository": self.full_name, "pull_request": self.number, "note": self.note}
@@ -189,8 +199,6 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
         EnvironmentFailure: ``PLATFORM_REQUEST_FAILED``, ``PLATFORM_RESPONSE_SHAPE``.
         InputError: unreadable files, ``BAD_OUTPUT_PATH`` for the note.
     """
-    from ..merge import verify_review_record
-
     # 1. The record, verified, of this pull request.
     parsed, statement = verify_review_record(record, policy)
     record_digest = parsed.digest
@@ -201,7 +209,7 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
     # 2. The payload, the record's subject.
     doc, payload_digest = _payload(payload, statement, parsed, event)
     marker = record_marker(record_digest)
-    expected = Expected(parsed.head, _STATES[event], doc["body"] + marker + "\n", marker, app_login)
+    expected = Expected(parsed.head, _STATES[event], doc.body + marker + "\n", marker, app_login)
     gh = GitHubPlatform.for_host(host)
     # 3. The pull request, again: the same repository and pull request, the record's head and base.
     pr = gh.pull()
@@ -217,7 +225,7 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
     posted = existing is None
     if existing is None:
         # 5. Post once; a lost answer is resolved by reading, never by posting again.
-        body = {"commit_id": doc["commit_id"], "event": event, "body": expected.body, "comments": doc["comments"]}
+        body = {"commit_id": doc.commit_id, "event": event, "body": expected.body, "comments": doc.comments}
         try:
             created = gh.create_review(body)
         except NoAnswer as e:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import Finding, VerificationError
+from ...inventory._names import collision_key
 from ..bootstrap import ReproducedOutput
+from ..handoff import HandoffCode
 from ._codes import BindingCode
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ class Binding:
     context: str
     sha256: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"path": self.path, "renderer": self.renderer, "context": self.context, "sha256": self.sha256}
 
 
@@ -65,7 +67,6 @@ def parse_reproduced_outputs(predicate: object) -> tuple[ReproducedOutput, ...]:
     Raises:
         VerificationError: ``HANDOFF_MALFORMED`` unless it is a list of ``{path, renderer, context, sha256}``.
     """
-    from ..handoff import HandoffCode
 
     raw = predicate.get("outputs") if isinstance(predicate, dict) else None
     if not isinstance(raw, list):
@@ -97,7 +98,7 @@ def _judge_renderer(role: str, path: str, renderer: str) -> Finding | None:
 
 def _judge_one(role: str, path: str, config: PolicyConfig, lock: PolicyLock, reproduced: Sequence[ReproducedOutput],
                kinds: Sequence[Kind | None] | None) -> tuple[list[Finding], Binding | None]:
-    from ...inventory._names import collision_key
+    # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...policy import PathRole, PolicyCode, check_authority_path
 
     # (1) the path's spelling: one spelling, repository-relative, confined, outside every reserved namespace.

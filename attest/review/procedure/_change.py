@@ -30,14 +30,19 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..._digest import sha256_of
-from ...errors import EnvironmentFailure, Finding, VerificationError
-from ...git import ChangedSurface, GitCode, GitRepo
+from ..._fdio import write_all
+from ..._json import canonical_bytes, loads_strict
+from ..._safefs import O_DIR, O_FILE, O_NEW
+from ...errors import AttestError, EnvironmentFailure, Finding, VerificationError
+from ...freeze import freeze_tree
+from ...freeze._store import HELD_STAGING
+from ...git import ChangedSurface, GitCode, GitRepo, changed_surface
 from ...git._objects import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, MODE_TREE
-from ...git._repo import _GIT_ARGS, MAX_DEPTH, MAX_ENTRIES, git_env
+from ...git._repo import _GIT_ARGS, MAX_DEPTH, MAX_ENTRIES, _run, git_env
 from ...git._surface import Hunk
 from ...inventory import Entry, EntryType, Inventory
 from ..handoff import HandoffCode
@@ -45,6 +50,11 @@ from ._codes import ReviewStartCode
 
 if TYPE_CHECKING:
     from ...freeze import Image
+
+#: A JSON object attest checked before reading it by key (a review state as parse_review_state read it, and its
+#: parts: surface, host, images, projections; the adapter document that is exactly the known projection).
+#: Any: its nested fields are read by key at the types that check established.
+CheckedDoc = Mapping[str, Any]
 
 CHANGE_FORMAT = "https://attest.dev/review-change/v1"
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
@@ -72,17 +82,17 @@ class ChangeSpec:
     """
 
     review: str
-    repository: Mapping[str, Any]   # {"id", "full_name"}
-    pull_request: Mapping[str, Any]  # {"id", "number"}
+    repository: Mapping[str, object]   # {"id", "full_name"}
+    pull_request: Mapping[str, object]  # {"id", "number"}
     base_commit: str
     base_tree: str
     head: str
     merge_base: str
-    surface: Mapping[str, Any]      # attest.git.ChangedSurface.to_json()
+    surface: Mapping[str, object]      # attest.git.ChangedSurface.to_json()
     projections: Mapping[str, tuple[str, bytes]]  # role -> (repository path, retained bytes)
 
     @classmethod
-    def from_state(cls, review: str, doc: Mapping[str, Any], semantic: bytes, adapter: bytes) -> ChangeSpec:
+    def from_state(cls, review: str, doc: CheckedDoc, semantic: bytes, adapter: bytes) -> ChangeSpec:
         """The spec of a review state document (``doc``) and its retained projection bytes (pure)."""
         p = doc["projections"]
         return cls(review, doc["repository"], doc["pull_request"], doc["base"]["commit"], doc["base"]["tree"], doc["head"],
@@ -90,7 +100,12 @@ class ChangeSpec:
                    {"semantic": (p["semantic"]["path"], semantic), "adapter": (p["adapter"]["path"], adapter)})
 
 
-def review_document(spec: ChangeSpec, not_materialized: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def _projections(digests: Mapping[str, tuple[str, str]]) -> dict[str, object]:
+    """``review.json``'s projections of role -> (repository path, sha256 hex) (pure)."""
+    return {role: {"path": path, "file": f"projections/{role}", "sha256": sha256} for role, (path, sha256) in sorted(digests.items())}
+
+
+def review_document(spec: ChangeSpec, not_materialized: Sequence[Mapping[str, str]]) -> dict[str, object]:
     """The ``review.json`` of ``spec`` (pure)."""
     return {
         "format": CHANGE_FORMAT,
@@ -100,8 +115,7 @@ def review_document(spec: ChangeSpec, not_materialized: Sequence[Mapping[str, st
         "base": {"commit": spec.base_commit, "tree": spec.base_tree},
         "head": {"commit": spec.head, "tree": spec.surface["head_tree"]},
         "merge_base": spec.merge_base,
-        "projections": {role: {"path": path, "file": f"projections/{role}", "sha256": hashlib.sha256(data).hexdigest()}
-                        for role, (path, data) in sorted(spec.projections.items())},
+        "projections": _projections({role: (path, hashlib.sha256(data).hexdigest()) for role, (path, data) in spec.projections.items()}),
         "not_materialized": [dict(x) for x in not_materialized],
     }
 
@@ -154,7 +168,6 @@ def read_head_tree(git: GitRepo, tree: str) -> HeadTree:
 
 def _objects_dir(git: GitRepo) -> str:
     """The absolute path of the repository's object database (a linked worktree's is its common directory's)."""
-    from ...git._repo import _run
 
     out = _run([f"--git-dir={git.git_dir}", "rev-parse", "--git-path", "objects"], git.git_dir).decode("utf-8", "replace").strip()
     return os.path.normpath(os.path.join(git.git_dir, out)) if not os.path.isabs(out) else out
@@ -169,8 +182,6 @@ def private_repository(git: GitRepo, scratch: str) -> str:
     Raises:
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from ..._fdio import write_all
-    from ..._safefs import O_NEW
 
     private = os.path.join(scratch, "diff.git")
     if os.path.isdir(private):
@@ -227,7 +238,6 @@ def align_surface(git: GitRepo, surface: ChangedSurface, scratch: str) -> Change
     Raises:
         EnvironmentFailure: ``GIT_FAILED``.
     """
-    from dataclasses import replace
 
     private = private_repository(git, scratch)
     paths = tuple(replace(p, hunks=git_hunks(private, surface.base, surface.head, p.path)) if p.content == "text" else p
@@ -242,10 +252,9 @@ def review_surface(git: GitRepo, state_dir: str, merge_base: str, head: str) -> 
         VerificationError: the git layer's codes (``OBJECT_MISSING``, ``BAD_TREE_NAME``, ...).
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
     """
+    # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
     from ...builder._outputs import remove_tree
-    from ...freeze._store import HELD_STAGING
-    from ...git import changed_surface
 
     surface = changed_surface(git, merge_base, head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as scratch:
@@ -311,7 +320,6 @@ def content_digest(head: Sequence[tuple[str, str, int, str | None]], not_materia
     inside what its id hashes (``change_content``), so the image's ``head/`` and ``diff.patch``
     are bound to the review as firmly as its surface is.
     """
-    from ..._json import canonical_bytes
 
     doc = {"head": sorted([list(e) for e in head], key=lambda e: str(e[0])), "not_materialized": [dict(x) for x in not_materialized],
            "diff": diff_sha256}
@@ -343,9 +351,9 @@ def prepare_change(git: GitRepo, state_dir: str, merge_base: str, head: str, hea
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes.
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``.
     """
+    # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
     from ...builder._outputs import remove_tree
-    from ...freeze._store import HELD_STAGING
 
     tree = read_head_tree(git, head_tree)
     entries: list[tuple[str, str, int, str | None]] = []
@@ -373,7 +381,6 @@ def prepare_change(git: GitRepo, state_dir: str, merge_base: str, head: str, hea
 
 def generated_files(spec: ChangeSpec, diff: bytes, head: HeadTree) -> dict[str, bytes]:
     """The bytes of every file attest writes into the change image besides ``head/`` (pure)."""
-    from ..._json import canonical_bytes
 
     return {
         "review.json": canonical_bytes(review_document(spec, head.not_materialized)),
@@ -399,9 +406,6 @@ def change_inventory(generated: Mapping[str, bytes], head: Sequence[tuple[str, s
 
 
 def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
-    from ..._fdio import write_all
-    from ..._safefs import O_NEW
-
     fd = os.open(name, O_NEW, 0o600, dir_fd=dfd)
     try:
         write_all(fd, data)
@@ -412,7 +416,6 @@ def _write_new(dfd: int, name: str, data: bytes, mode: int) -> None:
 
 def _open_dir(top: int, rel: str) -> int:
     """A new descriptor of the directory ``rel`` (``""``: ``top`` itself) below ``top``, no link followed."""
-    from ..._safefs import O_DIR
 
     fd = os.dup(top)
     try:
@@ -432,7 +435,6 @@ def _export(git: GitRepo, root: str, generated: Mapping[str, bytes], head: HeadT
     One directory descriptor at a time (the one being written into, opened again from ``root``
     when that changes): a head of any number of directories never runs out of descriptors.
     """
-    from ..._safefs import O_DIR
 
     dirs: list[str] = [HEAD_DIR, "projections"]
     top = os.open(root, O_DIR)
@@ -488,10 +490,9 @@ def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, prepared: Prep
         VerificationError: ``REVIEW_CHANGE_TOO_LARGE``, the git layer's object codes, the freeze codes.
         EnvironmentFailure: ``GIT_FAILED``, ``STAGING_FAILED``, the backend's codes.
     """
+    # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
     from ...builder._outputs import remove_tree
-    from ...freeze import freeze_tree
-    from ...freeze._store import HELD_STAGING
 
     generated = generated_files(spec, prepared.diff, prepared.head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as staging:
@@ -512,7 +513,7 @@ def change_reference(image: Image) -> dict[str, str]:
 # -- the check before every use -----------------------------------------------------------------
 
 
-def decide_change(doc: Mapping[str, Any], review: str, image: Image, read: Callable[[str], bytes]) -> list[Finding]:
+def decide_change(doc: CheckedDoc, review: str, image: Image, read: Callable[[str], bytes]) -> list[Finding]:
     """Whether the verified change ``image`` is the one of the review state ``doc`` (pure but for ``read``).
 
     ``read(path)`` returns the bytes of a file of the image (the caller reads them through the
@@ -524,8 +525,6 @@ def decide_change(doc: Mapping[str, Any], review: str, image: Image, read: Calla
     Raises:
         Nothing: every difference is a ``REVIEW_CHANGE_MISMATCH`` finding.
     """
-    from ..._json import canonical_bytes, loads_strict
-    from ...errors import AttestError
 
     def bad(detail: str, path: str | None = None) -> Finding:
         return Finding(HandoffCode.REVIEW_CHANGE_MISMATCH, path or getattr(image, "path", None), detail)
@@ -546,9 +545,8 @@ def decide_change(doc: Mapping[str, Any], review: str, image: Image, read: Calla
     p = doc["projections"]
     spec = ChangeSpec(review, doc["repository"], doc["pull_request"], doc["base"]["commit"], doc["base"]["tree"], doc["head"],
                       doc["merge_base"], doc["surface"], {"semantic": (p["semantic"]["path"], b""), "adapter": (p["adapter"]["path"], b"")})
-    expected = review_document(spec, [])
-    for role in ("semantic", "adapter"):
-        expected["projections"][role]["sha256"] = p[role]["sha256"]
+    expected = {**review_document(spec, []), "projections": _projections({role: (p[role]["path"], p[role]["sha256"])
+                                                                         for role in ("semantic", "adapter")})}
     if not isinstance(got, dict) or {k: v for k, v in got.items() if k != "not_materialized"} != \
             {k: v for k, v in expected.items() if k != "not_materialized"}:
         fields = sorted(k for k in {*expected, *(got if isinstance(got, dict) else {})} - {"not_materialized"}
@@ -567,7 +565,7 @@ def decide_change(doc: Mapping[str, Any], review: str, image: Image, read: Calla
     return found
 
 
-def _content_problems(doc: Mapping[str, Any], image: Image, review_json: Any, read: Callable[[str], bytes]) -> list[Finding]:
+def _content_problems(doc: CheckedDoc, image: Image, review_json: object, read: Callable[[str], bytes]) -> list[Finding]:
     """Whether the image's ``head/``, its links and submodules and ``diff.patch`` are the state's ``change_content`` (pure but for ``read``)."""
     inventory = getattr(image, "inventory", None)
     where = getattr(image, "path", None)
@@ -595,7 +593,6 @@ def read_image_file(image: Image, rel: str, *, max_bytes: int = 64 << 20) -> byt
     Raises:
         OSError: the file cannot be opened or is larger than ``max_bytes``.
     """
-    from ..._safefs import O_DIR, O_FILE
 
     fds = [os.open(image.path, O_DIR)]
     try:

@@ -37,10 +37,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..._digest import sha256_of
+from ..._json import canonical_bytes, loads_strict
+from ..._safefs import UnsafeEntry, open_regular_at
 from ..._shape import Shape
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
-from ..bootstrap import HostAdapter
-from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
+from ...freeze import FreezeCode
+from ...freeze._state import open_state, open_sub
+from ...git import GitCode, GitRepo, best_common_ancestors, is_full_sha, verify_full_sha
+from ..bootstrap import BootstrapCode, HostAdapter, host_adapter
+from ..handoff import IMAGE_NAMES
+from ._change import ChangeSpec, CheckedDoc, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
 from ._start import (
@@ -84,7 +90,7 @@ class ReviewState:
 
     review: str
     digest: str  # "sha256:<hex>" of the state file's bytes
-    doc: dict[str, Any]
+    doc: CheckedDoc
     repository_id: int
     full_name: str
     pull_request_id: int
@@ -95,7 +101,7 @@ class ReviewState:
     head: str
     merge_base: str
     repo: str
-    host: dict[str, Any]
+    host: CheckedDoc
     generation: int  # 0 for a started review; one more on every refresh
     authority: tuple[AuthorityChange, ...] = ()  # the head's changes to the base's authority material
 
@@ -117,7 +123,7 @@ class RecheckFacts:
     head: str
     merge_bases: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"repository": {"id": self.repository_id, "full_name": self.full_name},
                 "pull_request": {"id": self.pull_request_id, "number": self.number},
                 "base": {"commit": self.base_commit, "tree": self.base_tree}, "head": self.head,
@@ -151,7 +157,6 @@ def decide_recheck(state: ReviewState, now: RecheckFacts, root: Sequence[Finding
     Raises:
         Nothing: every difference is a finding of the outcome.
     """
-    from ...git import GitCode
 
     fail, restart = identity_changes(
         (now.repository_id, now.full_name, now.pull_request_id, now.number, now.base_commit),
@@ -196,9 +201,7 @@ def check_review_id(review: str) -> str:
     return review
 
 
-def _strict_doc(data: bytes, what: str, where: str, max_bytes: int) -> dict[str, Any]:
-    from ..._json import canonical_bytes, loads_strict
-
+def _strict_doc(data: bytes, what: str, where: str, max_bytes: int) -> CheckedDoc:
     try:
         doc = loads_strict(data, what=what, max_bytes=max_bytes)
     except AttestError as e:
@@ -218,8 +221,6 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
             documented shape), ``REVIEW_STATE_TAMPERED`` (the content does not hash to its
             ``review``, or that is not ``review``).
     """
-    from ...git import is_full_sha
-    from ..handoff import IMAGE_NAMES
 
     doc = _strict_doc(data, "the review state", where, MAX_STATE_BYTES)
     claimed = doc.get("review")
@@ -281,9 +282,6 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
 
 def _read_at(state_dir: str, sub: str, name: str, max_bytes: int) -> bytes | None:
     """The bytes of ``STATE/sub/name`` through descriptors (None when absent); a planted link fails."""
-    from ..._safefs import UnsafeEntry, open_regular_at
-    from ...freeze import FreezeCode
-    from ...freeze._state import open_state, open_sub
 
     where = os.path.join(state_dir, sub, name)
     state_fd = open_state(state_dir, create=False)
@@ -381,6 +379,7 @@ class Recheck:
     changed_paths: int | None
     root: ReviewRoot | None = None  # after proceed: the re-established images and retained projections
 
+    # Any: attest review recheck's text output (attest/cli/_review.py) indexes this document's nested fields
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"ok": self.outcome.ok, "review": self.state.review, "state": self.state_path,
                                "outcome": self.outcome.outcome, "reason": str(self.outcome.reason),
@@ -394,14 +393,13 @@ class Recheck:
         return doc
 
 
-def host_from_state(host: Mapping[str, Any], *, token_env: str | None, environ: Mapping[str, str]) -> HostAdapter:
+def host_from_state(host: CheckedDoc, *, token_env: str | None, environ: Mapping[str, str]) -> HostAdapter:
     """The host adapter a review state records, made again (``token_env`` as ``--token-env``: the token is never recorded).
 
     Raises:
         InputError: ``BAD_HOST_OPTIONS`` (an adapter the state cannot re-create, ``--token-env``
             with the identity file, or what :func:`~attest.review.bootstrap.host_adapter` refuses).
     """
-    from ..bootstrap import BootstrapCode, host_adapter
 
     if host["adapter"] == "identity":
         return host_adapter(identity=host["path"], github=None, pr=None, token_env=token_env, api_url=None, environ=environ)
@@ -413,8 +411,6 @@ def host_from_state(host: Mapping[str, Any], *, token_env: str | None, environ: 
 
 
 def _write_record(state_dir: str, state: ReviewState, outcome: RecheckOutcome, superseded_by: str | None) -> str:
-    from ..._json import canonical_bytes
-
     doc = {"review": state.review, "state": state.digest, "outcome": outcome.outcome, "reason": str(outcome.reason),
            "superseded_by": superseded_by}
     return write_state_file(state_dir, RECHECKS_DIR, f"{state.review}.json", canonical_bytes(doc))
@@ -446,8 +442,6 @@ def recheck_review(
             the state's: never for a base image that verified).
         EnvironmentFailure: ``REVIEW_STATE_FAILED``, ``GIT_FAILED`` and the state directory's codes.
     """
-    from ...git import GitRepo, best_common_ancestors, verify_full_sha
-    from ..bootstrap import BootstrapCode
 
     root_dir = os.path.abspath(os.fspath(state_dir))
     state = load_review_state(root_dir, review)

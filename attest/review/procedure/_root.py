@@ -21,14 +21,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ...errors import AttestError, Finding
+from ...errors import AttestError, EnvironmentFailure, Finding
+from ...freeze import Store, retain_file
+from ...freeze._state import open_state, state_lock
 from ..handoff import IMAGE_NAMES
+from ._change import CheckedDoc, decide_change, read_image_file
 from ._codes import RecheckCode
 
 if TYPE_CHECKING:
-    from ...freeze import Image, RetainedBytes, Store
+    from ...freeze import Image, RetainedBytes
 
 MAX_PROJECTION_BYTES = 16 << 20
 
@@ -45,12 +48,12 @@ class ReviewRoot:
     semantic: RetainedBytes
     adapter: RetainedBytes
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"images": {n: i.identity for n, i in self.images.items()},
                 "projections": {"semantic": "sha256:" + self.semantic.sha256, "adapter": "sha256:" + self.adapter.sha256}}
 
 
-def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Image]) -> list[Finding]:
+def decide_root(state_images: CheckedDoc, images: Mapping[str, Image]) -> list[Finding]:
     """Whether the verified store images are exactly the ones the review state records (pure).
 
     Raises:
@@ -69,10 +72,8 @@ def decide_root(state_images: Mapping[str, Any], images: Mapping[str, Image]) ->
     return found
 
 
-def _change_holds(store: Store, doc: Mapping[str, Any]) -> list[Finding]:
+def _change_holds(store: Store, doc: CheckedDoc) -> list[Finding]:
     """The change image of the state ``doc``, taken from ``store`` (verified) and checked against the state; what is wrong."""
-    from ...errors import EnvironmentFailure
-    from ._change import decide_change, read_image_file
 
     change = doc.get("change")
     if not isinstance(change, Mapping):
@@ -87,7 +88,7 @@ def _change_holds(store: Store, doc: Mapping[str, Any]) -> list[Finding]:
             for f in decide_change(doc, doc["review"], image, lambda rel: read_image_file(image, rel))]
 
 
-def reestablish_root(state_dir: str, doc: Mapping[str, Any]) -> tuple[list[Finding], ReviewRoot | None]:
+def reestablish_root(state_dir: str, doc: CheckedDoc) -> tuple[list[Finding], ReviewRoot | None]:
     """Take the state's four images from the store (verified) and retain its two projections again.
 
     Raises:
@@ -95,9 +96,6 @@ def reestablish_root(state_dir: str, doc: Mapping[str, Any]) -> tuple[list[Findi
         findings (with their layer's codes). ``EnvironmentFailure`` from the state directory
         itself (``STATE_INSECURE``, ...) propagates: that is not a fact about this review.
     """
-    from ...errors import EnvironmentFailure
-    from ...freeze import Store, retain_file
-    from ...freeze._state import open_state, state_lock
 
     state_fd = open_state(state_dir, create=False)
     try:

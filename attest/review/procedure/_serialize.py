@@ -44,16 +44,40 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from ..._digest import sha256_of
+from ..._fs import check_output_path, read_bounded, write_atomic
+from ..._json import canonical_bytes
+from ..._safefs import create_at
 from ..._shape import Shape
-from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
-from ..handoff import ResultFinding, ReviewResult
-from ._codes import SerializeCode
-from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange
+from ...attestation import sign_statement, statement, subject
+from ...errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
+from ...freeze import FreezeCode, Store
+from ...freeze._exec import caller_environment, expand_image_refs
+from ...freeze._state import open_state, open_sub, state_lock
+from ...git import ChangedPath, Hunk
+from ..handoff import (
+    IMAGE_NAMES,
+    MAX_RESULT_BYTES,
+    ResultFinding,
+    ReviewResult,
+    decide_images,
+    parse_result,
+    reviewer_command,
+    run_review_step,
+    verify_can_confine,
+    verify_handoff,
+    verify_reviewer_image,
+)
+from ._change import CheckedDoc, decide_change, read_image_file
+from ._codes import RecheckCode, ReviewStartCode, SerializeCode
+from ._recheck import _read_at, _strict_doc, load_review_state, recheck_review
+from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange, authority_changes, read_base_authority, write_state_file
 
 if TYPE_CHECKING:
     from ...attestation import KeylessSigner, Policy, Signer
@@ -98,13 +122,14 @@ def review_status(result: ReviewResult | None) -> Status:
 # -- the adapter (pure) ------------------------------------------------------------------------------------------
 
 
-def check_adapter(data: bytes, *, context: str, semantic_path: str, semantic_sha256: str) -> dict[str, Any]:
+def check_adapter(data: bytes, *, context: str, semantic_path: str, semantic_sha256: str) -> CheckedDoc:
     """The adapter document, if ``data`` is exactly the GitHub adapter projection bound to that semantic projection (pure).
 
     Raises:
         VerificationError: ``REVIEW_ADAPTER_UNSUPPORTED`` for any other bytes: another
             renderer, another binding, another version of the transport rules.
     """
+    # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...policy import render_github_review_json_adapter_v1
 
     want = render_github_review_json_adapter_v1(context, semantic_path, semantic_sha256)
@@ -112,16 +137,15 @@ def check_adapter(data: bytes, *, context: str, semantic_path: str, semantic_sha
         raise VerificationError(SerializeCode.REVIEW_ADAPTER_UNSUPPORTED, "the retained adapter projection is not the "
                                 "github-review-json-adapter-v1 projection of this context bound to the retained semantic "
                                 f"projection {semantic_path} (sha256 {semantic_sha256}); this serializer implements only that")
-    doc: dict[str, Any] = json.loads(data)
+    doc: CheckedDoc = json.loads(data)  # exactly the known projection's bytes
     return doc
 
 
 # -- placing findings (pure) -----------------------------------------------------------------------------------
 
 
-def _changed_lines(surface: Mapping[str, Any]) -> dict[str, dict[str, tuple[range, ...]]]:
+def _changed_lines(surface: CheckedDoc) -> dict[str, dict[str, tuple[range, ...]]]:
     """path -> side -> the changed line ranges, from a state's surface document (validated by building the git types)."""
-    from ...git import ChangedPath, Hunk
 
     out: dict[str, dict[str, tuple[range, ...]]] = {}
     statuses: dict[str, str] = {}
@@ -132,8 +156,6 @@ def _changed_lines(surface: Mapping[str, Any]) -> dict[str, dict[str, tuple[rang
             out[cp.path] = {side: tuple(h.lines(side) for h in cp.hunks) for side in ("LEFT", "RIGHT")}
             statuses[cp.path] = cp.status
     except (KeyError, TypeError, ValueError) as e:
-        from ._codes import RecheckCode
-
         raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's changed surface is malformed: {e!r}") from e
     # Renames are not detected here, but a host's diff does detect them: while the surface both adds
     # and deletes a path, no added or deleted path is anchored (the host may show a pair as one
@@ -179,7 +201,6 @@ def _escape(text: str) -> str:
     spaces; control, format (bidirectional overrides, zero-width characters), private-use and
     unassigned code points become U+FFFD, so nothing reorders or hides the text around it.
     """
-    import unicodedata
 
     out: list[str] = []
     for ch in text:
@@ -200,9 +221,7 @@ def _escape(text: str) -> str:
     return "".join(out)
 
 
-def _fenced(doc: Mapping[str, Any]) -> str:
-    from ..._json import canonical_bytes
-
+def _fenced(doc: Mapping[str, object]) -> str:
     text = canonical_bytes(doc).decode("utf-8")
     runs = [len(m) for m in re.findall(r"`+", text)]
     fence = "`" * max(3, max(runs, default=0) + 1)
@@ -241,7 +260,29 @@ _WHAT = {"config": "the trusted base's review configuration", "lock": "the trust
          "github": "GitHub's runtime namespace .github/"}
 
 
-def authority_findings(changes: Sequence[AuthorityChange]) -> list[dict[str, Any]]:
+class AuthorityFinding(TypedDict):
+    """attest's own finding for one authority change (:func:`authority_findings`)."""
+
+    id: str
+    severity: str
+    blocking: bool
+    message: str
+    path: str
+    kind: str
+    status: str
+    source: str
+
+
+class GitHubReviewPayload(TypedDict):
+    """The GitHub review payload (:func:`render_github_review`): what ``attest review publish`` posts."""
+
+    commit_id: str
+    event: str
+    body: str
+    comments: list[dict[str, object]]
+
+
+def authority_findings(changes: Sequence[AuthorityChange]) -> list[AuthorityFinding]:
     """attest's own finding for each authority change, in order (pure): ``attest-authority-1``, ``-2``, ...
 
     Each is ``{id, severity, blocking, message, path, kind, status, source: "attest"}``:
@@ -259,8 +300,8 @@ def authority_findings(changes: Sequence[AuthorityChange]) -> list[dict[str, Any
             for i, c in enumerate(changes, 1)]
 
 
-def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surface: Mapping[str, Any],
-                         adapter: Mapping[str, Any]) -> dict[str, Any]:
+def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surface: CheckedDoc,
+                         adapter: CheckedDoc) -> GitHubReviewPayload:
     """The GitHub review payload of ``adapter``'s rules (pure): every finding, inline or losslessly in the body.
 
     Raises:
@@ -271,7 +312,7 @@ def render_github_review(result: ReviewResult | None, facts: ReviewFacts, surfac
     limit = int(adapter.get("limits", {}).get("body_bytes", BODY_LIMIT))
     lines = _changed_lines(surface)
     findings = result.findings if result is not None else ()
-    inline: list[dict[str, Any]] = []
+    inline: list[dict[str, object]] = []
     below: list[ResultFinding] = []
     for f in findings:
         where = anchor(f, lines)
@@ -347,9 +388,9 @@ class RunRecord:
     result: str | None
     failure: Mapping[str, str] | None
     blocking: int
-    confinement: Mapping[str, Any] | None
+    confinement: Mapping[str, object] | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"review": self.review, "state": self.state, "handoff_digest": self.handoff_digest,
                 "repository_id": self.repository_id, "pull_request_id": self.pull_request_id, "head": self.head,
                 "outcome": self.outcome, "result": self.result, "failure": None if self.failure is None else dict(self.failure),
@@ -357,7 +398,7 @@ class RunRecord:
 
 
 def run_record(state: ReviewState, handoff_digest: str, outcome: RunOutcome, *, result_digest: str | None = None,
-               failure: Finding | None = None, blocking: int = 0, confinement: Mapping[str, Any] | None = None) -> RunRecord:
+               failure: Finding | None = None, blocking: int = 0, confinement: Mapping[str, object] | None = None) -> RunRecord:
     """The run record of ``state`` with ``outcome`` (pure).
 
     Raises:
@@ -374,8 +415,6 @@ def parse_run_record(data: bytes, where: str) -> RunRecord:
     Raises:
         VerificationError: ``REVIEW_STATE_MALFORMED``.
     """
-    from ._codes import RecheckCode
-    from ._recheck import _strict_doc
 
     doc = _strict_doc(data, "the run record", where, MAX_RUN_RECORD_BYTES)
     rec = Shape(doc, "run_record", lambda d: VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, d, where)).object(_RUN_KEYS)
@@ -416,10 +455,6 @@ def claim_run(state_dir: str, state: ReviewState, handoff_digest: str) -> str:
         VerificationError: ``REVIEW_ALREADY_RUN``, ``STATE_SYMLINK``.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
     """
-    from ..._json import canonical_bytes
-    from ..._safefs import create_at
-    from ...freeze._state import open_state, open_sub
-    from ._codes import ReviewStartCode
 
     name = f"{state.review}.json"
     where = os.path.join(state_dir, RESULTS_DIR, name)
@@ -448,8 +483,6 @@ def write_run_record(state_dir: str, record: RunRecord) -> str:
     Raises:
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
     """
-    from ..._json import canonical_bytes
-    from ._start import write_state_file
 
     return write_state_file(state_dir, RESULTS_DIR, f"{record.review}.json", canonical_bytes(record.to_json()))
 
@@ -461,7 +494,6 @@ def read_run_record(state_dir: str, state: ReviewState) -> RunRecord:
         VerificationError: ``REVIEW_RESULT_NOT_OF_REVIEW`` (none, not of this state, or not
             finished), ``REVIEW_STATE_MALFORMED``.
     """
-    from ._recheck import _read_at
 
     where = os.path.join(state_dir, RESULTS_DIR, f"{state.review}.json")
     data = _read_at(state_dir, RESULTS_DIR, f"{state.review}.json", MAX_RUN_RECORD_BYTES)
@@ -485,9 +517,6 @@ def read_run_records(state_dir: str | os.PathLike[str]) -> tuple[RunRecord, ...]
             or not named for its review), ``STATE_SYMLINK``.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the state directory's codes.
     """
-    from ...freeze._state import open_state, open_sub
-    from ._codes import RecheckCode
-    from ._recheck import _read_at
 
     root = os.path.abspath(os.fspath(state_dir))
     state_fd = open_state(root, create=False)
@@ -548,9 +577,20 @@ def decide_head_history(run: RunRecord, history: Sequence[RunRecord]) -> list[Fi
 # -- the record ----------------------------------------------------------------------------------------------------
 
 
-def review_record_statement(state: ReviewState, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, Any] | None,
-                            run: RunRecord, result: ReviewResult | None, placed: Mapping[str, Any],
-                            time: _dt.datetime) -> dict[str, Any]:
+def _finding_counts(result: ReviewResult | None, ours: int, inline: int) -> dict[str, int]:
+    """The record's ``findings``: every finding of the payload, the reviewer's and ``ours`` authority findings (pure).
+
+    Raises:
+        Nothing.
+    """
+    findings = result.findings if result is not None else ()
+    return {"total": len(findings) + ours, "blocking": sum(f.blocking for f in findings) + (ours if AUTHORITY_BLOCKING else 0),
+            "inline": inline, "in_body": len(findings) + ours - inline}
+
+
+def review_record_statement(state: ReviewState, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, str] | None,
+                            run: RunRecord, result: ReviewResult | None, placed: GitHubReviewPayload,
+                            time: _dt.datetime) -> dict[str, object]:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
 
     ``authority_changes`` is the state's list; ``findings`` counts every finding of the payload,
@@ -559,13 +599,10 @@ def review_record_statement(state: ReviewState, *, status: Status, payload: byte
     Raises:
         InputError: ``INTERNAL`` for a naive ``time``.
     """
-    from ...attestation import statement, subject
-    from ...errors import CommonCode
 
     if time.tzinfo is None:
         raise InputError(CommonCode.INTERNAL, "the clock must return an aware datetime")
     d = state.doc
-    findings = result.findings if result is not None else ()
     ours = len(d["authority_changes"])  # each is a blocking finding of the payload's body (authority_findings)
     predicate = {
         "review": state.review,
@@ -585,8 +622,7 @@ def review_record_statement(state: ReviewState, *, status: Status, payload: byte
         "failure": None if failure is None else dict(failure),
         "limitations": list(result.limitations) if result is not None else [],
         "authority_changes": [dict(c) for c in d["authority_changes"]],
-        "findings": {"total": len(findings) + ours, "blocking": sum(f.blocking for f in findings) + (ours if AUTHORITY_BLOCKING else 0),
-                     "inline": len(placed["comments"]), "in_body": len(findings) + ours - len(placed["comments"])},
+        "findings": _finding_counts(result, ours, len(placed["comments"])),
         "event": placed["event"],
         "confinement": None if run.confinement is None else dict(run.confinement),
         "time": time.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -616,6 +652,7 @@ class Serialized:
     recheck: Recheck  # the one that said proceed
     authority: tuple[AuthorityChange, ...] = ()  # each also counted in in_body and blocking
 
+    # Any: attest review serialize's text output (attest/cli/_review.py) indexes this document's nested fields
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "review": self.review, "status": self.status, "head": self.head, "outcome": "proceed",
                 "payload": self.payload_path, "payload_digest": self.payload_digest, "record": self.record_path,
@@ -626,7 +663,6 @@ class Serialized:
 
 def _serialized(state_dir: str, review: str) -> bool:
     """Whether ``STATE/records/<review>.json`` exists (a planted link there fails: ``STATE_SYMLINK``)."""
-    from ._recheck import _read_at
 
     return _read_at(state_dir, RECORDS_DIR, f"{review}.json", MAX_RUN_RECORD_BYTES * 16) is not None
 
@@ -645,7 +681,6 @@ def _authority_of(state: ReviewState, root: ReviewRoot) -> tuple[AuthorityChange
         VerificationError: ``REVIEW_AUTHORITY_CHANGES_MISMATCH``, ``REVIEW_AUTHORITY_MISMATCH``,
             ``REVIEW_STATE_MALFORMED`` and the codes of :func:`~attest.review.bootstrap.read_authority`.
     """
-    from ._start import authority_changes, read_base_authority
 
     d = state.doc
     _changed_lines(d["surface"])  # the surface's paths are of the documented shape (REVIEW_STATE_MALFORMED)
@@ -665,7 +700,6 @@ def _output_paths(result: str, out: str, record: str | None) -> tuple[str, str |
     Raises:
         InputError: ``BAD_OUTPUT_PATH``.
     """
-    from ...errors import CommonCode
 
     def real(path: str) -> str:
         return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
@@ -711,11 +745,6 @@ def serialize_review(
             ``REVIEW_PAYLOAD_TOO_LARGE``, ``REVIEW_RESULT_INVALID``, the review state's codes.
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
     """
-    from ..._fs import read_bounded
-    from ..._json import canonical_bytes
-    from ...attestation import sign_statement
-    from ..handoff import MAX_RESULT_BYTES, parse_result
-    from ._recheck import load_review_state, recheck_review
 
     root = os.path.abspath(os.fspath(state_dir))
     # 1. The state (refused when an earlier recheck closed it, or when it was serialized already),
@@ -735,8 +764,6 @@ def serialize_review(
                                     f"{review} kept {run.result}", os.fspath(result))
         parsed = parse_result(data)
         if sum(f.blocking for f in parsed.findings) != run.blocking:
-            from ._codes import RecheckCode
-
             raise VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the run record of review {review} counts {run.blocking} "
                                     "blocking finding(s); its result has another number", os.fspath(result))
     status = review_status(parsed)
@@ -764,7 +791,7 @@ def serialize_review(
                                    result=parsed, placed=placed, time=clock())
     signed = sign_statement(stmt, signer)
     record_path = _write_outputs(root, review, signed, payload, out_path=out_path, record_path=record_path_arg)
-    counted = stmt["predicate"]["findings"]
+    counted = _finding_counts(parsed, len(state.doc["authority_changes"]), len(placed["comments"]))  # the record's
     return Serialized(review, status, state.head, out_path, sha256_of(payload), record_path,
                       sha256_of(signed), placed["event"], len(placed["comments"]),
                       counted["in_body"], counted["blocking"], got, changes)
@@ -788,8 +815,6 @@ def _write_outputs(root: str, review: str, signed: bytes, payload: bytes, *, out
     The state's record first (it also proves STATE/records is not a planted link), then the
     caller's copies; a failure removes what this call wrote, so a failed serialize leaves nothing.
     """
-    from ..._fs import write_atomic
-    from ._start import write_state_file
 
     written: list[str] = []
     try:
@@ -831,16 +856,10 @@ def check_run_options(state_dir: str, handoff: Handoff, argv: Sequence[str], *, 
         VerificationError: ``NOT_IN_STORE``, the image codes, ``HANDOFF_IMAGE_MISMATCH``, ``STATE_SYMLINK``.
         EnvironmentFailure: ``REVIEWER_NOT_CONFINED``, ``NETWORK_NOT_ISOLATED``, the state directory's codes.
     """
-    import shutil
 
-    from ..._fs import check_output_path
+    # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._codes import BuildCode
     from ...builder._sandbox import _TOOLS_PATH, _tools
-    from ...errors import CommonCode
-    from ...freeze import FreezeCode, Store
-    from ...freeze._exec import caller_environment, expand_image_refs
-    from ...freeze._state import open_state, state_lock
-    from ..handoff import IMAGE_NAMES, decide_images, verify_can_confine
 
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")
@@ -869,6 +888,15 @@ def check_run_options(state_dir: str, handoff: Handoff, argv: Sequence[str], *, 
     return images
 
 
+class RunOptions(TypedDict, total=False):
+    """The options :func:`run_review` passes on to :func:`check_run_options` and :func:`~attest.review.handoff.run_review_step`."""
+
+    pass_env: Sequence[str]
+    readonly: Sequence[str]
+    network: bool
+    unsafe_unconfined: bool
+
+
 def run_review(
     *,
     state_dir: str | os.PathLike[str],
@@ -879,7 +907,8 @@ def run_review(
     out: str | os.PathLike[str],
     reviewer: str | None = None,
     reviewer_attestation: str | os.PathLike[str] | None = None,
-    **options: Any,
+    set_env: Mapping[str, str] | None = None,
+    **options: Unpack[RunOptions],
 ) -> ReviewRun:
     """``review exec --review ID``: the review step for one started review, its outcome recorded for serialize.
 
@@ -906,9 +935,6 @@ def run_review(
             ``REVIEW_ALREADY_SERIALIZED``, ``REVIEW_ALREADY_RUN`` (one review, one analysis) and
             everything :func:`check_run_options` and :func:`~attest.review.handoff.run_review_step` raise.
     """
-    from ..handoff import reviewer_command, run_review_step, verify_handoff, verify_reviewer_image
-    from ._change import decide_change, read_image_file
-    from ._recheck import load_review_state
 
     root = os.path.abspath(os.fspath(state_dir))
     state = load_review_state(root, review)
@@ -919,7 +945,7 @@ def run_review(
                                 f"{state.doc['handoff']['digest']}, not {h.attestation_digest}", os.fspath(handoff))
     deployed = verify_reviewer_image(reviewer, reviewer_attestation, policy) if reviewer is not None else None
     change = state.doc["change"]
-    caller_set = options.pop("set_env", None) or {}
+    caller_set = set_env or {}
     set_env = {**caller_set, "REVIEW_ID": review, "REVIEW_HEAD": state.head, "REVIEW_MERGE_BASE": state.merge_base}
     attest_env = {"ATTEST_REVIEW_SEMANTIC": f"{change['path']}/projections/semantic",
                   "ATTEST_REVIEW_ADAPTER": f"{change['path']}/projections/adapter"}

@@ -41,22 +41,38 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..._json import canonical_bytes
+from ..._safefs import replace_at
+from ...attestation import verify_attestation_file
 from ...errors import EnvironmentFailure, Finding, VerificationError
-from ..bootstrap import HostAdapter, HostIdentity, ReproducedOutput
-from ..handoff import IMAGE_NAMES, Handoff, HandoffCode
+from ...freeze import Store, retain_file
+from ...freeze._state import open_state, open_sub, state_lock
+from ...git import GitRepo, best_common_ancestors, require_single_merge_base, verify_full_sha
+from ..bootstrap import (
+    BaseSnapshot,
+    BootstrapCode,
+    GitHubIdentity,
+    HostAdapter,
+    HostIdentity,
+    IdentityFile,
+    ReproducedOutput,
+    read_authority,
+    verify_base_snapshot,
+)
+from ..handoff import IMAGE_NAMES, Handoff, HandoffCode, decide_images, parse_handoff
 from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
 from ._change import ChangeSpec, change_reference, freeze_change, prepare_change, review_surface
-from ._codes import ReviewStartCode
+from ._codes import RecheckCode, ReviewStartCode
 
 if TYPE_CHECKING:
     from ..._safefs import Kind
     from ...attestation import Policy
     from ...freeze import Image, RetainedBytes
-    from ...git import ChangedSurface, GitRepo
+    from ...git import ChangedSurface
     from ...policy import PolicyConfig, PolicyLock
     from ..bootstrap import Authority
 
@@ -85,7 +101,7 @@ class HandoffEvidence:
     lock_sha256: str
 
 
-def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> HandoffEvidence:
+def handoff_evidence(statement: Mapping[str, object], handoff: Handoff, path: str) -> HandoffEvidence:
     """Read the outputs and the config and lock digests of an already verified and parsed handoff (pure).
 
     Raises:
@@ -93,6 +109,8 @@ def handoff_evidence(statement: dict[str, Any], handoff: Handoff, path: str) -> 
             SHA-256, or outputs that are not ``{path, renderer, context, sha256}``).
     """
     pred = statement["predicate"]
+    if not isinstance(pred, dict):
+        raise VerificationError(HandoffCode.HANDOFF_MALFORMED, "the handoff's predicate is not an object", path)
     digests: list[str] = []
     for key in ("config", "lock"):
         value = pred.get(key)
@@ -111,8 +129,6 @@ def verify_handoff_evidence(path: str | os.PathLike[str], policy: Policy) -> Han
         VerificationError: no trusted signature (the attestation layer's codes), or
             ``HANDOFF_WRONG_PREDICATE``, ``HANDOFF_MALFORMED``, ``HANDOFF_SUBJECT_MISMATCH``.
     """
-    from ...attestation import verify_attestation_file
-    from ..handoff import parse_handoff
 
     where = os.path.abspath(os.fspath(path))
     verified = verify_attestation_file(where, policy)
@@ -187,6 +203,7 @@ class AuthorityChange:
 
 
 def _key(path: str) -> tuple[str, ...]:
+    # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...policy._paths import namespace_key
 
     return tuple(namespace_key(part) for part in path.split("/"))
@@ -214,6 +231,7 @@ def authority_kind(path: str, config: PolicyConfig, lock: PolicyLock) -> str | N
 
 def _named(config: PolicyConfig, lock: PolicyLock) -> dict[tuple[str, ...], str]:
     """The keys of the base's exact authority paths: the two files, the modules and outputs they name."""
+    # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...policy import CONFIG_PATH, LOCK_PATH
 
     named = {_key(o.path): "output" for o in config.outputs}
@@ -263,7 +281,6 @@ def parse_authority_changes(value: object, surface: object, where: str | None = 
     Raises:
         VerificationError: ``REVIEW_STATE_MALFORMED``.
     """
-    from ._codes import RecheckCode
 
     def bad(detail: str) -> VerificationError:
         return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's {detail}", where)
@@ -296,7 +313,6 @@ def read_base_authority(image: Image, commit: str, tree: str, object_format: str
             recorded digests), and the codes of ``read_authority``.
         InputError: the codes of ``read_authority`` (a configuration or lock that does not parse).
     """
-    from ..bootstrap import BaseSnapshot, read_authority
 
     authority = read_authority(BaseSnapshot(commit, tree, object_format, image, 0))
     for what, got, want in (("configuration", authority.config_sha256, config_sha256),
@@ -319,6 +335,7 @@ def path_kinds(repo: GitRepo, tree: str, path: str) -> list[Kind | None]:
             ``WRONG_OBJECT_TYPE``, ``BAD_TREE_NAME``, ``MALFORMED_OBJECT``, ...).
         EnvironmentFailure: ``GIT_FAILED``.
     """
+    # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...policy import kind_of_git_mode
 
     kinds: list[Kind | None] = []
@@ -360,16 +377,18 @@ class ReviewStart:
     semantic: RetainedBytes
     adapter: RetainedBytes
     repo: str
-    host_adapter: dict[str, Any]
+    host_adapter: dict[str, object]
     authority: tuple[AuthorityChange, ...] = ()
-    change: Any = None  # attest.freeze.Image | None: the change image (._change), once frozen
+    # Any: the change image (an Image, ._change) on every ReviewStart review_start returns, whose callers read its
+    # identity; None only on the one review_start builds the state document from, before the image is frozen
+    change: Any = None
     change_content: str = ""  # its head/, links and diff (._change.content_digest): part of what the id hashes
 
     @property
     def handoff(self) -> Handoff:
         return self.evidence.handoff
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         """The review state document (without ``review``): everything recheck and serialize compare against."""
         h = self.handoff
         return {
@@ -394,6 +413,7 @@ class ReviewStart:
             **({"change": change_reference(self.change)} if self.change is not None else {}),
         }
 
+    # Any: attest review start's text output (attest/cli/_review.py) indexes this document's nested fields
     def to_json(self) -> dict[str, Any]:
         h = self.handoff
         return {
@@ -415,7 +435,7 @@ class ReviewStart:
         }
 
 
-def review_id(state: dict[str, Any]) -> str:
+def review_id(state: dict[str, object]) -> str:
     """The content-derived id of a review state: the first 32 hex digits of SHA-256 of its canonical bytes.
 
     Without its ``change``: the change image holds the id (its ``review.json``), so it is recorded
@@ -425,7 +445,6 @@ def review_id(state: dict[str, Any]) -> str:
         InputError: ``BAD_JSON`` for a state that RFC 8785 cannot encode
             (never for a :meth:`ReviewStart.state`).
     """
-    from ..._json import canonical_bytes
 
     return hashlib.sha256(canonical_bytes({k: v for k, v in state.items() if k != "change"})).hexdigest()[:32]
 
@@ -442,8 +461,6 @@ def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
         VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
             directory).
     """
-    from ..._safefs import replace_at
-    from ...freeze._state import open_state, open_sub
 
     where = os.path.join(state_dir, sub, name)
     state_fd = open_state(state_dir, create=False)
@@ -461,7 +478,7 @@ def write_state_file(state_dir: str, sub: str, name: str, data: bytes) -> str:
     return where
 
 
-def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]:
+def write_review_state(state_dir: str, state: dict[str, object]) -> tuple[str, str]:
     """Step 9: write ``{"review": id, **state}`` atomically to ``STATE/reviews/<id>.json``; return (id, path).
 
     Raises:
@@ -470,19 +487,17 @@ def write_review_state(state_dir: str, state: dict[str, Any]) -> tuple[str, str]
         VerificationError: ``STATE_SYMLINK`` (a link or non-directory planted in the state
             directory).
     """
-    from ..._json import canonical_bytes
 
     ident = review_id(state)
     return ident, write_state_file(state_dir, REVIEWS_DIR, f"{ident}.json", canonical_bytes({"review": ident, **state}))
 
 
-def describe_host(host: HostAdapter) -> dict[str, Any]:
+def describe_host(host: HostAdapter) -> dict[str, object]:
     """How to ask the host again (recheck): the identity file, or the GitHub repository, pull request and API URL (never a token).
 
     Raises:
         Nothing.
     """
-    from ..bootstrap import GitHubIdentity, IdentityFile
 
     if isinstance(host, IdentityFile):
         return {"adapter": "identity", "path": os.path.abspath(host.path)}
@@ -513,11 +528,6 @@ def review_start(
             ``REVIEW_BINDING_*`` codes, and the codes of the layers below (handoff, store, git, freeze).
         EnvironmentFailure: ``REVIEW_STATE_FAILED`` and the layers' environment failures.
     """
-    from ...freeze import Store, retain_file
-    from ...freeze._state import open_state, state_lock
-    from ...git import GitRepo, best_common_ancestors, require_single_merge_base, verify_full_sha
-    from ..bootstrap import BaseSnapshot, BootstrapCode, read_authority, verify_base_snapshot
-    from ..handoff import decide_images
 
     state = os.path.abspath(os.fspath(state_dir))
     repo_path = os.path.abspath(os.fspath(repo))
@@ -563,6 +573,7 @@ def review_start(
                     if got != want:
                         raise VerificationError(ReviewStartCode.REVIEW_AUTHORITY_MISMATCH, f"the snapshot's {what} has SHA-256 "
                                                 f"{got}; the handoff records {want}")
+                # lazy: attest.policy, +25 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
                 from ...policy import PathRole, check_authority_path
 
                 kinds = {p: path_kinds(git, tree, p) for p in (semantic, adapter)

@@ -35,11 +35,21 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..._fs import read_bounded
-from ...errors import AttestError, EnvironmentFailure, InputError, VerificationError
-from ...freeze import resolve_backend
+from ..._json import loads_strict
+from ..._safefs import O_DIR, remove_tree
+from ...attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, KeySignerSpec, generate_key, load_policy, load_signer
+from ...builder import install_skill
+from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
+from ...freeze import resolve_backend, run_from_images
+from ...inventory import EntryType, inventory_tree
+from .. import bootstrap
+from ..bootstrap import STEP_NAMES, BootstrapError, IdentityFile
+from ..bootstrap._chain import _bootstrap
+from ..handoff import HANDOFF_PREDICATE
+from ..procedure import review_start
 from ._codes import ReleaseCode
 
 if TYPE_CHECKING:
@@ -77,10 +87,6 @@ class ImageGenerator:
     state_dir: str
 
     def __call__(self, runtime: BuildResult, root: Path) -> None:
-        from ..._json import loads_strict
-        from ...errors import Finding
-        from ...freeze import run_from_images
-
         fd = os.memfd_create("attest-policy-generate", os.MFD_CLOEXEC)
         try:
             argv = [f"{runtime.store_path}/bin/attest", "policy", "generate", "--root", str(root), "--json"]
@@ -92,7 +98,7 @@ class ImageGenerator:
         if rc == 0:
             return
         try:
-            doc: Any = loads_strict(out, what="`attest policy generate` output", max_bytes=MAX_GENERATE_OUTPUT, max_depth=8)
+            doc: object = loads_strict(out, what="`attest policy generate` output", max_bytes=MAX_GENERATE_OUTPUT, max_depth=8)
         except AttestError:
             doc = None
         errors = doc.get("errors") if isinstance(doc, dict) else None
@@ -117,8 +123,6 @@ class FixtureConsumer:
 
 
 def _files(root: str, what: str) -> tuple[tuple[str, bytes, int], ...]:
-    from ...inventory import EntryType, inventory_tree
-
     def bad(detail: str, e: AttestError | None = None) -> InputError:
         return InputError(ReleaseCode.FIXTURE_CONSUMER_BAD, f"the fixture's {what}/ {detail}", root,
                           findings=e.findings if e is not None else ())
@@ -228,8 +232,6 @@ def fixture_trust(deploy_public: str, release: Policy) -> str:
     Raises:
         Nothing.
     """
-    from ...attestation import INSTALLATION_PREDICATE, RUNTIME_PREDICATE, KeySignerSpec
-    from ..handoff import HANDOFF_PREDICATE
 
     lines = ["threshold = 1", "", "[[signers]]", 'kind = "key"', f"public_key = {_quoted(deploy_public)}",
              f"predicates = [{_quoted(INSTALLATION_PREDICATE)}, {_quoted(HANDOFF_PREDICATE)}]"]
@@ -251,8 +253,6 @@ def _now() -> _dt.datetime:
 
 
 def _remove(path: str) -> None:
-    from ..._safefs import O_DIR, remove_tree
-
     fd = os.open(os.path.dirname(path), O_DIR)
     try:
         remove_tree(fd, os.path.basename(path))
@@ -274,7 +274,7 @@ class FixtureRun:
     backend: str | None = None  # None: $ATTEST_BACKEND, else immutable (attest.freeze.resolve_backend)
     clock: Callable[[], _dt.datetime] = _now
 
-    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, Any]:
+    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, object]:
         """Run steps 1-5 of the module docstring; return what the log entry records.
 
         Raises:
@@ -284,13 +284,7 @@ class FixtureRun:
         return self._run(candidate, None, None)
 
     def _run(self, candidate: PromotionCandidate, runner: PolicyCheckRunner | None,
-             generator: PolicyGenerator | None) -> Mapping[str, Any]:
-        from ...attestation import generate_key, load_policy, load_signer
-        from ...builder import install_skill
-        from ..bootstrap import STEP_NAMES, BootstrapError, IdentityFile, ImageCheckRunner
-        from ..bootstrap._chain import _bootstrap
-        from ..procedure import review_start
-
+             generator: PolicyGenerator | None) -> Mapping[str, object]:
         state = os.path.abspath(candidate.state)
         facts = candidate.facts
         tmp = tempfile.mkdtemp(prefix="attest-promote-fixture-")
@@ -324,7 +318,8 @@ class FixtureRun:
                 result = _bootstrap(pins=pins, trust=trust, state_dir=state, skill_dir=installed.installed_root,
                                     installation=installation, repo=consumer, host=IdentityFile(str(identity)), key=str(key),
                                     out=deploy / "handoff.json", backend=self.backend, clock=self.clock, log_checkpoint=None,
-                                    runner=runner if runner is not None else ImageCheckRunner(state))
+                                    # bootstrap.ImageCheckRunner is looked up at call time, as the function-level import did
+                                    runner=runner if runner is not None else bootstrap.ImageCheckRunner(state))
                 part = "review start"
                 start = review_start(handoff=result.handoff, policy=load_policy(trust), state_dir=state, repo=consumer,
                                      host=IdentityFile(str(identity)), semantic=SEMANTIC, adapter=ADAPTER)
@@ -351,7 +346,7 @@ class FixtureRun:
             except OSError as e:  # keep the reason the run failed, if it did; say what is left
                 raise EnvironmentFailure(ReleaseCode.PROMOTION_FIXTURE_FAILED, f"cannot remove the fixture's temporary tree: "
                                          f"{e.strerror}; remove it by hand", tmp) from e
-        images = result.to_json()["images"]
+        images = result.established.images()
         return {
             "consumer": self.fixture.path,
             "repository": REPOSITORY["full_name"],
@@ -361,7 +356,7 @@ class FixtureRun:
             "handoff_digest": result.handoff_digest,
             "review": start.review,
             "backend": resolve_backend(self.backend),
-            "images": {name: images[name]["identity"] for name in sorted(images)},
+            "images": {name: images[name].identity for name in sorted(images)},
             "summary": f"bootstrap (steps 1-9) and review start passed on {os.path.basename(self.fixture.path)} "
                        f"(base {base[:12]}, pull request head {head[:12]}, review {start.review[:12]})",
         }
@@ -375,5 +370,5 @@ class _FixtureRunWith:
     runner: PolicyCheckRunner | None = None
     generator: PolicyGenerator | None = None
 
-    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, Any]:
+    def __call__(self, candidate: PromotionCandidate) -> Mapping[str, object]:
         return self.run._run(candidate, self.runner, self.generator)

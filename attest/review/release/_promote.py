@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
+from ...builder import run_promote
+from ...git import verify_full_sha
 from ._fixture import FixtureRun, _FixtureRunWith, _now, load_fixture
 
 if TYPE_CHECKING:
@@ -54,8 +56,6 @@ def _promote_release(toolchain_rev: str, pins: str, key: str, policy: str, *, ru
                      repin: Collection[str], fixture: str, backend: str | None, clock: Callable[[], _dt.datetime],
                      runner: PolicyCheckRunner | None, generator: PolicyGenerator | None) -> PromotionResult:
     """:func:`promote_release` with the fixture's generator and step-6 runner given: private, for tests (never a caller's authority)."""
-    from ...builder import run_promote
-    from ...git import verify_full_sha
 
     verify_full_sha(toolchain_rev, what="toolchain revision")  # before anything else is read
     run = FixtureRun(load_fixture(fixture), backend=backend, clock=clock)

@@ -6,10 +6,12 @@ workers that metadata work, not attest's, dominates: a 10,000-file tree took 26 
 write and remove there than on a tmpfs, measured side by side on a 2-core machine. As root, the
 controller process moves into its own mount namespace (made private, so nothing propagates back to
 the host) and mounts a tmpfs (mode 1777 as /tmp's: tests run steps as other uids) on a fresh,
-short-named directory; ``TMPDIR`` names it, so both xdist workers (which
-inherit the namespace) and every ``tempfile`` and ``tmp_path`` of the run live there. The mount
-disappears with the run's last process, immutable images included. Nothing of attest changes: a
-tmpfs is a real filesystem with the immutable flag, ``statx`` attributes and hard links.
+short-named directory; ``TMPDIR`` names it, so both xdist workers (which inherit the namespace)
+and every ``tempfile`` and ``tmp_path`` of the run live there. The mount disappears with the run's
+last process, immutable images included. A tmpfs is a real filesystem with the immutable flag,
+``statx`` attributes and hard links, but not every one: the kernel mounts no EROFS image from a
+file on it ("Block device required"), so a test of an image backend that mounts a file must keep
+its state on disk.
 
 An ordinary user cannot mount (the run stays on disk, as it does with ``ATTEST_TEST_TMPFS=0``);
 the run's header says which it got and why.

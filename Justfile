@@ -75,15 +75,16 @@ check:
     ruff check .
 
 # pytest's exit 5 (no tests collected) is a failure, as every non-zero exit is.
-# The static checks, then the whole test suite on two workers with the slowest durations.
+# The static checks, then the whole test suite on two workers, whole files each, longest first (tests/conftest.py),
+# with the slowest durations.
 [no-quiet]
 test *ARGS: check
-    python -m pytest -n 2 --durations=15 {{ARGS}}
+    python -m pytest -n 2 --dist loadfile --no-loadscopereorder --durations=15 {{ARGS}}
 
 # The fast tier: every test but the `slow` ones (a real promotion, the demo, a confined reviewer). CI runs them all.
 [no-quiet]
 test-fast *ARGS: check
-    python -m pytest -n 2 -m "not slow" --durations=15 {{ARGS}}
+    python -m pytest -n 2 --dist loadfile --no-loadscopereorder -m "not slow" --durations=15 {{ARGS}}
 
 # Performance figures against the standard tools, measured in the same run.
 [no-quiet]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support import collected
 from support.caps import HAS_IMMUTABLE
 from support.tmpfs import release_private_tmpfs, use_private_tmpfs
 from support.trees import make_tree
@@ -28,6 +29,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return _TMP_LINE
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    collected.record(item)
 
 # An ordinary user cannot set the immutable flag: the suite's images use the readonly backend,
 # chosen explicitly the way such a user would ($ATTEST_BACKEND), never by a fallback in attest.
@@ -88,7 +93,35 @@ PROMOTING_MODULES = frozenset({"test_demo_chain.py", "test_tutorial.py", "test_r
                                "test_install_skill.py", "test_promotion_log_checkpoint.py"})
 
 
+# The longest test files, longest first (seconds of work each in a root run on two workers, 2026-12-03: the demo chain
+# about 68, the tutorial 56, the real agent CLI 42, release promotion 57 in all ...). `just test` hands out whole files
+# (`--dist loadfile --no-loadscopereorder`) in collection order, so putting these first makes the two workers' ends
+# meet (longest processing time first) instead of one worker starting the demo chain when the other is nearly done.
+# A stale entry only costs time; a file not named here keeps its place after these and the other `slow` files.
+LONGEST_FILES = ("test_demo_chain.py", "test_tutorial.py", "review/test_real_agent_cli.py", "review/test_release_promotion.py",
+                 "builder/test_registry.py", "builder/test_interpreter_closure.py", "review/test_bootstrap_runtime.py",
+                 "cli/test_state_dir.py", "builder/test_build.py", "builder/test_hostile_steps.py",
+                 "review/test_attack_head_history.py", "builder/test_build_cli.py", "inventory/test_races.py",
+                 "policy/test_strict_reader_properties.py", "builder/test_promote.py", "test_attack_cli_backend_and_guard.py",
+                 "review/test_reviewer_root.py", "review/test_attack_boundary_review.py", "test_collection.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROMOTING_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in PROMOTING_MODULES:
             item.add_marker(pytest.mark.slow)
+    items[:] = longest_first(items)
+
+
+def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the files of LONGEST_FILES first (in that order), then the other files holding a `slow` test,
+    then the rest; each file's tests stay together and in their own order."""
+    tests = Path(__file__).parent
+    rank: dict[Path, tuple[int, int]] = {}
+    for item in items:
+        name = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else item.path.name
+        first = rank.setdefault(item.path, (LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES) + 1,
+                                            len(rank)))
+        if first[0] > len(LONGEST_FILES) and item.get_closest_marker("slow"):
+            rank[item.path] = (len(LONGEST_FILES), first[1])
+    return sorted(items, key=lambda item: rank[item.path])

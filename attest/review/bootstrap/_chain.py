@@ -48,7 +48,7 @@ from ._steps import (
 )
 
 if TYPE_CHECKING:
-    from ...attestation import KeylessSigner, Signer
+    from ...attestation import KeylessSigner, Signer, StatementDoc
     from ...builder._promolog import AcceptedLog
     from ...freeze import Image
 
@@ -81,7 +81,7 @@ def _utc(t: _dt.datetime) -> str:
     return t.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, object]:
+def handoff_statement(done: Established, time: _dt.datetime) -> StatementDoc:
     """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md.
 
     Raises:

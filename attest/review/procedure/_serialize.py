@@ -80,7 +80,7 @@ from ._recheck import _read_at, _strict_doc, load_review_state, recheck_review
 from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange, authority_changes, read_base_authority, write_state_file
 
 if TYPE_CHECKING:
-    from ...attestation import KeylessSigner, Policy, Signer
+    from ...attestation import KeylessSigner, Policy, Signer, StatementDoc
     from ...freeze import Image
     from ..bootstrap import HostAdapter
     from ..handoff import Handoff, ReviewRun
@@ -590,7 +590,7 @@ def _finding_counts(result: ReviewResult | None, ours: int, inline: int) -> dict
 
 def review_record_statement(state: ReviewState, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, str] | None,
                             run: RunRecord, result: ReviewResult | None, placed: GitHubReviewPayload,
-                            time: _dt.datetime) -> dict[str, object]:
+                            time: _dt.datetime) -> StatementDoc:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
 
     ``authority_changes`` is the state's list; ``findings`` counts every finding of the payload,

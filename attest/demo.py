@@ -674,6 +674,7 @@ def step_review(c: Chain) -> None:
     started = review_start(handoff=c.review / "handoff.json", policy=c.policy, state_dir=c.state, repo=c.consumer,
                            host=IdentityFile(str(host)), semantic="docs/review/policy-context.md",
                            adapter="docs/review/github-review.json")
+    assert started.change is not None  # review_start returns its review with the change image frozen
     say(f"   review {started.review}: merge base {started.merge_base[:12]}, {len(started.surface.paths)} changed path(s), "
         f"{len(started.authority)} of them authority changes; change image {started.change.identity}")
     reviewer = freeze_reviewer(c)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 from .._json import loads_strict
 from ..errors import InputError, VerificationError
@@ -40,11 +40,28 @@ _DIGEST_ALG = re.compile(r"[a-z][a-zA-Z0-9_-]{0,31}\Z")
 _SUBJECT_FIELDS = {"name", "uri", "digest", "content", "downloadLocation", "mediaType", "annotations"}
 _STATEMENT_FIELDS = {"_type", "subject", "predicateType", "predicate"}
 
-#: A statement :func:`verify_statement` checked: exactly the in-toto fields, ``subject`` a list of descriptors each
-#: with a sha256 DigestSet, ``predicateType`` a URI, ``predicate`` (when present) an object. Its values are typed as
-#: the JSON they are, not as object (the one such escape in this module): each layer reads the fields of its own
-#: predicate from it and checks what it reads.
-StatementDoc = dict[str, Any]
+class SubjectDoc(TypedDict):
+    """One in-toto ResourceDescriptor :func:`verify_statement` checked: a DigestSet carrying sha256, a string name
+    when present; the other descriptor fields are kept as they were signed, unread by attest."""
+
+    digest: dict[str, str]
+    name: NotRequired[str]
+    uri: NotRequired[object]
+    content: NotRequired[object]
+    downloadLocation: NotRequired[object]
+    mediaType: NotRequired[object]
+    annotations: NotRequired[object]
+
+
+class StatementDoc(TypedDict):
+    """A statement :func:`verify_statement` checked: exactly the in-toto fields, ``subject`` a non-empty list of
+    descriptors, ``predicateType`` a URI, ``predicate`` (when present) an object, whose fields each layer reads
+    from it (narrowed by its own parser) for its own predicate."""
+
+    _type: str
+    subject: list[SubjectDoc]
+    predicateType: str
+    predicate: NotRequired[dict[str, object]]
 
 
 def _fail(code: AttestationCode, detail: str, path: str | None = None) -> VerificationError:
@@ -95,17 +112,16 @@ def statement(subjects: Iterable[Mapping[str, object]], predicate_type: str, pre
             ``BAD_PREDICATE``, ``NO_SUBJECT``, ``EXTRA_SUBJECT``, ``BAD_DIGEST``): building a
             bad statement is the caller's input error.
     """
-    doc: StatementDoc = {
+    doc = {
         "_type": STATEMENT_TYPE,
         "subject": [dict(s) for s in subjects],
         "predicateType": predicate_type,
         "predicate": dict(predicate),
     }
     try:
-        verify_statement(doc)
+        return verify_statement(doc)
     except VerificationError as e:  # building a bad statement is the caller's input error
         raise InputError(findings=e.findings) from e
-    return doc
 
 
 def closed_tree_predicate(inventory: Inventory) -> dict[str, object]:
@@ -153,7 +169,7 @@ def verify_statement(doc: object) -> StatementDoc:
         if "name" in s and not isinstance(s["name"], str):
             raise _fail(AttestationCode.BAD_STATEMENT, f"{where}.name is not a string")
         check_digest_set(s.get("digest"), where)
-    return doc
+    return cast(StatementDoc, doc)  # every field of the type checked above; the signed object itself, not a copy
 
 
 def parse_statement(payload: bytes) -> StatementDoc:

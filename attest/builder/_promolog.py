@@ -46,7 +46,7 @@ from .._digest import sha256_of
 from .._fs import read_bounded
 from .._json import canonical_bytes, loads_strict
 from .._safefs import O_DIR, O_OWN_RDWR, UnsafeEntry, create_at, open_regular_at, replace_at
-from ..attestation import Policy, load_policy, statement, subject, verify_attestation_bytes
+from ..attestation import Policy, StatementDoc, load_policy, statement, subject, verify_attestation_bytes
 from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
 from ._promotion_codes import PromotionCode
 from ._rebuilders import RELEASE_POLICY_EXTENSIONS, rebuilders_of
@@ -328,7 +328,7 @@ def _utc(t: _dt.datetime) -> str:
 
 
 def entry_statement(*, sequence: int, previous: str | None, pins_name: str, pins_data: bytes, pins_before: str | None,
-                    record: Mapping[str, object], time: _dt.datetime) -> dict[str, object]:
+                    record: Mapping[str, object], time: _dt.datetime) -> StatementDoc:
     """A log entry's statement (pure): ``record`` holds toolchain, runtime, skill, policy, rebuilders, fixture, repinned, changes.
 
     Raises:

@@ -44,7 +44,16 @@ from dataclasses import dataclass, field
 
 from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
-from ..attestation import KeylessSigner, Policy, Signer, sign_statement, statement, subject, verify_attestation_bytes
+from ..attestation import (
+    KeylessSigner,
+    Policy,
+    Signer,
+    StatementDoc,
+    sign_statement,
+    statement,
+    subject,
+    verify_attestation_bytes,
+)
 from ..errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..git import is_full_sha, verify_full_sha
 from ..inventory import Inventory, diff_inventories
@@ -175,7 +184,7 @@ class RebuildSubject:
     def subjects(self) -> list[dict[str, object]]:
         return [subject(self.runtime.name, self.runtime.inventory.digest_hex), subject(self.skill.name, self.skill.inventory.digest_hex)]
 
-    def statement(self) -> dict[str, object]:
+    def statement(self) -> StatementDoc:
         """The rebuild result's in-toto statement (pure; no time: an honest rebuild signs the same statement).
 
         Raises:
@@ -460,7 +469,7 @@ def _utc(t: _dt.datetime) -> str:
 
 
 def disagreement_statement(verdict: RebuildersVerdict, candidate: RebuildSubject, policy_digest: str, time: _dt.datetime
-                           ) -> dict[str, object]:
+                           ) -> StatementDoc:
     """The signed negative result (pure): the candidate's builds as subjects, every disagreement with its first difference.
 
     Raises:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from ..errors import AttestError, InputError, VerificationError
 from ._app import JsonOption, ReportedFailure, StateDirOption, checked_output, flag, new_group, option, print_json, state_to_read
+
+if TYPE_CHECKING:
+    from ..review.merge import MergeGate, TrustedProducer
+    from ..review.platform import GateStatus, GitHubPlatform
+
+# The library modules below are imported where a command needs them (each `# lazy:`): building the whole app (`attest`
+# alone, a usage error, a stale help cache, every in-process main) imports every command module, and importing
+# attest.review.merge or .platform costs +0.5-0.8 s over that (attest.review.bootstrap +0.3 s, attest.attestation
+# +0.16 s; -X importtime, best of 5), against about 0.2 s for the whole app.
 
 RecordOption = option(..., "--record", metavar="FILE", help="The signed review record `attest review serialize` wrote.")
 PolicyOption = option(..., "--policy", metavar="FILE", help="The deployment's trust policy (TRUST): who may sign review records and CI results.")
@@ -55,8 +66,7 @@ def check(
     The state directory is always read: every review record there (each must verify) and every review run there of
     this head counts (one with blocking findings, or still running, keeps the head blocked, whatever record is given).
     """
-    from ..errors import InputError
-    from ..review.bootstrap import BootstrapCode
+    from ..review.bootstrap import BootstrapCode  # lazy: +0.3 s to the whole app (see above)
 
     if publish_status and github is None:
         raise InputError(BootstrapCode.BAD_HOST_OPTIONS, "--publish-status posts to GitHub: it needs --github and --pr")
@@ -85,8 +95,7 @@ def merge(
     The state directory is always read: every review record there (each must verify) and every review run there of
     this head counts (one with blocking findings, or still running, keeps the head blocked, whatever record is given).
     """
-    from ..errors import VerificationError
-    from ..review.platform import PlatformCode, merge_pull_request
+    from ..review.platform import PlatformCode, merge_pull_request  # lazy: +0.7 s to the whole app (see above)
 
     gate, _ = _run_gate(record=record, policy=policy, ci=ci, require_check=require_check, identity=None, github=github, pr=pr,
                         token_env=token_env, api_url=api_url, trusted_producer_app=trusted_producer_app, state_dir=state_dir,
@@ -110,9 +119,8 @@ def merge(
     print(f"  post-merge check: parents and tree ({merged.tree}) are the reviewed head merged into the base")
 
 
-def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[str]) -> Any:
-    import os
-
+def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[str]) -> GitHubPlatform:
+    # lazy: +0.3 and +0.7 s to the whole app (see above)
     from ..review.bootstrap import GitHubIdentity, host_adapter
     from ..review.platform import GitHubPlatform
 
@@ -123,31 +131,28 @@ def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[
 
 def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list[str], identity: Optional[Path],
               github: Optional[str], pr: Optional[int], token_env: Optional[str], api_url: Optional[str],
-              trusted_producer_app: Optional[str], state_dir: Optional[Path], publish_status: bool) -> tuple[Any, Any]:
+              trusted_producer_app: Optional[str], state_dir: Optional[Path], publish_status: bool
+              ) -> tuple[MergeGate, GateStatus | None]:
     """The gate's decision (and its posted status): the one call of merge_gate_check for check and merge."""
-    import os
-
+    # lazy: +0.16 to +0.8 s to the whole app (see above); review.evidence adds nothing to review.merge's
     from ..attestation import load_policy
-    from ..errors import AttestError, InputError
     from ..review.bootstrap import BootstrapCode, host_adapter
-    from ..review.merge import merge_gate_check
+    from ..review.evidence import DEFAULT_API_URL, DEFAULT_JOB, DEFAULT_WORKFLOW, GitHubClient, HttpLimits, TrustConfig
+    from ..review.merge import github_trusted_producer, merge_gate_check
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     state = state_to_read(state_dir, made_by="`attest review start` and `attest review serialize`", decides_review=True)  # before any host request
-    producer: Any = None
+    producer: TrustedProducer | None = None
     if trusted_producer_app is not None:
         if github is None or pr is None:
             raise InputError(BootstrapCode.BAD_HOST_OPTIONS, "--trusted-producer-app reads the GitHub API: it needs --github and --pr")
-        from ..review.evidence import DEFAULT_API_URL, DEFAULT_JOB, DEFAULT_WORKFLOW, GitHubClient, HttpLimits, TrustConfig
-        from ..review.merge import github_trusted_producer
-
         config = TrustConfig(repo=github, pr=pr, app_login=trusted_producer_app, workflow=DEFAULT_WORKFLOW, job=DEFAULT_JOB)
         token = os.environ.get(token_env) if token_env else None
         producer = github_trusted_producer(config, GitHubClient(api_url or DEFAULT_API_URL, token=token, limits=HttpLimits()))
     platform = _platform(github, pr, token_env, api_url) if github is not None and pr is not None else None
     host_facts = None
     if platform is not None:
-        from ..review.platform import github_gate_facts
+        from ..review.platform import github_gate_facts  # lazy: +35 ms to review.merge's, for --github only
 
         host_facts = github_gate_facts(platform)
     try:
@@ -159,16 +164,15 @@ def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list
         raise
     status = None
     if publish_status and platform is not None:
-        from ..review.platform import publish_gate_status
+        from ..review.platform import publish_gate_status  # lazy: as github_gate_facts
 
         status = publish_gate_status(platform, gate.head, gate.authorized, gate.findings)
     return gate, status
 
 
-def _status_of_error(platform: Any, error: Any) -> None:
+def _status_of_error(platform: GitHubPlatform, error: AttestError) -> None:
     """The gate could not decide: say so on the pull request's current head (failure), then the error goes on."""
-    from ..errors import AttestError
-    from ..review.platform import publish_gate_status
+    from ..review.platform import publish_gate_status  # lazy: +0.7 s to the whole app (see above)
 
     try:
         publish_gate_status(platform, platform.pull().head_sha, False, error.findings)
@@ -176,9 +180,7 @@ def _status_of_error(platform: Any, error: Any) -> None:
         error.findings = (*error.findings, *e.findings)  # the gate's own failure first; the status's after it
 
 
-def _render_gate(gate: Any, status: Any, json_mode: bool) -> None:
-    from ..errors import VerificationError
-
+def _render_gate(gate: MergeGate, status: GateStatus | None, json_mode: bool) -> None:
     doc = gate.to_json()
     if status is not None:
         doc["status"] = status.to_json()
@@ -212,6 +214,7 @@ def ci_result(
     json_mode: bool = JsonOption,
 ) -> None:
     """Sign one CI check's result for an exact head and base, for `attest merge-gate check --ci`."""
+    # lazy: +0.16 and +0.8 s to the whole app (see above)
     from ..attestation import load_signer
     from ..review.merge import ci_result_predicate, sign_ci_result
 

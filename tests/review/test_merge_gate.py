@@ -19,7 +19,7 @@ import test_bootstrap
 import test_review_serialize as ts
 import test_review_start
 
-from attest.attestation import generate_key, load_policy, load_signer, sign_statement
+from attest.attestation import STATEMENT_TYPE, generate_key, load_policy, load_signer, sign_statement
 from attest.errors import AttestError, InputError, VerificationError
 from attest.review.bootstrap import HostIdentity, IdentityFile
 from attest.review.merge import (
@@ -32,6 +32,7 @@ from attest.review.merge import (
     parse_ci_result,
     parse_review_record,
     sign_ci_result,
+    verify_review_record,
 )
 from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
@@ -314,6 +315,21 @@ def test_parse_review_record_refuses(change: Any) -> None:
     with pytest.raises(VerificationError) as ei:
         parse_review_record(doc, "d")
     assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"]
+
+
+def test_a_signed_record_of_no_predicate_is_malformed_not_a_crash(tmp_path: Path) -> None:
+    """A statement may carry no predicate; a review record of none was a KeyError ('predicate'), now refused by name."""
+    generate_key("ed25519", tmp_path / "deploy.pem")
+    trust = tmp_path / "trust.toml"
+    trust.write_text(f'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{tmp_path / "deploy.pub.pem"}"\n'
+                     f'predicates = ["{REVIEW_RECORD_PREDICATE}"]\n')
+    st = {"_type": STATEMENT_TYPE, "subject": [{"name": "review-payload", "digest": {"sha256": "0" * 64}}],
+          "predicateType": REVIEW_RECORD_PREDICATE}
+    record = tmp_path / "record.json"
+    record.write_bytes(sign_statement(st, load_signer(str(tmp_path / "deploy.pem"))))
+    with pytest.raises(VerificationError) as ei:
+        verify_review_record(record, load_policy(trust))
+    assert codes(ei.value) == ["MERGE_RECORD_MALFORMED"] and "record: expected an object" in ei.value.findings[0].detail
 
 
 @pytest.mark.parametrize("status, result, failure, findings", [

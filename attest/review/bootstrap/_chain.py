@@ -17,7 +17,7 @@ import os
 import time as _time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ..._digest import sha256_of
 from ..._fs import read_bounded, write_atomic
@@ -29,7 +29,7 @@ from ._base import BaseSnapshot
 from ._codes import BootstrapCode
 from ._deploy import MAX_PINS_BYTES, DeploymentPins, verify_inputs_outside
 from ._errors import BootstrapError
-from ._identity import HostAdapter, Identity, establish_identity
+from ._identity import HostAdapter, Identity, PullRequestDoc, RepositoryDoc, establish_identity
 from ._steps import (
     Authority,
     BootstrapImage,
@@ -48,7 +48,7 @@ from ._steps import (
 )
 
 if TYPE_CHECKING:
-    from ...attestation import KeylessSigner, Signer
+    from ...attestation import KeylessSigner, Signer, StatementDoc
     from ...builder._promolog import AcceptedLog
     from ...freeze import Image
 
@@ -81,7 +81,7 @@ def _utc(t: _dt.datetime) -> str:
     return t.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, object]:
+def handoff_statement(done: Established, time: _dt.datetime) -> StatementDoc:
     """The handoff's in-toto statement (pure): subjects the four images, the predicate of docs/bootstrap.md.
 
     Raises:
@@ -113,6 +113,42 @@ def handoff_statement(done: Established, time: _dt.datetime) -> dict[str, object
     return statement([subject(n, images[n].hex) for n in IMAGE_NAMES], HANDOFF_PREDICATE, predicate)
 
 
+class ImageDoc(TypedDict):
+    """A frozen image in a written document: how to take it from the store again."""
+
+    identity: str
+    path: str
+    backend: str
+
+
+class CommitTreeDoc(TypedDict):
+    """A commit and its tree (the base of a pull request), full ids."""
+
+    commit: str
+    tree: str
+
+
+class StepTimingDoc(TypedDict):
+    """One bootstrap step's wall time: its number, its name of :data:`STEP_NAMES`, seconds."""
+
+    step: int
+    name: str
+    seconds: float
+
+
+class BootstrapDoc(TypedDict):
+    """``attest bootstrap --json`` (docs/json.md), which its text output reads by key."""
+
+    ok: bool
+    handoff: str
+    handoff_digest: str
+    images: dict[str, ImageDoc]
+    repository: RepositoryDoc
+    pull_request: PullRequestDoc
+    base: CommitTreeDoc
+    timings: NotRequired[list[StepTimingDoc]]
+
+
 @dataclass(frozen=True, slots=True)
 class BootstrapResult:
     """What :func:`bootstrap` produced: the signed handoff, its digest, what it established.
@@ -127,12 +163,11 @@ class BootstrapResult:
     timings: tuple[tuple[int, str, float], ...] = ()  # (step, name of STEP_NAMES, wall seconds), steps 1-9 in order
     promotion_log: AcceptedLog | None = None  # the pins' log as checked and remembered (head None: no log)
 
-    # Any: attest bootstrap's text output (attest/cli/_bootstrap.py) indexes this document's nested fields
-    def to_json(self, *, timings: bool = False) -> dict[str, Any]:
+    def to_json(self, *, timings: bool = False) -> BootstrapDoc:
         """The documented ``--json`` shape; ``timings=True`` adds ``"timings": [{"step", "name", "seconds"}]``."""
         done = self.established
         images = done.images()
-        doc: dict[str, Any] = {
+        doc: BootstrapDoc = {
             "ok": True,
             "handoff": self.handoff,
             "handoff_digest": self.handoff_digest,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from ..._fs import read_bounded
 from ..._json import loads_strict
@@ -37,6 +37,20 @@ FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex commit id"
 _SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "base": {"sha"}, "head": {"sha"}}
+
+
+class RepositoryDoc(TypedDict):
+    """A repository in a written document (the handoff, a review state, a ``--json`` output): its stable id and OWNER/NAME."""
+
+    id: int
+    full_name: str
+
+
+class PullRequestDoc(TypedDict):
+    """A pull request in a written document: its stable id and number."""
+
+    id: int
+    number: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +88,10 @@ class HostIdentity:
                    not_full.at("base").string("sha", pattern=_SHA, expected=_SHA_EXPECTED),
                    not_full.at("head").string("sha", pattern=_SHA, expected=_SHA_EXPECTED))
 
-    def repository_json(self) -> dict[str, object]:
+    def repository_json(self) -> RepositoryDoc:
         return {"id": self.repository_id, "full_name": self.full_name}
 
-    def pull_request_json(self) -> dict[str, object]:
+    def pull_request_json(self) -> PullRequestDoc:
         return {"id": self.pull_request_id, "number": self.number}
 
 

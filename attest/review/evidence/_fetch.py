@@ -16,7 +16,6 @@ decides, later reads cannot change the verdict and are skipped. A read that fail
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 from urllib.parse import quote
 
 from ._codes import EvidenceCode as C
@@ -45,34 +44,40 @@ def _pr_path(config: TrustConfig) -> str:
     return f"/repos/{config.repo}/pulls/{config.pr}"
 
 
-def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evidence) -> object:
+def _read_stage(config: TrustConfig, client: GitHubClient, stage: str, ev: Evidence) -> Evidence:
+    """``ev`` with the field ``stage`` read (each stage's own type: the keyword names the field)."""
     repo = config.repo
-    if stage in ("pull_request", "final_pull_request"):
-        return client.get_object(_pr_path(config), PullRequest.from_json)
+    if stage == "pull_request":
+        return replace(ev, pull_request=client.get_object(_pr_path(config), PullRequest.from_json))
+    if stage == "final_pull_request":
+        return replace(ev, final_pull_request=client.get_object(_pr_path(config), PullRequest.from_json))
     if stage == "issue_comments":
         # A pull request is an issue: its conversation comments are the issue's.
-        return client.get_list(f"/repos/{repo}/issues/{config.pr}/comments?{_PAGE}", None, IssueComment.from_json)
+        return replace(ev, issue_comments=client.get_list(f"/repos/{repo}/issues/{config.pr}/comments?{_PAGE}", None,
+                                                          IssueComment.from_json))
     if stage == "reviews":
-        return client.get_list(f"{_pr_path(config)}/reviews?{_PAGE}", None, Review.from_json)
+        return replace(ev, reviews=client.get_list(f"{_pr_path(config)}/reviews?{_PAGE}", None, Review.from_json))
     if stage == "review_edits":
         # decide() asked for the edit status, so the reviews read passed: ask for exactly the
         # App's reviews on this head, each node id once.
         assert isinstance(ev.pull_request, PullRequest) and isinstance(ev.reviews, tuple)
         ids = dict.fromkeys(r.node_id for r in app_reviews(config, ev.reviews, ev.pull_request.head_sha))
-        return client.get_nodes(tuple(ids), REVIEW_EDIT_SELECTION, ReviewEdit.from_json)
+        return replace(ev, review_edits=client.get_nodes(tuple(ids), REVIEW_EDIT_SELECTION, ReviewEdit.from_json))
     if stage == "runs":
         workflow = quote(config.workflow_file, safe="")
-        return client.get_list(f"/repos/{repo}/actions/workflows/{workflow}/runs?event=pull_request_target&{_PAGE}", "workflow_runs", Run.from_json)
+        return replace(ev, runs=client.get_list(f"/repos/{repo}/actions/workflows/{workflow}/runs?event=pull_request_target&{_PAGE}",
+                                                "workflow_runs", Run.from_json))
     if stage == "jobs":
         # decide() asked for the jobs, so the runs read passed and named this exact latest run.
         assert isinstance(ev.pull_request, PullRequest) and isinstance(ev.runs, tuple)
         run = latest_run(qualifying_runs(config, ev.runs, ev.pull_request.head_sha))
         assert run is not None and run.run_attempt is not None
-        return client.get_list(f"/repos/{repo}/actions/runs/{run.id}/attempts/{run.run_attempt}/jobs?{_PAGE}", "jobs", Job.from_json)
+        return replace(ev, jobs=client.get_list(f"/repos/{repo}/actions/runs/{run.id}/attempts/{run.run_attempt}/jobs?{_PAGE}",
+                                                "jobs", Job.from_json))
     if stage == "environment":
         name = quote(config.environment, safe="")
         found = client.get_object_or_absent(f"/repos/{repo}/environments/{name}", Environment.from_json)
-        return AbsentEnvironment(config.environment) if found is None else found
+        return replace(ev, environment=AbsentEnvironment(config.environment) if found is None else found)
     raise AssertionError(stage)
 
 
@@ -92,10 +97,9 @@ def collect(config: TrustConfig, client: GitHubClient) -> tuple[Evidence, Verdic
         if verdict.code is not C.NOT_READ:
             return ev, verdict
         try:
-            value: Any = _read_stage(config, client, stage, ev)  # Any: the stage name picks the Evidence field and so the type; replace(**) cannot see that
+            ev = _read_stage(config, client, stage, ev)
         except FetchFailed as e:
-            value = ReadFailure(e.code, e.detail)
-        ev = replace(ev, **{stage: value})
+            ev = replace(ev, **{stage: ReadFailure(e.code, e.detail)})  # every stage's field takes a ReadFailure
     return ev, decide(config, ev)
 
 

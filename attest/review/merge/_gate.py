@@ -43,7 +43,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..._digest import sha256_of
 from ..._fs import write_atomic
@@ -65,14 +65,11 @@ from ..procedure import (
 from ._codes import MergeGateCode
 
 if TYPE_CHECKING:
-    from ...attestation import Policy, Signer
+    from ...attestation import Policy, Signer, StatementDoc
     from ..bootstrap import HostAdapter, HostIdentity
     from ..evidence import GitHubClient, TrustConfig
     from ..procedure import RunRecord
 
-#: A statement the attestation layer verified (``VerifiedStatement.statement``, whose envelope and
-#: subjects it checked). Any: the attestation layer's own type for it, which this module only passes on.
-Statement = dict[str, Any]
 #: What ``trusted_producer`` returns: the evidence verdict's ``trusted`` value and the head it was evaluated for.
 TrustedProducer = Callable[[], tuple[str, str | None]]
 
@@ -105,6 +102,11 @@ class ReviewRecord:
     confined: bool = True
     #: The record's ``authority_changes`` as ``(path, status, kind)``: each is one of its blocking findings.
     authority: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def event(self) -> str:
+        """The record's ``event``: :func:`parse_review_record` checked it is exactly the one its blocking count gives."""
+        return "REQUEST_CHANGES" if self.blocking else "COMMENT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +394,7 @@ class MergeGate:
                        for c in self.ci]}
 
 
-def verify_review_record(path: str | os.PathLike[str], policy: Policy) -> tuple[ReviewRecord, Statement]:
+def verify_review_record(path: str | os.PathLike[str], policy: Policy) -> tuple[ReviewRecord, StatementDoc]:
     """A review record verified under TRUST (by signers named for its type) and parsed: (the record, its statement).
 
     Raises:
@@ -401,17 +403,18 @@ def verify_review_record(path: str | os.PathLike[str], policy: Policy) -> tuple[
         InputError: an unreadable file.
     """
     verified, digest = _verified_statement(path, policy, REVIEW_RECORD_PREDICATE)
-    predicate = verified["predicate"]
-    record = replace(parse_review_record(predicate, digest, os.fspath(path)), confined=record_confined(predicate))
-    return record, verified
+    predicate = verified.get("predicate")  # a statement may carry none: the parser refuses that by name, as any other shape
+    record = parse_review_record(predicate, digest, os.fspath(path))
+    assert predicate is not None  # parse_review_record accepts only an object
+    return replace(record, confined=record_confined(predicate)), verified
 
 
 def _verified(path: str | os.PathLike[str], policy: Policy, predicate_type: str) -> tuple[object, str]:
     verified, digest = _verified_statement(path, policy, predicate_type)
-    return verified["predicate"], digest
+    return verified.get("predicate"), digest  # None for a statement of no predicate, which every parser of one refuses
 
 
-def _verified_statement(path: str | os.PathLike[str], policy: Policy, predicate_type: str) -> tuple[Statement, str]:
+def _verified_statement(path: str | os.PathLike[str], policy: Policy, predicate_type: str) -> tuple[StatementDoc, str]:
     verified = verify_attestation_file(path, policy)
     if verified.predicate_type != predicate_type:
         raise VerificationError(AttestationCode.BAD_PREDICATE_TYPE, f"a {verified.predicate_type} statement, not a "

@@ -47,9 +47,9 @@ from ._api import GitHubPlatform, NoAnswer, PostedReview
 from ._codes import PlatformCode as C
 
 if TYPE_CHECKING:
+    from ...attestation import StatementDoc
     from ...attestation._policy import Policy
     from ..bootstrap import GitHubIdentity
-    from ..merge._gate import Statement
 
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 _STATES = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}
@@ -120,7 +120,7 @@ class _Payload:
     comments: list[object]
 
 
-def _payload(path: str | os.PathLike[str], statement: Statement, record: ReviewRecord,
+def _payload(path: str | os.PathLike[str], statement: StatementDoc, record: ReviewRecord,
              event: str) -> tuple[_Payload, str]:
     """The payload file, checked against the verified record (step 2): (the payload, its digest)."""
     where = os.fspath(path)
@@ -205,7 +205,7 @@ def publish_review(*, record: str | os.PathLike[str], payload: str | os.PathLike
     if (parsed.full_name.lower(), parsed.number) != (host.full_name.lower(), host.number):
         raise VerificationError(C.PUBLISH_OTHER_PULL_REQUEST, f"the record is of {parsed.full_name} pull request {parsed.number}, "
                                 f"not {host.full_name} pull request {host.number}", os.fspath(record))
-    event = statement["predicate"]["event"]
+    event = parsed.event
     # 2. The payload, the record's subject.
     doc, payload_digest = _payload(payload, statement, parsed, event)
     marker = record_marker(record_digest)

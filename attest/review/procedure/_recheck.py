@@ -34,7 +34,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from ..._digest import sha256_of
 from ..._json import canonical_bytes, loads_strict
@@ -61,6 +61,9 @@ from ._start import (
     write_review_state,
     write_state_file,
 )
+
+if TYPE_CHECKING:
+    from ..bootstrap import CommitTreeDoc, PullRequestDoc, RepositoryDoc
 
 RECHECKS_DIR = "rechecks"
 MAX_STATE_BYTES = 64 << 20
@@ -106,6 +109,16 @@ class ReviewState:
     authority: tuple[AuthorityChange, ...] = ()  # the head's changes to the base's authority material
 
 
+class RecheckFactsDoc(TypedDict):
+    """What a recheck found true now, as ``attest review recheck --json`` shows it."""
+
+    repository: RepositoryDoc
+    pull_request: PullRequestDoc
+    base: CommitTreeDoc
+    head: str
+    merge_bases: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class RecheckFacts:
     """What is true now: the host's identities, base tree and head from objects, the complete merge-base set.
@@ -123,7 +136,7 @@ class RecheckFacts:
     head: str
     merge_bases: tuple[str, ...]
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> RecheckFactsDoc:
         return {"repository": {"id": self.repository_id, "full_name": self.full_name},
                 "pull_request": {"id": self.pull_request_id, "number": self.number},
                 "base": {"commit": self.base_commit, "tree": self.base_tree}, "head": self.head,
@@ -358,6 +371,29 @@ def load_review_state(state_dir: str | os.PathLike[str], review: str) -> ReviewS
 # -- the recheck ---------------------------------------------------------------------------------------------
 
 
+class CurrentReviewDoc(TypedDict):
+    """The review to use from now on (after proceed or refresh): its id, state file and generation."""
+
+    review: str
+    state: str | None
+    generation: int
+
+
+class RecheckDoc(RecheckFactsDoc):
+    """``attest review recheck --json`` (docs/json.md), which its text output reads by key."""
+
+    ok: bool
+    review: str
+    state: str
+    outcome: Outcome
+    reason: str
+    findings: list[dict[str, object]]
+    generation: int
+    current: CurrentReviewDoc | None
+    record: str | None
+    changed_paths: NotRequired[int]
+
+
 @dataclass(frozen=True, slots=True)
 class Recheck:
     """One recheck: the state it read, the facts of now, the outcome, and what it wrote.
@@ -379,15 +415,18 @@ class Recheck:
     changed_paths: int | None
     root: ReviewRoot | None = None  # after proceed: the re-established images and retained projections
 
-    # Any: attest review recheck's text output (attest/cli/_review.py) indexes this document's nested fields
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"ok": self.outcome.ok, "review": self.state.review, "state": self.state_path,
-                               "outcome": self.outcome.outcome, "reason": str(self.outcome.reason),
-                               "findings": [f.to_json() for f in self.outcome.findings], **self.now.to_json(),
-                               "generation": self.state.generation, "current": None, "record": self.record}
+    def to_json(self) -> RecheckDoc:
+        current: CurrentReviewDoc | None = None
         if self.current_review is not None:
-            doc["current"] = {"review": self.current_review, "state": self.current_state,
-                              "generation": self.state.generation + (self.outcome.outcome == "refresh")}
+            current = {"review": self.current_review, "state": self.current_state,
+                       "generation": self.state.generation + (self.outcome.outcome == "refresh")}
+        now = self.now.to_json()
+        doc: RecheckDoc = {"ok": self.outcome.ok, "review": self.state.review, "state": self.state_path,
+                           "outcome": self.outcome.outcome, "reason": str(self.outcome.reason),
+                           "findings": [f.to_json() for f in self.outcome.findings],
+                           "repository": now["repository"], "pull_request": now["pull_request"], "base": now["base"],
+                           "head": now["head"], "merge_bases": now["merge_bases"],
+                           "generation": self.state.generation, "current": current, "record": self.record}
         if self.changed_paths is not None:
             doc["changed_paths"] = self.changed_paths
         return doc

@@ -48,7 +48,7 @@ import shutil
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 from ..._digest import sha256_of
 from ..._fs import check_output_path, read_bounded, write_atomic
@@ -77,10 +77,17 @@ from ..handoff import (
 from ._change import CheckedDoc, decide_change, read_image_file
 from ._codes import RecheckCode, ReviewStartCode, SerializeCode
 from ._recheck import _read_at, _strict_doc, load_review_state, recheck_review
-from ._start import AUTHORITY_FINDING_PREFIX, AuthorityChange, authority_changes, read_base_authority, write_state_file
+from ._start import (
+    AUTHORITY_FINDING_PREFIX,
+    AuthorityChange,
+    AuthorityChangeDoc,
+    authority_changes,
+    read_base_authority,
+    write_state_file,
+)
 
 if TYPE_CHECKING:
-    from ...attestation import KeylessSigner, Policy, Signer
+    from ...attestation import KeylessSigner, Policy, Signer, StatementDoc
     from ...freeze import Image
     from ..bootstrap import HostAdapter
     from ..handoff import Handoff, ReviewRun
@@ -590,7 +597,7 @@ def _finding_counts(result: ReviewResult | None, ours: int, inline: int) -> dict
 
 def review_record_statement(state: ReviewState, *, status: Status, payload: bytes, result_digest: str | None, failure: Mapping[str, str] | None,
                             run: RunRecord, result: ReviewResult | None, placed: GitHubReviewPayload,
-                            time: _dt.datetime) -> dict[str, object]:
+                            time: _dt.datetime) -> StatementDoc:
     """The review record's in-toto statement (pure): subject the payload, predicate every identity of the review.
 
     ``authority_changes`` is the state's list; ``findings`` counts every finding of the payload,
@@ -630,6 +637,31 @@ def review_record_statement(state: ReviewState, *, status: Status, payload: byte
     return statement([subject("review-payload", hashlib.sha256(payload).hexdigest())], REVIEW_RECORD_PREDICATE, predicate)
 
 
+class FindingCountsDoc(TypedDict):
+    """A serialized review's findings: inline comments, in the body, and how many of all of them block."""
+
+    inline: int
+    in_body: int
+    blocking: int
+
+
+class SerializedDoc(TypedDict):
+    """``attest review serialize --json`` (docs/json.md), which its text output reads by key."""
+
+    ok: bool
+    review: str
+    status: Status
+    head: str
+    outcome: Literal["proceed"]
+    payload: str
+    payload_digest: str
+    record: str
+    record_digest: str
+    event: str
+    findings: FindingCountsDoc
+    authority_changes: list[AuthorityChangeDoc]
+
+
 @dataclass(frozen=True, slots=True)
 class Serialized:
     """What :func:`serialize_review` wrote.
@@ -652,8 +684,7 @@ class Serialized:
     recheck: Recheck  # the one that said proceed
     authority: tuple[AuthorityChange, ...] = ()  # each also counted in in_body and blocking
 
-    # Any: attest review serialize's text output (attest/cli/_review.py) indexes this document's nested fields
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SerializedDoc:
         return {"ok": True, "review": self.review, "status": self.status, "head": self.head, "outcome": "proceed",
                 "payload": self.payload_path, "payload_digest": self.payload_digest, "record": self.record_path,
                 "record_digest": self.record_digest, "event": self.event,

@@ -43,7 +43,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..._json import canonical_bytes
 from ..._safefs import replace_at
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from ...freeze import Image, RetainedBytes
     from ...git import ChangedSurface
     from ...policy import PolicyConfig, PolicyLock
-    from ..bootstrap import Authority
+    from ..bootstrap import Authority, CommitTreeDoc, PullRequestDoc, RepositoryDoc
 
 STATE_FORMAT = "https://attest.dev/review-state/v1"
 REVIEWS_DIR = "reviews"
@@ -186,6 +186,14 @@ AUTHORITY_FINDING_PREFIX = "attest-authority-"
 AUTHORITY_STATUSES = ("added", "deleted", "modified", "type-changed")
 
 
+class AuthorityChangeDoc(TypedDict):
+    """An authority change in a written document (the review state, the record, ``--json``)."""
+
+    path: str
+    status: str
+    kind: str
+
+
 @dataclass(frozen=True, slots=True)
 class AuthorityChange:
     """One head change (merge base -> head) to authority material of the trusted base.
@@ -198,7 +206,7 @@ class AuthorityChange:
     status: str  # the changed surface's: added, deleted, modified, type-changed
     kind: str    # one of AUTHORITY_KINDS
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> AuthorityChangeDoc:
         return {"path": self.path, "status": self.status, "kind": self.kind}
 
 
@@ -357,6 +365,32 @@ def path_kinds(repo: GitRepo, tree: str, path: str) -> list[Kind | None]:
 # -- the result and its state --------------------------------------------------------------------
 
 
+class ProjectionDoc(TypedDict):
+    """A retained projection in ``attest review start --json``: its configured path and the SHA-256 of the bytes kept."""
+
+    path: str
+    sha256: str
+
+
+class ReviewStartDoc(TypedDict):
+    """``attest review start --json`` (docs/json.md), which its text output reads by key."""
+
+    ok: bool
+    review: str
+    state: str
+    handoff_digest: str
+    repository: RepositoryDoc
+    pull_request: PullRequestDoc
+    base: CommitTreeDoc
+    head: str
+    merge_base: str
+    changed_paths: int
+    authority_changes: list[AuthorityChangeDoc]
+    projections: dict[str, ProjectionDoc]  # semantic, adapter
+    images: dict[str, str]
+    change: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class ReviewStart:
     """A started review: what was established, the retained projections, and the state that records it.
@@ -379,9 +413,9 @@ class ReviewStart:
     repo: str
     host_adapter: dict[str, object]
     authority: tuple[AuthorityChange, ...] = ()
-    # Any: the change image (an Image, ._change) on every ReviewStart review_start returns, whose callers read its
-    # identity; None only on the one review_start builds the state document from, before the image is frozen
-    change: Any = None
+    # The change image (._change), on every ReviewStart review_start returns; None only on the one it builds the
+    # state document from, before the image is frozen.
+    change: Image | None = None
     change_content: str = ""  # its head/, links and diff (._change.content_digest): part of what the id hashes
 
     @property
@@ -413,8 +447,7 @@ class ReviewStart:
             **({"change": change_reference(self.change)} if self.change is not None else {}),
         }
 
-    # Any: attest review start's text output (attest/cli/_review.py) indexes this document's nested fields
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReviewStartDoc:
         h = self.handoff
         return {
             "ok": True,

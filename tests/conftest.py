@@ -95,7 +95,7 @@ PROMOTING_MODULES = frozenset({"test_demo_chain.py", "test_tutorial.py", "test_r
 
 # The longest test files, longest first (seconds of work each in a root run on two workers, 2026-12-03: the demo chain
 # about 68, the tutorial 56, the real agent CLI 42, release promotion 57 in all ...). `just test` hands out whole files
-# (`--dist loadfile --no-loadscopereorder`) in collection order, so putting these first makes the two workers' ends
+# (`--dist loadfile --no-loadscope-reorder`) in collection order, so putting these first makes the two workers' ends
 # meet (longest processing time first) instead of one worker starting the demo chain when the other is nearly done.
 # A stale entry only costs time; a file not named here keeps its place after these and the other `slow` files.
 LONGEST_FILES = ("test_demo_chain.py", "test_tutorial.py", "review/test_real_agent_cli.py", "review/test_release_promotion.py",

@@ -48,7 +48,7 @@ from ._codes import InventoryCode
 from ._model import Entry, EntryType
 from ._names import PATH_MAX, check_path, entry_path
 from ._sched import Scheduler
-from ._types import LIST, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
+from ._types import LIST, LISTED_UNKNOWN, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
 
 CAN_FORK = (
     sys.platform == "linux"
@@ -131,7 +131,7 @@ class Link:
         if item[0] == LIST:
             payload = (0, item[2], item[3], None)
         else:
-            payload = (1, item[2], item[3], [name for name, _ in item[4]])
+            payload = (1, item[2], item[3], [listed[0] for listed in item[4]])
         if self.send(s, b"W" + marshal.dumps(payload), [d.fd]):
             del s.queue[0]
             self.peer_waiting = False
@@ -195,12 +195,13 @@ def _received_item(data: bytes, fd: int) -> WalkItem:
     """A walk item given by the other process: (kind, prefix, depth, names) and its directory."""
     try:
         kind, prefix, depth, names = marshal.loads(data)
+        st = os.fstat(fd)
         ok = (
             kind in (0, 1)
             and type(prefix) is str
             and type(depth) is int
             and (names is None if kind == 0 else type(names) is list and all(type(n) is str for n in names))
-            and stat.S_ISDIR(os.fstat(fd).st_mode)
+            and stat.S_ISDIR(st.st_mode)
         )
     except (ValueError, TypeError, EOFError, OSError) as e:
         os.close(fd)
@@ -209,8 +210,9 @@ def _received_item(data: bytes, fd: int) -> WalkItem:
         os.close(fd)
         raise EnvironmentFailure(CommonCode.INTERNAL, "a malformed work item between the walking processes")
     if kind == 0:
-        return (LIST, DirRef(fd), prefix, depth)
-    return (SLICE_ITEM, DirRef(fd), prefix, depth, [(n, entry_path(prefix, n)) for n in names])
+        return (LIST, DirRef(fd, st.st_dev), prefix, depth)
+    # Only the names travel: each is taken with an lstat first on this side (LISTED_UNKNOWN).
+    return (SLICE_ITEM, DirRef(fd, st.st_dev), prefix, depth, [(n, entry_path(prefix, n), LISTED_UNKNOWN, 0) for n in names])
 
 
 # -- the processes ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from .._fdio import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
-from ._names import PATH_MAX, check_path, entry_path
+from ._names import PATH_MAX, check_path, entry_path, plain_paths
 from ._sched import Scheduler
 from ._types import LIST, LISTED_UNKNOWN, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
 
@@ -386,7 +386,8 @@ class Child:
                 raise TypeError("bad entry columns")
             # Every path as the walker would have let it through (the one name rule): the child
             # is this program, but its answer is bytes read from a pipe.
-            bad = next((p for p in itertools.chain(fpaths, dpaths) if check_path(p) is not None), None)
+            paths = fpaths + dpaths
+            bad = None if plain_paths(paths) else next((p for p in paths if check_path(p) is not None), None)
             if bad is not None:
                 raise ValueError(f"a path the walker never produces: {bad[:200]!r}")
             result.entries.extend(map(Entry, fpaths, itertools.repeat(_FILE), fmodes, fsizes, digests))

@@ -19,7 +19,7 @@ from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
 from ._ignore import compile_ignore
-from ._names import NAME_POLICY, check_path, order_key
+from ._names import NAME_POLICY, check_path, order_key, plain_paths
 
 FORMAT = "https://attest.dev/inventory/v1"
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -68,15 +68,17 @@ def _bad(detail: str, path: str | None = None, code: InventoryCode = InventoryCo
     return InputError(code, detail, path)
 
 
-def _entry_from_json(raw: object, index: int) -> Entry:
+def _entry_from_json(raw: object, index: int, path_checked: bool = False) -> Entry:
+    """One validated entry; ``path_checked`` when :func:`._names.plain_paths` vouched for every path already."""
     if not isinstance(raw, dict):
         raise _bad(f"entries[{index}] is not an object")
     path = raw.get("path")
     if not isinstance(path, str):
         raise _bad(f"entries[{index}]: the path is not a string", None, InventoryCode.BAD_PATH)
-    problem = check_path(path)
-    if problem is not None:
-        raise _bad(f"entries[{index}]: {problem[1]}", path, problem[0])
+    if not path_checked:
+        problem = check_path(path)
+        if problem is not None:
+            raise _bad(f"entries[{index}]: {problem[1]}", path, problem[0])
     kind = raw.get("type")
     if kind == "file":
         expected_keys = _FILE_KEYS
@@ -183,7 +185,9 @@ class Inventory:
         raw_entries = doc["entries"]
         if not isinstance(raw_entries, list):
             raise _bad("entries must be a list")
-        entries = tuple(_entry_from_json(raw, i) for i, raw in enumerate(raw_entries))
+        # Every path at once when all are plain ASCII (the common inventory), else one by one.
+        checked = plain_paths([raw.get("path") if type(raw) is dict else None for raw in raw_entries])
+        entries = tuple(_entry_from_json(raw, i, checked) for i, raw in enumerate(raw_entries))
         keys = [order_key(e.path) for e in entries]  # every path passed check_path: sort_key's order
         for i in range(1, len(keys)):
             if keys[i - 1] >= keys[i]:

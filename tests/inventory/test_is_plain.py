@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attest.inventory._names import NAME_MAX, check_name, collision_key, is_plain, plain_names
+from attest.inventory._names import NAME_MAX, check_name, check_path, collision_key, is_plain, plain_names, plain_paths
 
 
 def test_is_plain_is_check_name_on_short_ascii_names() -> None:
@@ -72,3 +72,46 @@ def test_plain_names_vouches_only_for_listings_whose_every_name_passes(names: li
 def test_plain_names_implies_every_name_passes_one_by_one(names: list[str]) -> None:
     if plain_names(names):
         assert _one_by_one(names), names
+
+
+@pytest.mark.parametrize(
+    ("paths", "plain"),
+    [
+        (["a", "a/b", "a/b/c.txt", "x y/z~1"], True),
+        (["x/" + "y" * NAME_MAX], True),
+        (["a/" * 2047 + "b"], True),  # 4,095 bytes
+        (["a/" * 2048 + "b"], False),  # 4,097 bytes: PATH_TOO_LONG
+        ([], False),
+        (["a//b"], False),
+        (["/a"], False),
+        (["a/"], False),
+        ([""], False),
+        (["a/./b"], False),
+        (["a/.."], False),
+        (["..", "a"], False),
+        (["a/.git/x"], False),
+        (["a/.GIT"], False),
+        (["git~1/a"], False),
+        (["x/.github"], False),  # accepted by check_path, left to it
+        (["a\nb"], False),
+        (["a\\b"], False),
+        (["caf\u00e9"], False),
+        (["a\x00b"], False),
+        (["x/" + "y" * (NAME_MAX + 1)], False),
+    ],
+)
+def test_plain_paths_vouches_only_for_paths_check_path_accepts(paths: list[str], plain: bool) -> None:
+    assert plain_paths(paths) is plain
+    if plain:
+        assert all(check_path(p) is None for p in paths)
+
+
+def test_plain_paths_refuses_what_is_not_a_string() -> None:
+    assert not plain_paths(["a", None])  # type: ignore[list-item]
+    assert not plain_paths(["a", 1])  # type: ignore[list-item]
+
+
+@given(st.lists(st.text(alphabet="./ gGiItT~1:$x\n\\\u00e9", min_size=0, max_size=8), max_size=4))
+def test_plain_paths_implies_check_path_accepts_each(paths: list[str]) -> None:
+    if plain_paths(paths):
+        assert all(check_path(p) is None for p in paths), paths

@@ -18,6 +18,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import cast
 
 from ._codes import InventoryCode
 
@@ -219,14 +220,15 @@ _PLAIN_PATHS = re.compile(rf"{_PLAIN_PATH}(?:\n{_PLAIN_PATH})*").fullmatch
 _MAYBE_REFUSED_IN_PATHS = re.compile(r"(?:\A|[/\n])(?:\.git|git~1|\.\.?(?:[/\n]|\Z))", re.IGNORECASE | re.ASCII).search
 
 
-def plain_paths(paths: Sequence[str]) -> bool:
-    """True only when :func:`check_path` accepts every path of ``paths`` and each is plain ASCII.
+def plain_paths(values: Sequence[object]) -> bool:
+    """True only when every value of ``values`` is a plain ASCII path :func:`check_path` accepts.
 
     A few calls at C speed over the joined paths instead of :func:`check_path` per path. False
     says nothing: check each path.
     """
-    if not paths or not all(type(p) is str for p in paths):
+    if not values or not all(type(p) is str for p in values):
         return False
+    paths = cast("Sequence[str]", values)
     joined = "\n".join(paths)
     return (
         joined.count("\n") == len(paths) - 1  # no path holds the separator

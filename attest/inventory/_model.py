@@ -18,6 +18,7 @@ from .._digest import sha256_of
 from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
+from ._gc import GcPaused
 from ._ignore import compile_ignore
 from ._names import NAME_POLICY, check_path, order_key, plain_paths
 
@@ -204,12 +205,13 @@ class Inventory:
         known = _PARSED.get(body)
         if known is not None:
             return known
-        inventory = _from_canonical(body)
-        if inventory is None:
-            # The strict parser decides, and names the problem.
-            inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
-            if inventory.canonical != body:
-                raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
+        with GcPaused():  # a dict and an entry per entry, none in a cycle
+            inventory = _from_canonical(body)
+            if inventory is None:
+                # The strict parser decides, and names the problem.
+                inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
+                if inventory.canonical != body:
+                    raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[body] = inventory

@@ -38,7 +38,6 @@ classifying, opening and hashing the entries of one slice of it.
 from __future__ import annotations
 
 import errno
-import gc
 import os
 import stat
 import threading
@@ -51,6 +50,7 @@ from ..errors import Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._fork import CAN_FORK, Child, SplitWalk, fork_walker
 from ._fork import child_main as _child_main
+from ._gc import GcPaused
 from ._hash import changed, hash_fd
 from ._ignore import compile_ignore
 from ._model import Entry, EntryType, Inventory
@@ -501,23 +501,6 @@ class _Walk(SplitWalk):
         stats[1] += got
 
 
-class _GcPaused:
-    """Pause the cyclic garbage collector while a walk allocates its entries.
-
-    A walk allocates several objects per entry and none of them form reference cycles;
-    the collector's repeated passes over the growing entry list cost 15-20 % of a walk of
-    small files. Nesting is safe; the previous state is restored.
-    """
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was:
-            gc.enable()
-
-
 def scan_tree(
     root: str | os.PathLike[str],
     *,
@@ -538,7 +521,7 @@ def scan_tree(
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails or answers
             malformed.
     """
-    with _GcPaused():
+    with GcPaused():
         return _scan(root, ignore, limits, progress, workers)
 
 
@@ -706,7 +689,7 @@ def inventory_tree(
             ``ROOT_SYMLINK``.
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
-    with _GcPaused():
+    with GcPaused():
         result = scan_tree(root, ignore=ignore, limits=limits, progress=progress)
         if result.findings:
             raise VerificationError(findings=sorted(result.findings, key=lambda f: (f.path or "", f.code)))

@@ -48,7 +48,7 @@ from ._codes import InventoryCode
 from ._model import Entry, EntryType
 from ._names import PATH_MAX, check_path, entry_path, plain_paths
 from ._sched import Scheduler
-from ._types import LIST, LISTED_UNKNOWN, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
+from ._types import LIST, LISTED_UNKNOWN, SLICE_ITEM, DirRef, Expected, Limits, ScanResult, WalkItem
 
 CAN_FORK = (
     sys.platform == "linux"
@@ -73,6 +73,8 @@ class SplitWalk(Scheduler):
     limits: Limits
     entries: list[Entry]
     findings: list[Finding]
+    matched: list[str]
+    want: Expected | None
 
 
 ChildMain = Callable[[SplitWalk, socket.socket, memoryview, int], None]
@@ -272,6 +274,7 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
     walk.big = []
     walk.entries = []
     walk.findings = []
+    walk.matched = []
     walk.stats = []
     walk.counter = itertools.count(1)
     walk.counted = 0
@@ -311,7 +314,8 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
     )
     findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
     files, size = walk.done_own()
-    blob = marshal.dumps((walk.counted, files, size, columns, findings, error))
+    matched = walk.matched if error is None else []
+    blob = marshal.dumps((walk.counted, files, size, columns, findings, error, matched))
     write_all(wfd, _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
     os.close(wfd)
 
@@ -363,7 +367,7 @@ class Child:
         if data[: len(_RESULT_MAGIC)] != _RESULT_MAGIC or len(data) < head or struct.unpack("<Q", data[len(_RESULT_MAGIC) : head])[0] != len(data) - head:
             raise EnvironmentFailure(CommonCode.INTERNAL, "the second walking process returned a malformed result")
         try:
-            counted, files, size, columns, findings, error = marshal.loads(memoryview(data)[head:])
+            counted, files, size, columns, findings, error, matched = marshal.loads(memoryview(data)[head:])
             if error is not None:
                 raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process failed: {error}")
             if not (type(counted) is int and type(files) is int and type(size) is int and type(findings) is list):
@@ -390,6 +394,22 @@ class Child:
             bad = None if plain_paths(paths) else next((p for p in paths if check_path(p) is not None), None)
             if bad is not None:
                 raise ValueError(f"a path the walker never produces: {bad[:200]!r}")
+            # Matched paths: each one the parent expects, none twice, none also an entry.
+            if type(matched) is not list or (matched and walk.want is None):
+                raise TypeError("bad matched paths")
+            if matched:
+                want = walk.want
+                assert want is not None
+                seen = set(matched)
+                if (
+                    not set(map(type, matched)) <= {str}
+                    or len(seen) != len(matched)
+                    or not seen <= want.keys()
+                    or not seen.isdisjoint(paths)
+                    or not seen.isdisjoint(walk.matched)
+                ):
+                    raise ValueError("matched paths that are not the expected entries, or repeated")
+                result.matched.extend(matched)
             result.entries.extend(map(Entry, fpaths, itertools.repeat(_FILE), fmodes, fsizes, digests))
             result.entries.extend(map(Entry, dpaths, itertools.repeat(_DIR), dmodes))
             for code, path, detail in findings:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from os import stat_result
 from typing import Final, Literal
 
-from ..errors import Finding
+from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._model import Entry, Inventory
 
 HANDOFF = 256 * 1024  # files at least this large are handed to a hashing thread
@@ -62,6 +62,11 @@ WalkItem = ListItem | SliceItem  # what a walker lists or classifies; what the t
 Item = WalkItem | BigItem
 
 
+#: What a walk against expected entries compares an entry with, by path: a file's (mode, size,
+#: sha256), a directory's mode.
+Expected = dict[str, tuple[int, int, str] | int]
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Caps on what one walk will accept, so a hostile tree cannot exhaust the walker.
@@ -89,6 +94,9 @@ class ScanResult:
     entries: list[Entry] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     ignore: tuple[str, ...] = ()
+    #: In a walk against expected entries (``_walk.scan_against``): the paths whose entry the
+    #: walk found exactly as expected, which are then not in ``entries``.
+    matched: list[str] = field(default_factory=list)
 
     def inventory(self) -> Inventory:
         """The entries as a sorted closed inventory.
@@ -96,5 +104,9 @@ class ScanResult:
         Raises:
             InputError: ``BAD_INVENTORY`` (a repeated entry, or a parent that is not a
                 directory entry); a walk without findings never produces either.
+            EnvironmentFailure: ``INTERNAL`` for a walk against expected entries, whose
+                matched entries are not in ``entries``.
         """
+        if self.matched:
+            raise EnvironmentFailure(CommonCode.INTERNAL, "a walk against expected entries holds only the entries that differ")
         return Inventory.from_entries(self.entries, self.ignore)

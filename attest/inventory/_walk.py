@@ -68,6 +68,7 @@ from ._types import (
     SLICE_ITEM,
     WALK_THREADS,
     DirRef,
+    Expected,
     Item,
     Limits,
     ListedName,
@@ -189,13 +190,30 @@ def open_root(root: str | os.PathLike[str]) -> int:
 class _Walk(SplitWalk):
     """One walk: the scheduler's work items, carried out under the rules of the module docstring."""
 
-    def __init__(self, spec: GitIgnoreSpec | None, limits: Limits, result: ScanResult, workers: int) -> None:
+    def __init__(
+        self, spec: GitIgnoreSpec | None, limits: Limits, result: ScanResult, workers: int, want: Expected | None = None
+    ) -> None:
         super().__init__(workers)
         self.spec = spec
         self.limits = limits
         self.entries = result.entries
         self.findings = result.findings
+        self.matched = result.matched
+        self.want = want
         self.names: dict[str, tuple[InventoryCode, str] | None] = {}
+
+    def record_file(self, rel: str, mode: int, size: int, digest: str) -> None:
+        """Record a hashed file: matched when it is exactly the expected one, else an entry."""
+        if self.want is not None and self.want.get(rel) == (mode, size, digest):
+            self.matched.append(rel)
+        else:
+            self.entries.append(Entry(rel, _FILE, mode, size, digest))
+
+    def record_dir(self, rel: str, mode: int) -> None:
+        if self.want is not None and self.want.get(rel) == mode:
+            self.matched.append(rel)
+        else:
+            self.entries.append(Entry(rel, _DIR, mode))
 
     def report(self, code: InventoryCode, path: str, detail: str) -> None:
         with self.cond:
@@ -288,8 +306,9 @@ class _Walk(SplitWalk):
         limits = self.limits
         max_size = limits.max_file_size
         report = self.report
-        entries = self.entries
-        append = entries.append
+        append = self.entries.append
+        want = self.want.get if self.want is not None else None
+        matched = self.matched.append
         open_ = os.open
         fstat = os.fstat
         lstat = os.stat
@@ -402,7 +421,11 @@ class _Walk(SplitWalk):
                 ):
                     report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
                     continue
-                append(Entry(rel, _FILE, _S_IMODE(fst.st_mode), got, digest))
+                mode = _S_IMODE(fst.st_mode)
+                if want is not None and want(rel) == (mode, got, digest):
+                    matched(rel)
+                else:
+                    append(Entry(rel, _FILE, mode, got, digest))
                 nfiles += 1
                 nbytes += got
             finally:
@@ -469,7 +492,7 @@ class _Walk(SplitWalk):
         ):
             os.close(child)
             return
-        self.entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
+        self.record_dir(rel, _S_IMODE(cst.st_mode))
         self.push([(LIST, DirRef(child, cst.st_dev), rel, depth)])
 
     def enter(self, dfd: int, name: str, st: os.stat_result, rel: str, depth: int) -> None:
@@ -481,7 +504,7 @@ class _Walk(SplitWalk):
         if opened is None:
             return
         child, cst = opened
-        self.entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
+        self.record_dir(rel, _S_IMODE(cst.st_mode))
         self.push([(LIST, DirRef(child, cst.st_dev), rel, depth)])
 
     def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
@@ -496,7 +519,7 @@ class _Walk(SplitWalk):
         if got != size or changed(before, after):
             self.report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
             return
-        self.entries.append(Entry(rel, _FILE, _S_IMODE(before.st_mode), got, digest))
+        self.record_file(rel, _S_IMODE(before.st_mode), got, digest)
         stats[0] += 1
         stats[1] += got
 
@@ -525,17 +548,43 @@ def scan_tree(
         return _scan(root, ignore, limits, progress, workers)
 
 
+def scan_against(
+    root: str | os.PathLike[str],
+    expected: Inventory,
+    *,
+    exact: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
+    progress: Progress | None = None,
+    workers: int = 2,
+) -> ScanResult:
+    """:func:`scan_tree` of ``root`` for a comparison with ``expected`` (its ignore patterns, none with ``exact``).
+
+    Each entry the walk finds exactly as ``expected`` lists it (type, mode, and a file's size
+    and SHA-256) is recorded by its path alone in :attr:`ScanResult.matched`; only the others
+    are in ``entries``. Every rule of the walk holds as for :func:`scan_tree`.
+
+    Raises:
+        As :func:`scan_tree`.
+    """
+    want: Expected = {}
+    for e in expected.entries:
+        want[e.path] = e.mode if e.type is _DIR else (e.mode, e.size or 0, e.sha256 or "")
+    with GcPaused():
+        return _scan(root, () if exact else expected.ignore, limits, progress, workers, want)
+
+
 def _scan(
     root: str | os.PathLike[str],
     ignore: Sequence[str],
     limits: Limits,
     progress: Progress | None,
     workers: int,
+    want: Expected | None = None,
 ) -> ScanResult:
     spec = compile_ignore(tuple(ignore))
     result = ScanResult(ignore=tuple(ignore))
     root_fd = open_root(root)
-    walk = _Walk(spec, limits, result, max(1, workers))
+    walk = _Walk(spec, limits, result, max(1, workers), want)
     try:
         root_dev = os.fstat(root_fd).st_dev
     except BaseException:

@@ -379,3 +379,48 @@ def test_findings_are_bounded(tmp_path: Path) -> None:
     for i in range(50):
         os.symlink("x", root / f"l{i}")
     assert len(scan_tree(root, limits=Limits(max_findings=10)).findings) == 10
+
+
+def test_a_walk_against_expected_entries_reports_what_a_full_walk_and_diff_report(tmp_path: Path) -> None:
+    """check_tree and verify_tree record a matched entry by its path alone; the findings are the
+    same, finding by finding, as those of a full walk diffed against the inventory."""
+    from attest.inventory import sort_key
+    from attest.inventory._diff import diff_entries
+
+    spec: dict[str, object] = {f"d{i}": {f"f{j}": b"x" * j for j in range(30)} for i in range(4)}
+    spec["gone"] = {"inner": b"1\n"}
+    root = make_tree(tmp_path / "t", spec)
+    expected = inventory_tree(root)
+    (root / "d0" / "f3").write_bytes(b"changed")  # DIGEST_MISMATCH
+    os.chmod(root / "d1" / "f4", 0o600)  # MODE_CHANGED
+    os.chmod(root / "d2", 0o700)  # MODE_CHANGED on a directory
+    (root / "d3" / "f5").unlink()
+    (root / "d3" / "f5").mkdir()  # TYPE_CHANGED
+    (root / "gone" / "inner").unlink()
+    (root / "gone").rmdir()  # MISSING twice
+    (root / "d1" / "new").write_bytes(b"new\n")  # EXTRA
+    os.symlink("/etc/passwd", root / "d0" / "f7.tmp")  # a walk finding
+    full = scan_tree(root)
+    suppressed = {f.path for f in full.findings if f.path is not None}
+    want = sorted([*full.findings, *diff_entries(expected, full.entries, suppressed)], key=lambda f: (sort_key(f.path or ""), f.code))
+    got = check_tree(root, expected)
+    assert got == want
+    assert codes(got) == {
+        InventoryCode.DIGEST_MISMATCH,
+        InventoryCode.MODE_CHANGED,
+        InventoryCode.TYPE_CHANGED,
+        InventoryCode.MISSING,
+        InventoryCode.EXTRA,
+        InventoryCode.SYMLINK,
+    }
+    with pytest.raises(VerificationError) as info:
+        verify_tree(root, expected)
+    assert list(info.value.findings) == want
+
+
+def test_a_walk_against_expected_entries_returns_the_expected_inventory(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t", {f"d{i}": {f"f{j}": b"x" * j for j in range(30)} for i in range(4)})
+    expected = inventory_tree(root)
+    assert check_tree(root, expected) == []
+    assert verify_tree(root, expected).canonical == expected.canonical
+    assert verify_tree(root, expected, exact=True).canonical == expected.canonical

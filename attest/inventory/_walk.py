@@ -87,6 +87,8 @@ _DIR = EntryType.DIR
 _K_FILE = Kind.FILE
 _K_DIR = Kind.DIR
 _S_IMODE = stat.S_IMODE
+_S_IFREG = stat.S_IFREG
+_TYPE_AND_SPECIAL = stat.S_IFMT(0o177777) | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _NAME_CACHE_MAX = 1 << 16
 
 
@@ -384,7 +386,10 @@ class _Walk(SplitWalk):
                     report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
                     continue
                 if kind == LISTED_FILE:
-                    if (fst.st_ino != ino or fst.st_dev != dev or classify(fst) is not _K_FILE) and not self.confirm(
+                    # classify(fst) is Kind.FILE, inlined: a regular file, no special bits, one link.
+                    if (
+                        fst.st_ino != ino or fst.st_dev != dev or fst.st_mode & _TYPE_AND_SPECIAL != _S_IFREG or fst.st_nlink > 1
+                    ) and not self.confirm(
                         dfd, name, fst, _K_FILE, ino, dev, rel
                     ):
                         continue

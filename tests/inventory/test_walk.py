@@ -424,3 +424,35 @@ def test_a_walk_against_expected_entries_returns_the_expected_inventory(tmp_path
     assert check_tree(root, expected) == []
     assert verify_tree(root, expected).canonical == expected.canonical
     assert verify_tree(root, expected, exact=True).canonical == expected.canonical
+
+
+def _private_mounts() -> bool:
+    """Whether this run may mount: root, in the private mount namespace of the suite's tmpfs."""
+    import tempfile
+
+    from support import tmpfs
+
+    return os.geteuid() == 0 and bool(tmpfs._MOUNTED) and tempfile.gettempdir().startswith(tmpfs._MOUNTED[0])
+
+
+@pytest.mark.skipif(not _private_mounts(), reason="mounting a filesystem inside the tree needs root in the suite's private mount namespace")
+def test_a_mount_point_inside_the_tree_is_walked_as_the_directory_it_shows(tmp_path: Path) -> None:
+    """The listing gives a mount point's covered inode (another than fstat's, on another device):
+    the walk confirms it by its lstat instead of reporting a swap, and walks the mounted filesystem."""
+    import ctypes
+
+    root = make_tree(tmp_path / "t", {"a": b"a\n", "sub": {}, "z": b"z\n"})
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"attest-test-mount", str(root / "sub").encode(), b"tmpfs", 0, b"mode=0755") != 0:
+        pytest.skip(f"mount: {os.strerror(ctypes.get_errno())}")
+    try:
+        (root / "sub" / "inner").write_bytes(b"on the mounted filesystem\n")
+        os.chmod(root / "sub" / "inner", 0o644)
+        assert os.stat(root / "sub").st_dev != os.stat(root).st_dev
+        result = scan_tree(root)
+        assert result.findings == []
+        assert sorted(e.path for e in result.entries) == ["a", "sub", "sub/inner", "z"]
+        expected = inventory_tree(root)
+        assert check_tree(root, expected) == []
+    finally:
+        assert libc.umount2(str(root / "sub").encode(), 0) == 0

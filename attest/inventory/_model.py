@@ -63,6 +63,9 @@ def _entry_order(e: Entry) -> str:
 
 _FILE_KEYS = frozenset({"path", "type", "mode", "size", "digest"})
 _DIR_KEYS = frozenset({"path", "type", "mode"})
+_DIGEST_KEYS = frozenset({"sha256"})
+_E_FILE = EntryType.FILE  # enum attribute access is slow in 3.11; these are per entry of a parse
+_E_DIR = EntryType.DIR
 
 
 def _bad(detail: str, path: str | None = None, code: InventoryCode = InventoryCode.BAD_INVENTORY) -> InputError:
@@ -95,17 +98,17 @@ def _entry_from_json(raw: object, index: int, path_checked: bool = False) -> Ent
     if mode & _SPECIAL_BITS:
         raise _bad(f"mode {mode:o} has setuid, setgid or sticky bits", path, InventoryCode.SPECIAL_MODE)
     if kind == "dir":
-        return Entry(path, EntryType.DIR, mode)
+        return Entry(path, _E_DIR, mode)
     size = raw["size"]
     if type(size) is not int or not 0 <= size <= MAX_SAFE_INT:
         raise _bad(f"size {size!r} is not a non-negative integer", path)
     digest = raw["digest"]
-    if not isinstance(digest, dict) or digest.keys() != {"sha256"}:
+    if not isinstance(digest, dict) or digest.keys() != _DIGEST_KEYS:
         raise _bad("digest must be exactly {'sha256': <hex>}", path)
     value = digest["sha256"]
     if not isinstance(value, str) or not _HEX64.match(value):
         raise _bad("sha256 digest is not 64 lowercase hex digits", path)
-    return Entry(path, EntryType.FILE, mode, size, value)
+    return Entry(path, _E_FILE, mode, size, value)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,16 @@ reported, each with a stable code, sorted by path.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
 from ..errors import Finding, VerificationError
 from ._codes import InventoryCode
+from ._gc import GcPaused
 from ._model import Entry, EntryType, Inventory
 from ._names import sort_key
-from ._types import DEFAULT_LIMITS, Limits
-from ._walk import Progress, scan_tree
+from ._types import DEFAULT_LIMITS, Limits, ScanResult
+from ._walk import Progress, scan_against
 
 
 def _describe(e: Entry) -> str:
@@ -27,7 +29,10 @@ def _describe(e: Entry) -> str:
 
 def diff_entries(expected: Inventory, actual: list[Entry], suppressed: AbstractSet[str] = frozenset()) -> list[Finding]:
     """Findings for every path whose presence, type, mode or content differs."""
-    want = expected.by_path()
+    return _diff(expected.by_path(), actual, suppressed)
+
+
+def _diff(want: Mapping[str, Entry], actual: list[Entry], suppressed: AbstractSet[str]) -> list[Finding]:
     have = {e.path: e for e in actual}
     out: list[Finding] = []
     for path, e in want.items():
@@ -64,6 +69,18 @@ def _order(f: Finding) -> tuple[tuple[bytes, ...], str]:
     return (sort_key(f.path) if f.path else (), f.code)
 
 
+def _differences(expected: Inventory, scan: ScanResult) -> list[Finding]:
+    """Every finding of a walk against ``expected`` (:func:`scan_against`), and every difference, sorted by path."""
+    # A path the walk already refused (a symlink where a file was expected, ...) is reported
+    # under its own code, not a second time as MISSING.
+    suppressed = {f.path for f in scan.findings if f.path is not None}
+    matched = set(scan.matched)
+    if len(matched) == len(expected.entries) and not scan.entries and not scan.findings:
+        return []  # every expected path matched (scan_against records only expected paths, each once)
+    want = {e.path: e for e in expected.entries if e.path not in matched}
+    return sorted([*scan.findings, *_diff(want, scan.entries, suppressed)], key=_order)
+
+
 def check_tree(
     root: str | os.PathLike[str],
     expected: Inventory,
@@ -81,11 +98,8 @@ def check_tree(
             under ``/proc``). Everything below the root is a returned finding.
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
-    scan = scan_tree(root, ignore=expected.ignore, limits=limits, progress=progress)
-    # A path the walk already refused (a symlink where a file was expected, ...) is reported
-    # under its own code, not a second time as MISSING.
-    suppressed = {f.path for f in scan.findings if f.path is not None}
-    return sorted([*scan.findings, *diff_entries(expected, scan.entries, suppressed)], key=_order)
+    with GcPaused():
+        return _differences(expected, scan_against(root, expected, limits=limits, progress=progress))
 
 
 def verify_tree(
@@ -110,19 +124,22 @@ def verify_tree(
             ``ROOT_SYMLINK`` for the root itself.
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
-    scan = scan_tree(root, ignore=() if exact else expected.ignore, limits=limits, progress=progress)
-    suppressed = {f.path for f in scan.findings if f.path is not None}
-    findings = sorted([*scan.findings, *diff_entries(expected, scan.entries, suppressed)], key=_order)
-    if findings:
-        raise VerificationError(findings=findings)
-    # Unreachable when diff_entries is complete; kept so success needs both to agree.
-    if exact:
-        # The same entries (a walk never repeats a path, nor does a valid inventory): the
-        # observed inventory is the expected one, without sorting and encoding it again.
-        if len(scan.entries) != len(expected.entries) or set(scan.entries) != set(expected.entries):
+    with GcPaused():
+        scan = scan_against(root, expected, exact=exact, limits=limits, progress=progress)
+        findings = _differences(expected, scan)
+        if findings:
+            raise VerificationError(findings=findings)
+        # Unreachable when _differences is complete; kept so success needs both to agree: the
+        # observed entries (matched by path, or walked in full) are exactly the expected ones.
+        if not _same_entries(expected, scan):
             raise VerificationError(InventoryCode.DIGEST_MISMATCH, "the tree's inventory differs from the expected one")
-        return expected if not expected.ignore else Inventory(expected.entries)
-    observed = scan.inventory()
-    if observed.canonical != expected.canonical:
-        raise VerificationError(InventoryCode.DIGEST_MISMATCH, "the tree's inventory differs from the expected one")
-    return observed
+    return expected if not exact or not expected.ignore else Inventory(expected.entries)
+
+
+def _same_entries(expected: Inventory, scan: ScanResult) -> bool:
+    """Whether the walk's matched paths and its other entries are, together, exactly ``expected``'s entries."""
+    matched = set(scan.matched)
+    if len(matched) != len(scan.matched) or len(matched) + len(scan.entries) != len(expected.entries):
+        return False
+    by_path = expected.by_path()
+    return matched <= by_path.keys() and all(e.path not in matched and by_path.get(e.path) == e for e in scan.entries)

@@ -46,9 +46,9 @@ from .._fdio import write_all
 from ..errors import CommonCode, EnvironmentFailure, Finding
 from ._codes import InventoryCode
 from ._model import Entry, EntryType
-from ._names import PATH_MAX, check_path, entry_path
+from ._names import PATH_MAX, check_path, entry_path, plain_paths
 from ._sched import Scheduler
-from ._types import LIST, SLICE_ITEM, DirRef, Limits, ScanResult, WalkItem
+from ._types import LIST, LISTED_UNKNOWN, SLICE_ITEM, DirRef, Expected, Limits, ScanResult, WalkItem
 
 CAN_FORK = (
     sys.platform == "linux"
@@ -73,6 +73,8 @@ class SplitWalk(Scheduler):
     limits: Limits
     entries: list[Entry]
     findings: list[Finding]
+    matched: list[str]
+    want: Expected | None
 
 
 ChildMain = Callable[[SplitWalk, socket.socket, memoryview, int], None]
@@ -131,7 +133,7 @@ class Link:
         if item[0] == LIST:
             payload = (0, item[2], item[3], None)
         else:
-            payload = (1, item[2], item[3], [name for name, _ in item[4]])
+            payload = (1, item[2], item[3], [listed[0] for listed in item[4]])
         if self.send(s, b"W" + marshal.dumps(payload), [d.fd]):
             del s.queue[0]
             self.peer_waiting = False
@@ -195,12 +197,13 @@ def _received_item(data: bytes, fd: int) -> WalkItem:
     """A walk item given by the other process: (kind, prefix, depth, names) and its directory."""
     try:
         kind, prefix, depth, names = marshal.loads(data)
+        st = os.fstat(fd)
         ok = (
             kind in (0, 1)
             and type(prefix) is str
             and type(depth) is int
             and (names is None if kind == 0 else type(names) is list and all(type(n) is str for n in names))
-            and stat.S_ISDIR(os.fstat(fd).st_mode)
+            and stat.S_ISDIR(st.st_mode)
         )
     except (ValueError, TypeError, EOFError, OSError) as e:
         os.close(fd)
@@ -209,8 +212,9 @@ def _received_item(data: bytes, fd: int) -> WalkItem:
         os.close(fd)
         raise EnvironmentFailure(CommonCode.INTERNAL, "a malformed work item between the walking processes")
     if kind == 0:
-        return (LIST, DirRef(fd), prefix, depth)
-    return (SLICE_ITEM, DirRef(fd), prefix, depth, [(n, entry_path(prefix, n)) for n in names])
+        return (LIST, DirRef(fd, st.st_dev), prefix, depth)
+    # Only the names travel: each is taken with an lstat first on this side (LISTED_UNKNOWN).
+    return (SLICE_ITEM, DirRef(fd, st.st_dev), prefix, depth, [(n, entry_path(prefix, n), LISTED_UNKNOWN, 0) for n in names])
 
 
 # -- the processes ----------------------------------------------------------------------------
@@ -270,6 +274,7 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
     walk.big = []
     walk.entries = []
     walk.findings = []
+    walk.matched = []
     walk.stats = []
     walk.counter = itertools.count(1)
     walk.counted = 0
@@ -309,7 +314,8 @@ def child_main(walk: SplitWalk, link: socket.socket, shm: memoryview, wfd: int) 
     )
     findings = [(str(f.code), f.path, f.detail) for f in walk.findings]
     files, size = walk.done_own()
-    blob = marshal.dumps((walk.counted, files, size, columns, findings, error))
+    matched = walk.matched if error is None else []
+    blob = marshal.dumps((walk.counted, files, size, columns, findings, error, matched))
     write_all(wfd, _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob)
     os.close(wfd)
 
@@ -361,7 +367,7 @@ class Child:
         if data[: len(_RESULT_MAGIC)] != _RESULT_MAGIC or len(data) < head or struct.unpack("<Q", data[len(_RESULT_MAGIC) : head])[0] != len(data) - head:
             raise EnvironmentFailure(CommonCode.INTERNAL, "the second walking process returned a malformed result")
         try:
-            counted, files, size, columns, findings, error = marshal.loads(memoryview(data)[head:])
+            counted, files, size, columns, findings, error, matched = marshal.loads(memoryview(data)[head:])
             if error is not None:
                 raise EnvironmentFailure(CommonCode.INTERNAL, f"the second walking process failed: {error}")
             if not (type(counted) is int and type(files) is int and type(size) is int and type(findings) is list):
@@ -384,9 +390,26 @@ class Child:
                 raise TypeError("bad entry columns")
             # Every path as the walker would have let it through (the one name rule): the child
             # is this program, but its answer is bytes read from a pipe.
-            bad = next((p for p in itertools.chain(fpaths, dpaths) if check_path(p) is not None), None)
+            paths = fpaths + dpaths
+            bad = None if plain_paths(paths) else next((p for p in paths if check_path(p) is not None), None)
             if bad is not None:
                 raise ValueError(f"a path the walker never produces: {bad[:200]!r}")
+            # Matched paths: each one the parent expects, none twice, none also an entry.
+            if type(matched) is not list or (matched and walk.want is None):
+                raise TypeError("bad matched paths")
+            if matched:
+                want = walk.want
+                assert want is not None
+                seen = set(matched)
+                if (
+                    not set(map(type, matched)) <= {str}
+                    or len(seen) != len(matched)
+                    or not seen <= want.keys()
+                    or not seen.isdisjoint(paths)
+                    or not seen.isdisjoint(walk.matched)
+                ):
+                    raise ValueError("matched paths that are not the expected entries, or repeated")
+                result.matched.extend(matched)
             result.entries.extend(map(Entry, fpaths, itertools.repeat(_FILE), fmodes, fsizes, digests))
             result.entries.extend(map(Entry, dpaths, itertools.repeat(_DIR), dmodes))
             for code, path, detail in findings:

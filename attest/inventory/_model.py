@@ -18,8 +18,9 @@ from .._digest import sha256_of
 from .._json import MAX_SAFE_INT, loads_strict
 from ..errors import CommonCode, InputError
 from ._codes import InventoryCode
+from ._gc import GcPaused
 from ._ignore import compile_ignore
-from ._names import NAME_POLICY, check_path, order_key
+from ._names import NAME_POLICY, check_path, order_key, plain_paths
 
 FORMAT = "https://attest.dev/inventory/v1"
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -62,21 +63,26 @@ def _entry_order(e: Entry) -> str:
 
 _FILE_KEYS = frozenset({"path", "type", "mode", "size", "digest"})
 _DIR_KEYS = frozenset({"path", "type", "mode"})
+_DIGEST_KEYS = frozenset({"sha256"})
+_E_FILE = EntryType.FILE  # enum attribute access is slow in 3.11; these are per entry of a parse
+_E_DIR = EntryType.DIR
 
 
 def _bad(detail: str, path: str | None = None, code: InventoryCode = InventoryCode.BAD_INVENTORY) -> InputError:
     return InputError(code, detail, path)
 
 
-def _entry_from_json(raw: object, index: int) -> Entry:
+def _entry_from_json(raw: object, index: int, path_checked: bool = False) -> Entry:
+    """One validated entry; ``path_checked`` when :func:`._names.plain_paths` vouched for every path already."""
     if not isinstance(raw, dict):
         raise _bad(f"entries[{index}] is not an object")
     path = raw.get("path")
     if not isinstance(path, str):
         raise _bad(f"entries[{index}]: the path is not a string", None, InventoryCode.BAD_PATH)
-    problem = check_path(path)
-    if problem is not None:
-        raise _bad(f"entries[{index}]: {problem[1]}", path, problem[0])
+    if not path_checked:
+        problem = check_path(path)
+        if problem is not None:
+            raise _bad(f"entries[{index}]: {problem[1]}", path, problem[0])
     kind = raw.get("type")
     if kind == "file":
         expected_keys = _FILE_KEYS
@@ -92,17 +98,17 @@ def _entry_from_json(raw: object, index: int) -> Entry:
     if mode & _SPECIAL_BITS:
         raise _bad(f"mode {mode:o} has setuid, setgid or sticky bits", path, InventoryCode.SPECIAL_MODE)
     if kind == "dir":
-        return Entry(path, EntryType.DIR, mode)
+        return Entry(path, _E_DIR, mode)
     size = raw["size"]
     if type(size) is not int or not 0 <= size <= MAX_SAFE_INT:
         raise _bad(f"size {size!r} is not a non-negative integer", path)
     digest = raw["digest"]
-    if not isinstance(digest, dict) or digest.keys() != {"sha256"}:
+    if not isinstance(digest, dict) or digest.keys() != _DIGEST_KEYS:
         raise _bad("digest must be exactly {'sha256': <hex>}", path)
     value = digest["sha256"]
     if not isinstance(value, str) or not _HEX64.match(value):
         raise _bad("sha256 digest is not 64 lowercase hex digits", path)
-    return Entry(path, EntryType.FILE, mode, size, value)
+    return Entry(path, _E_FILE, mode, size, value)
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,9 @@ class Inventory:
         raw_entries = doc["entries"]
         if not isinstance(raw_entries, list):
             raise _bad("entries must be a list")
-        entries = tuple(_entry_from_json(raw, i) for i, raw in enumerate(raw_entries))
+        # Every path at once when all are plain ASCII (the common inventory), else one by one.
+        checked = plain_paths([raw.get("path") if type(raw) is dict else None for raw in raw_entries])
+        entries = tuple(_entry_from_json(raw, i, checked) for i, raw in enumerate(raw_entries))
         keys = [order_key(e.path) for e in entries]  # every path passed check_path: sort_key's order
         for i in range(1, len(keys)):
             if keys[i - 1] >= keys[i]:
@@ -200,12 +208,13 @@ class Inventory:
         known = _PARSED.get(body)
         if known is not None:
             return known
-        inventory = _from_canonical(body)
-        if inventory is None:
-            # The strict parser decides, and names the problem.
-            inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
-            if inventory.canonical != body:
-                raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
+        with GcPaused():  # a dict and an entry per entry, none in a cycle
+            inventory = _from_canonical(body)
+            if inventory is None:
+                # The strict parser decides, and names the problem.
+                inventory = cls.from_json(loads_strict(body, what=what, max_bytes=MAX_INVENTORY_BYTES))
+                if inventory.canonical != body:
+                    raise InputError(CommonCode.NOT_CANONICAL, f"the {what} is not in RFC 8785 canonical form")
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[body] = inventory

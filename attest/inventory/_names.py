@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
+from typing import cast
 
 from ._codes import InventoryCode
 
@@ -182,6 +184,58 @@ def is_plain(name: str) -> bool:
     spelling of ``.git`` (:func:`is_dotgit`). False says nothing: ask :func:`check_name`.
     """
     return PLAIN_NAME(name) is not None and name != "." and name != ".." and not is_dotgit(name)
+
+
+# A whole directory listing at once (the walker's per-directory fast path): names joined with "/"
+# (which no name holds), each of PLAIN_NAME's characters; then one search for every name that
+# could be ".", ".." or a spelling of .git (a superset: ".github" leaves the listing to the
+# per-name checks too).
+_PLAIN_CHAR = r"[\x20-\x2e\x30-\x5b\x5d-\x7e]"
+_PLAIN_JOINED = re.compile(rf"{_PLAIN_CHAR}{{1,{NAME_MAX}}}(?:/{_PLAIN_CHAR}{{1,{NAME_MAX}}})*").fullmatch
+_MAYBE_REFUSED = re.compile(r"(?:\A|/)(?:\.git|git~1|\.\.?(?:/|\Z))", re.IGNORECASE | re.ASCII).search
+
+
+def plain_names(names: Sequence[str]) -> bool:
+    """True only when :func:`is_plain` holds for every name and no two share a :func:`collision_key`.
+
+    A few calls at C speed over the joined listing instead of two per name. False says
+    nothing: check each name (:func:`check_name`, :func:`collision_key`).
+    """
+    if not names:
+        return False
+    joined = "/".join(names)
+    return (
+        joined.count("/") == len(names) - 1  # no name holds the separator
+        and _PLAIN_JOINED(joined) is not None
+        and _MAYBE_REFUSED(joined) is None
+        # Printable ASCII: the collision key is the lower-case name.
+        and len(set(joined.lower().split("/"))) == len(names)
+    )
+
+
+# Whole paths at once (a parsed inventory, the second walking process's answer): paths joined
+# with "\n" (which no plain name holds), each one or more plain names joined with "/".
+_PLAIN_PATH = rf"{_PLAIN_CHAR}{{1,{NAME_MAX}}}(?:/{_PLAIN_CHAR}{{1,{NAME_MAX}}})*"
+_PLAIN_PATHS = re.compile(rf"{_PLAIN_PATH}(?:\n{_PLAIN_PATH})*").fullmatch
+_MAYBE_REFUSED_IN_PATHS = re.compile(r"(?:\A|[/\n])(?:\.git|git~1|\.\.?(?:[/\n]|\Z))", re.IGNORECASE | re.ASCII).search
+
+
+def plain_paths(values: Sequence[object]) -> bool:
+    """True only when every value of ``values`` is a plain ASCII path :func:`check_path` accepts.
+
+    A few calls at C speed over the joined paths instead of :func:`check_path` per path. False
+    says nothing: check each path.
+    """
+    if not values or not all(type(p) is str for p in values):
+        return False
+    paths = cast("Sequence[str]", values)
+    joined = "\n".join(paths)
+    return (
+        joined.count("\n") == len(paths) - 1  # no path holds the separator
+        and _PLAIN_PATHS(joined) is not None
+        and _MAYBE_REFUSED_IN_PATHS(joined) is None
+        and max(map(len, paths)) <= PATH_MAX  # ASCII: one byte a character
+    )
 
 
 def display_name(name: str) -> str:

@@ -9,12 +9,17 @@ walked, and a tree made to exhaust the walker:
 2. Directories are walked through directory descriptors (``dir_fd``), never by path; a
    component swapped for a symlink mid-walk fails ``O_NOFOLLOW|O_DIRECTORY`` instead of being
    followed.
-3. Every entry is classified from ``lstat`` (``fstatat(AT_SYMLINK_NOFOLLOW)``) of its name
-   with :func:`attest._safefs.classify`; a regular file or directory is then opened with the
-   flags of :mod:`attest._safefs` (``O_NOFOLLOW|O_NONBLOCK``) and the decision is re-made from
-   ``fstat`` of the descriptor, cross-checked against the listing with
-   :func:`attest._safefs.drift` (same device and inode, same verdict). FIFOs, sockets and
-   devices are never opened.
+3. Every entry is classified from the listing before it is opened: from ``readdir``'s type
+   and inode (``d_type``, ``d_ino``) when the directory's listing proved its inodes true (the
+   ``lstat`` of its first file or directory has the listed inode), else from ``lstat``
+   (``fstatat(AT_SYMLINK_NOFOLLOW)``) of its name with :func:`attest._safefs.classify`. Only
+   an entry listed as a regular file or directory is opened, with the flags of
+   :mod:`attest._safefs` (``O_NOFOLLOW|O_NONBLOCK``), and the decision is re-made from
+   ``fstat`` of the descriptor, cross-checked against the listing (the listed inode on the
+   directory's device and the listed type, or :func:`attest._safefs.drift` against the
+   ``lstat``; an entry on another device, a mount point, is confirmed by its ``lstat``).
+   FIFOs, sockets and devices are never opened unless swapped in after the listing (the
+   flags keep that open from blocking and its ``fstat`` refuses it).
 4. A file is hashed from its descriptor (:func:`._hash.hash_fd`); the byte count must equal
    ``st_size`` and the ``fstat`` before and after must agree, or the entry changed during
    the walk.
@@ -33,7 +38,6 @@ classifying, opening and hashing the entries of one slice of it.
 from __future__ import annotations
 
 import errno
-import gc
 import os
 import stat
 import threading
@@ -46,22 +50,28 @@ from ..errors import Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._fork import CAN_FORK, Child, SplitWalk, fork_walker
 from ._fork import child_main as _child_main
+from ._gc import GcPaused
 from ._hash import changed, hash_fd
 from ._ignore import compile_ignore
 from ._model import Entry, EntryType, Inventory
-from ._names import PATH_MAX, check_name, collision_key, display_name, is_plain
+from ._names import PATH_MAX, check_name, collision_key, display_name, is_plain, plain_names
 from ._types import (
     BIG,
     DEFAULT_LIMITS,
     HANDOFF,
     LIST,
+    LISTED_DIR,
+    LISTED_FILE,
+    LISTED_UNKNOWN,
     MAX_HANDOFFS,
     SLICE,
     SLICE_ITEM,
     WALK_THREADS,
     DirRef,
+    Expected,
     Item,
     Limits,
+    ListedName,
     ScanResult,
     SliceItem,
 )
@@ -77,6 +87,8 @@ _DIR = EntryType.DIR
 _K_FILE = Kind.FILE
 _K_DIR = Kind.DIR
 _S_IMODE = stat.S_IMODE
+_S_IFREG = stat.S_IFREG
+_TYPE_AND_SPECIAL = stat.S_IFMT(0o177777) | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _NAME_CACHE_MAX = 1 << 16
 
 
@@ -85,6 +97,41 @@ class _Unseen(Enum):
 
 
 _UNSEEN: Final = _Unseen.UNSEEN  # not yet in the walk's name cache (an enum member, so `is` narrows it away)
+
+
+def _name_of(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _listed_names(dfd: int, kept: list[os.DirEntry[str]], rels: list[str]) -> list[ListedName]:
+    """The slice items of a checked listing: each name with what ``readdir`` said of it (``d_type``, ``d_ino``).
+
+    The listing's inodes are trusted only when the first listed file or directory's ``lstat``
+    has its inode (one ``lstat`` per directory): a filesystem whose ``d_ino`` is not the
+    ``st_ino`` (some overlay or network filesystems), a listing that failed, or an entry
+    swapped just then sends the whole directory down the ``lstat``-first path (LISTED_UNKNOWN).
+    """
+    if not _TRUST_LISTING:
+        return [(e.name, rel, LISTED_UNKNOWN, 0) for e, rel in zip(kept, rels, strict=True)]
+    try:
+        kinds = [
+            LISTED_FILE if e.is_file(follow_symlinks=False) else LISTED_DIR if e.is_dir(follow_symlinks=False) else LISTED_UNKNOWN
+            for e in kept
+        ]
+        inodes = [e.inode() for e in kept]
+    except OSError:  # d_type unknown and the entry's lstat failed: the slow path reports it
+        return [(e.name, rel, LISTED_UNKNOWN, 0) for e, rel in zip(kept, rels, strict=True)]
+    probe = next((i for i, k in enumerate(kinds) if k != LISTED_UNKNOWN), None)
+    if probe is not None:
+        try:
+            trusted = os.stat(kept[probe].name, dir_fd=dfd, follow_symlinks=False).st_ino == inodes[probe]
+        except OSError:
+            trusted = False
+        if not trusted:
+            kinds = [LISTED_UNKNOWN] * len(kept)
+    return list(zip([e.name for e in kept], rels, kinds, inodes, strict=True))
+
+
 _NEVER = 1 << 63  # no file is this large: no hand-off without a second worker
 # Two processes (see ._fork): the calling process walks this many entries alone first; a
 # tree it finishes by then is never split. 2,500 rather than 500: the project's own
@@ -92,6 +139,9 @@ _NEVER = 1 << 63  # no file is this large: no hand-off without a second worker
 # walked in one process against 90 ms split (alternated, 21 rounds, medians); a 21,000-entry
 # tree 1.26 s against 1.23 s.
 _FORK_AFTER = 2500
+# Whether an entry the listing gives as a regular file or a directory is opened without an
+# lstat first (see _listed_names). The tests turn it off to walk the lstat-first path alone.
+_TRUST_LISTING = True
 
 
 def open_root(root: str | os.PathLike[str]) -> int:
@@ -142,13 +192,30 @@ def open_root(root: str | os.PathLike[str]) -> int:
 class _Walk(SplitWalk):
     """One walk: the scheduler's work items, carried out under the rules of the module docstring."""
 
-    def __init__(self, spec: GitIgnoreSpec | None, limits: Limits, result: ScanResult, workers: int) -> None:
+    def __init__(
+        self, spec: GitIgnoreSpec | None, limits: Limits, result: ScanResult, workers: int, want: Expected | None = None
+    ) -> None:
         super().__init__(workers)
         self.spec = spec
         self.limits = limits
         self.entries = result.entries
         self.findings = result.findings
+        self.matched = result.matched
+        self.want = want
         self.names: dict[str, tuple[InventoryCode, str] | None] = {}
+
+    def record_file(self, rel: str, mode: int, size: int, digest: str) -> None:
+        """Record a hashed file: matched when it is exactly the expected one, else an entry."""
+        if self.want is not None and self.want.get(rel) == (mode, size, digest):
+            self.matched.append(rel)
+        else:
+            self.entries.append(Entry(rel, _FILE, mode, size, digest))
+
+    def record_dir(self, rel: str, mode: int) -> None:
+        if self.want is not None and self.want.get(rel) == mode:
+            self.matched.append(rel)
+        else:
+            self.entries.append(Entry(rel, _DIR, mode))
 
     def report(self, code: InventoryCode, path: str, detail: str) -> None:
         with self.cond:
@@ -158,7 +225,7 @@ class _Walk(SplitWalk):
     def do(self, item: Item, buf: bytearray, stats: list[int]) -> None:
         try:
             if item[0] == SLICE_ITEM:
-                self.slice(item[1].fd, item[2], item[3], item[4], buf, stats)
+                self.slice(item[1], item[2], item[3], item[4], buf, stats)
             elif item[0] == LIST:
                 self.listing(item[1], item[2], item[3])
             else:
@@ -171,16 +238,40 @@ class _Walk(SplitWalk):
 
     def listing(self, d: DirRef, prefix: str, depth: int) -> None:
         try:
-            names = sorted(os.listdir(d.fd))
+            with os.scandir(d.fd) as it:
+                listed = sorted(it, key=_name_of)
         except OSError as e:
             self.report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
             return
+        if not listed:
+            return
+        names = [e.name for e in listed]
+        pre = f"{prefix}/" if prefix else ""
+        if plain_names(names) and len(pre) + max(map(len, names)) <= PATH_MAX:
+            # The common listing: every name plain ASCII, no two colliding, no path too long.
+            kept = listed
+            rels = [pre + name for name in names] if pre else names
+        else:
+            kept, rels = self.checked_names(listed, prefix)
+            if not kept:
+                return
+        items = _listed_names(d.fd, kept, rels)
+        slices: list[SliceItem] = [(SLICE_ITEM, d, prefix, depth, items[i : i + SLICE]) for i in range(0, len(items), SLICE)]
+        with self.cond:
+            d.refs += len(slices)
+        # Pushed in reverse so the LIFO queue takes them in name order.
+        self.push(slices[::-1])
+
+    def checked_names(self, listed: list[os.DirEntry[str]], prefix: str) -> tuple[list[os.DirEntry[str]], list[str]]:
+        """The entries of a listing whose names pass one by one (each refusal a finding), and their paths."""
         cache = self.names
         cached = cache.get
         seen: dict[str, str] = {}
-        items: list[tuple[str, str]] = []
-        for name in names:
-            # _names.entry_path, inlined: this runs once per entry of the tree.
+        kept: list[os.DirEntry[str]] = []
+        rels: list[str] = []
+        for entry in listed:
+            name = entry.name
+            # _names.entry_path, inlined.
             rel = name if name.isascii() else display_name(name)
             if prefix:
                 rel = f"{prefix}/{rel}"
@@ -206,22 +297,21 @@ class _Walk(SplitWalk):
             if len(rel) * 4 > PATH_MAX and len(rel.encode("utf-8")) > PATH_MAX:
                 self.report(InventoryCode.PATH_TOO_LONG, rel[:200] + "...", f"the path is longer than {PATH_MAX} bytes")
                 continue
-            items.append((name, rel))
-        if not items:
-            return
-        slices: list[SliceItem] = [(SLICE_ITEM, d, prefix, depth, items[i : i + SLICE]) for i in range(0, len(items), SLICE)]
-        with self.cond:
-            d.refs += len(slices)
-        # Pushed in reverse so the LIFO queue takes them in name order.
-        self.push(slices[::-1])
+            kept.append(entry)
+            rels.append(rel)
+        return kept, rels
 
-    def slice(self, dfd: int, prefix: str, depth: int, items: list[tuple[str, str]], buf: bytearray, stats: list[int]) -> None:
+    def slice(self, d: DirRef, prefix: str, depth: int, items: list[ListedName], buf: bytearray, stats: list[int]) -> None:
+        dfd = d.fd
+        dev = d.dev
         spec = self.spec
         limits = self.limits
         max_size = limits.max_file_size
         report = self.report
-        entries = self.entries
-        append = entries.append
+        append = self.entries.append
+        want = self.want.get if self.want is not None else None
+        matched = self.matched.append
+        open_ = os.open
         fstat = os.fstat
         lstat = os.stat
         close = os.close
@@ -230,54 +320,91 @@ class _Walk(SplitWalk):
         nfiles = nbytes = 0
         budget = limits.max_entries - self.peer_count()  # the whole walk's cap, over both processes
         taken = 0
-        for name, rel in items:
+        for name, rel, kind, ino in items:
             if self.halted:
                 break
-            try:
-                st = lstat(name, dir_fd=dfd, follow_symlinks=False)
-            except FileNotFoundError:
-                report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+            if kind == LISTED_FILE:
+                # Listed as a regular file: opened without an lstat first, and confirmed from
+                # fstat against the listed inode (rule 3).
+                if spec is not None and spec.match_file(rel):
+                    continue
+                taken += 1
+                if next(counter) > budget:
+                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
+                    self.halt()
+                    break
+                try:
+                    fd = open_(name, O_FILE, dir_fd=dfd)
+                except OSError as e:
+                    _report_open_error(e, rel, report)
+                    continue
+            elif kind == LISTED_DIR:
+                if spec is not None and spec.match_file(rel + "/"):
+                    continue
+                taken += 1
+                if next(counter) > budget:
+                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
+                    self.halt()
+                    break
+                self.enter_listed(d, name, ino, rel, depth + 1)
                 continue
-            except OSError as e:
-                report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
-                continue
-            if spec is not None and spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
-                continue
-            taken += 1
-            if next(counter) > budget:
-                report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
-                self.halt()
-                break
-            kind = classify(st)
-            if kind is _K_DIR:
-                self.enter(dfd, name, st, rel, depth + 1)
-                continue
-            if kind is not _K_FILE:
-                _report_kind(kind, st, rel, report)
-                continue
-            if st.st_size > max_size:
-                report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
-                continue
-            # _open_checked, inlined for the common case (one call to drift() is all it adds).
-            try:
-                fd = os.open(name, O_FILE, dir_fd=dfd)
-            except OSError as e:
-                _report_open_error(e, rel, report)
-                continue
+            else:
+                try:
+                    st = lstat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+                    continue
+                except OSError as e:
+                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+                    continue
+                if spec is not None and spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
+                    continue
+                taken += 1
+                if next(counter) > budget:
+                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
+                    self.halt()
+                    break
+                listed_kind = classify(st)
+                if listed_kind is _K_DIR:
+                    self.enter(dfd, name, st, rel, depth + 1)
+                    continue
+                if listed_kind is not _K_FILE:
+                    _report_kind(listed_kind, st, rel, report)
+                    continue
+                if st.st_size > max_size:
+                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
+                    continue
+                try:
+                    fd = open_(name, O_FILE, dir_fd=dfd)
+                except OSError as e:
+                    _report_open_error(e, rel, report)
+                    continue
             try:
                 try:
                     fst = fstat(fd)
                 except OSError as e:
                     report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
                     continue
-                moved = drift(st, fst)
-                if moved is not None:
-                    _report_drift(moved, fst, rel, report)
-                    continue
+                if kind == LISTED_FILE:
+                    # classify(fst) is Kind.FILE, inlined: a regular file, no special bits, one link.
+                    if (
+                        fst.st_ino != ino or fst.st_dev != dev or fst.st_mode & _TYPE_AND_SPECIAL != _S_IFREG or fst.st_nlink > 1
+                    ) and not self.confirm(
+                        dfd, name, fst, _K_FILE, ino, dev, rel
+                    ):
+                        continue
+                    if fst.st_size > max_size:
+                        report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {fst.st_size} bytes; the limit is {max_size}")
+                        continue
+                else:
+                    moved = drift(st, fst)
+                    if moved is not None:
+                        _report_drift(moved, fst, rel, report)
+                        continue
+                    if fst.st_size > max_size:
+                        report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
+                        continue
                 size = fst.st_size
-                if size > max_size:
-                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
-                    continue
                 if size >= handoff and self.handoffs < MAX_HANDOFFS:
                     self.push([(BIG, fd, rel, fst)])
                     fd = -1
@@ -299,7 +426,11 @@ class _Walk(SplitWalk):
                 ):
                     report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
                     continue
-                append(Entry(rel, _FILE, _S_IMODE(fst.st_mode), got, digest))
+                mode = _S_IMODE(fst.st_mode)
+                if want is not None and want(rel) == (mode, got, digest):
+                    matched(rel)
+                else:
+                    append(Entry(rel, _FILE, mode, got, digest))
                 nfiles += 1
                 nbytes += got
             finally:
@@ -308,6 +439,66 @@ class _Walk(SplitWalk):
         stats[0] += nfiles
         stats[1] += nbytes
         self.count(taken)
+
+    def confirm(self, dfd: int, name: str, opened: os.stat_result, want: Kind, ino: int, dev: int, rel: str) -> bool:
+        """Whether an entry opened as listed (``want``, inode ``ino`` on device ``dev``) is that entry, and admissible.
+
+        The slow path of a listed entry whose ``fstat`` did not match the listing at a glance:
+        on another device (a mount point: the listing gives the inode it covers) the name's
+        ``lstat`` decides as for an unlisted entry; another inode is a swap (rule 3); the same
+        inode with another verdict (a second link, setuid, setgid or sticky bits) is refused
+        as it would have been from an ``lstat``. Every refusal is reported.
+        """
+        report = self.report
+        if opened.st_dev != dev:
+            try:
+                listed = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+                return False
+            except OSError as e:
+                report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+                return False
+            moved = drift(listed, opened)
+            if moved is not None:
+                _report_drift(moved, opened, rel, report)
+                return False
+        elif opened.st_ino != ino:
+            same_type = stat.S_IFMT(opened.st_mode) == (stat.S_IFDIR if want is _K_DIR else stat.S_IFREG)
+            _report_drift(Drift.REPLACED if same_type else Drift.TYPE, opened, rel, report)
+            return False
+        kind = classify(opened)
+        if kind is want:
+            return True
+        if kind is _K_DIR or kind is _K_FILE:
+            _report_drift(Drift.TYPE, opened, rel, report)
+        else:
+            _report_kind(kind, opened, rel, report)
+        return False
+
+    def enter_listed(self, d: DirRef, name: str, ino: int, rel: str, depth: int) -> None:
+        """Open the directory ``name`` listed with inode ``ino`` (rule 3), record it, and queue its listing at ``depth``."""
+        if depth > self.limits.max_depth:
+            self.report(InventoryCode.DEPTH_EXCEEDED, rel, f"the tree is deeper than {self.limits.max_depth} levels")
+            return
+        try:
+            child = os.open(name, O_DIR, dir_fd=d.fd)
+        except OSError as e:
+            _report_open_error(e, rel, self.report)
+            return
+        try:
+            cst = os.fstat(child)
+        except OSError as e:
+            os.close(child)
+            self.report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+            return
+        if (cst.st_ino != ino or cst.st_dev != d.dev or classify(cst) is not _K_DIR) and not self.confirm(
+            d.fd, name, cst, _K_DIR, ino, d.dev, rel
+        ):
+            os.close(child)
+            return
+        self.record_dir(rel, _S_IMODE(cst.st_mode))
+        self.push([(LIST, DirRef(child, cst.st_dev), rel, depth)])
 
     def enter(self, dfd: int, name: str, st: os.stat_result, rel: str, depth: int) -> None:
         """Open the directory ``name`` listed with ``st`` (rule 3), record it, and queue its listing at ``depth``."""
@@ -318,8 +509,8 @@ class _Walk(SplitWalk):
         if opened is None:
             return
         child, cst = opened
-        self.entries.append(Entry(rel, _DIR, _S_IMODE(cst.st_mode)))
-        self.push([(LIST, DirRef(child), rel, depth)])
+        self.record_dir(rel, _S_IMODE(cst.st_mode))
+        self.push([(LIST, DirRef(child, cst.st_dev), rel, depth)])
 
     def hash_file(self, fd: int, rel: str, before: os.stat_result, buf: bytearray, stats: list[int]) -> None:
         """Hash an opened regular file (rule 4) and record it; ``fd`` stays open."""
@@ -333,26 +524,9 @@ class _Walk(SplitWalk):
         if got != size or changed(before, after):
             self.report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
             return
-        self.entries.append(Entry(rel, _FILE, _S_IMODE(before.st_mode), got, digest))
+        self.record_file(rel, _S_IMODE(before.st_mode), got, digest)
         stats[0] += 1
         stats[1] += got
-
-
-class _GcPaused:
-    """Pause the cyclic garbage collector while a walk allocates its entries.
-
-    A walk allocates several objects per entry and none of them form reference cycles;
-    the collector's repeated passes over the growing entry list cost 15-20 % of a walk of
-    small files. Nesting is safe; the previous state is restored.
-    """
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was:
-            gc.enable()
 
 
 def scan_tree(
@@ -375,8 +549,33 @@ def scan_tree(
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails or answers
             malformed.
     """
-    with _GcPaused():
+    with GcPaused():
         return _scan(root, ignore, limits, progress, workers)
+
+
+def scan_against(
+    root: str | os.PathLike[str],
+    expected: Inventory,
+    *,
+    exact: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
+    progress: Progress | None = None,
+    workers: int = 2,
+) -> ScanResult:
+    """:func:`scan_tree` of ``root`` for a comparison with ``expected`` (its ignore patterns, none with ``exact``).
+
+    Each entry the walk finds exactly as ``expected`` lists it (type, mode, and a file's size
+    and SHA-256) is recorded by its path alone in :attr:`ScanResult.matched`; only the others
+    are in ``entries``. Every rule of the walk holds as for :func:`scan_tree`.
+
+    Raises:
+        As :func:`scan_tree`.
+    """
+    want: Expected = {}
+    for e in expected.entries:
+        want[e.path] = e.mode if e.type is _DIR else (e.mode, e.size or 0, e.sha256 or "")
+    with GcPaused():
+        return _scan(root, () if exact else expected.ignore, limits, progress, workers, want)
 
 
 def _scan(
@@ -385,12 +584,18 @@ def _scan(
     limits: Limits,
     progress: Progress | None,
     workers: int,
+    want: Expected | None = None,
 ) -> ScanResult:
     spec = compile_ignore(tuple(ignore))
     result = ScanResult(ignore=tuple(ignore))
     root_fd = open_root(root)
-    walk = _Walk(spec, limits, result, max(1, workers))
-    walk.push([(LIST, DirRef(root_fd), "", 0)])
+    walk = _Walk(spec, limits, result, max(1, workers), want)
+    try:
+        root_dev = os.fstat(root_fd).st_dev
+    except BaseException:
+        os.close(root_fd)
+        raise
+    walk.push([(LIST, DirRef(root_fd, root_dev), "", 0)])
     child: Child | None = None
     try:
         if workers <= 1 and progress is None:
@@ -538,7 +743,7 @@ def inventory_tree(
             ``ROOT_SYMLINK``.
         EnvironmentFailure: ``INTERNAL`` when the second walking process fails.
     """
-    with _GcPaused():
+    with GcPaused():
         result = scan_tree(root, ignore=ignore, limits=limits, progress=progress)
         if result.findings:
             raise VerificationError(findings=sorted(result.findings, key=lambda f: (f.path or "", f.code)))

@@ -16,7 +16,7 @@ import pytest
 from support.trees import make_tree
 
 from attest.errors import AttestError, EnvironmentFailure
-from attest.inventory import _walk, inventory_tree, scan_tree
+from attest.inventory import _walk, check_tree, inventory_tree, scan_tree
 from attest.inventory._fork import _RESULT_MAGIC
 
 DIGEST = "0" * 64
@@ -39,7 +39,7 @@ def _child_says(monkeypatch: pytest.MonkeyPatch, blob_of) -> None:  # type: igno
     monkeypatch.setattr(_walk, "_child_main", child)
 
 
-def _result(files: list[tuple[str, int, int, str]], dirs: list[tuple[str, int]], findings=()) -> bytes:  # type: ignore[no-untyped-def]
+def _result(files: list[tuple[str, int, int, str]], dirs: list[tuple[str, int]], findings=(), matched=()) -> bytes:  # type: ignore[no-untyped-def]
     columns = (
         [f[0] for f in files],
         [f[1] for f in files],
@@ -48,7 +48,8 @@ def _result(files: list[tuple[str, int, int, str]], dirs: list[tuple[str, int]],
         [d[0] for d in dirs],
         [d[1] for d in dirs],
     )
-    return marshal.dumps((len(files) + len(dirs), len(files), sum(f[2] for f in files), columns, list(findings), None))
+    counted = len(files) + len(dirs) + len(matched)
+    return marshal.dumps((counted, len(files), sum(f[2] for f in files), columns, list(findings), None, list(matched)))
 
 
 def _refused(tree: Path) -> bool:
@@ -96,3 +97,43 @@ def test_garbled_child_result_fails(tree: Path, monkeypatch: pytest.MonkeyPatch,
     _child_says(monkeypatch, lambda: blob)
     with pytest.raises(EnvironmentFailure):
         scan_tree(tree)
+
+
+# -- a walk against expected entries (check_tree, verify_tree): the paths the child says matched
+
+
+@pytest.mark.parametrize(
+    "matched",
+    [
+        ["nowhere/else"],  # a path the parent does not expect
+        ["d0/f1", "d0/f1"],  # one path twice
+        ["d0/f1", 7],  # not a path
+        ["d0/f2", "d0/f2x"],
+    ],
+)
+def test_child_claims_matched_paths_the_parent_does_not_expect(tree: Path, monkeypatch: pytest.MonkeyPatch, matched: list[object]) -> None:
+    expected = inventory_tree(tree)
+    _child_says(monkeypatch, lambda: _result([], [], matched=matched))
+    with pytest.raises(EnvironmentFailure):
+        check_tree(tree, expected)
+
+
+def test_child_claims_a_path_both_matched_and_an_entry(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = inventory_tree(tree)
+    _child_says(monkeypatch, lambda: _result([("d0/f1", 0o644, 1, DIGEST)], [], matched=["d0/f1"]))
+    with pytest.raises(EnvironmentFailure):
+        check_tree(tree, expected)
+
+
+def test_child_claims_matched_paths_in_a_plain_walk(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _child_says(monkeypatch, lambda: _result([], [], matched=["d0/f1"]))
+    with pytest.raises(EnvironmentFailure):
+        scan_tree(tree)
+
+
+def test_a_matched_path_the_parent_also_matched_is_refused(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent walks the root's first entries itself before it forks: the child cannot claim them too."""
+    expected = inventory_tree(tree)
+    _child_says(monkeypatch, lambda: _result([], [], matched=["d0"]))
+    with pytest.raises(EnvironmentFailure):
+        check_tree(tree, expected)

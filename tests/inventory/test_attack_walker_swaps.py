@@ -4,6 +4,8 @@ proxy of the walker's ``os``), in the one-process and the forked walk."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import stat
 import types
@@ -47,7 +49,18 @@ def _tree(tmp_path: Path) -> Path:
     return make_tree(tmp_path / "t", spec)
 
 
+@pytest.fixture(params=["after-listing", "after-lstat"])
+def swap_point(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the entry is swapped: after the directory was listed (the walk opens an entry the
+    listing gives as a file or directory without an lstat first), or after the lstat of the
+    lstat-first path (every entry of a listing whose inodes are not trusted)."""
+    if request.param == "after-lstat":
+        monkeypatch.setattr(_walk, "_TRUST_LISTING", False)
+    return str(request.param)
+
+
 def _after_lstat(monkeypatch: pytest.MonkeyPatch, target: str, mutate: Callable[[int, str], None]) -> None:
+    """Swap ``target`` once, right after the walk listed its directory or took its lstat."""
     done = []
 
     def stat_(name, *a, dir_fd=None, follow_symlinks=True):  # type: ignore[no-untyped-def]
@@ -57,7 +70,15 @@ def _after_lstat(monkeypatch: pytest.MonkeyPatch, target: str, mutate: Callable[
             mutate(dir_fd, name)
         return st
 
-    _proxy(monkeypatch, stat=stat_)
+    def scandir_(fd):  # type: ignore[no-untyped-def]
+        with os.scandir(fd) as it:
+            listed = list(it)
+        if _walk._TRUST_LISTING and not done and any(e.name == target for e in listed):
+            done.append(1)
+            mutate(fd, target)
+        return contextlib.nullcontext(listed)
+
+    _proxy(monkeypatch, stat=stat_, scandir=scandir_)
 
 
 def _codes(result, path: str) -> set[str]:  # type: ignore[no-untyped-def]
@@ -68,7 +89,7 @@ def _paths(result) -> set[str]:  # type: ignore[no-untyped-def]
     return {e.path for e in result.entries}
 
 
-def test_file_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
     secret = str(tmp_path / "outside" / "secret")
 
@@ -82,7 +103,7 @@ def test_file_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert _codes(r, "target") == {InventoryCode.SYMLINK}
 
 
-def test_file_to_fifo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_to_fifo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
 
     def mutate(dfd: int, name: str) -> None:
@@ -95,7 +116,7 @@ def test_file_to_fifo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _codes(r, "target") == {InventoryCode.SPECIAL_FILE}
 
 
-def test_dir_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dir_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
     outside = str(tmp_path / "outside")
 
@@ -110,7 +131,7 @@ def test_dir_to_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert InventoryCode.SYMLINK in _codes(r, "tdir")
 
 
-def test_dir_to_other_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dir_to_other_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
 
     def mutate(dfd: int, name: str) -> None:
@@ -123,7 +144,7 @@ def test_dir_to_other_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert _codes(r, "tdir") == {InventoryCode.CHANGED_DURING_WALK}
 
 
-def test_file_gains_hard_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_gains_hard_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
     other = str(tmp_path / "outside" / "alias")
 
@@ -137,7 +158,7 @@ def test_file_gains_hard_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize("bits", [stat.S_ISUID, stat.S_ISGID, stat.S_ISVTX])
-def test_file_gains_special_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bits: int) -> None:
+def test_file_gains_special_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str, bits: int) -> None:
     root = _tree(tmp_path)
 
     def mutate(dfd: int, name: str) -> None:
@@ -149,7 +170,7 @@ def test_file_gains_special_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert _codes(r, "target") == {InventoryCode.SPECIAL_MODE}
 
 
-def test_dir_gains_sticky_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dir_gains_sticky_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
 
     def mutate(dfd: int, name: str) -> None:
@@ -161,7 +182,7 @@ def test_dir_gains_sticky_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert _codes(r, "tdir") == {InventoryCode.SPECIAL_MODE}
 
 
-def test_file_replaced_by_other_regular_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_replaced_by_other_regular_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_point: str) -> None:
     root = _tree(tmp_path)
 
     def mutate(dfd: int, name: str) -> None:
@@ -229,3 +250,31 @@ def test_hash_fd_stops_past_size_on_endless_source() -> None:
             assert size < got <= size + 1024 * 1024 + 1
     finally:
         os.close(fd)
+
+
+# -- the listing's inodes, trusted only when one lstat per directory agrees ----------------
+
+
+@pytest.mark.parametrize("swapped", ["a", "b"])
+def test_a_listing_is_trusted_only_when_its_first_inode_agrees_with_lstat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+) -> None:
+    """The first listed file is the probe: swapped just after the listing, its lstat disagrees and
+    the whole directory is walked lstat-first (which sees the new file as listed, as a swap before
+    the listing would); a later entry swapped then is opened as listed and refused as replaced."""
+    root = make_tree(tmp_path / "t", {"a": b"old a\n", "b": b"old b\n", "c": b"c\n"})
+
+    def mutate(dfd: int, name: str) -> None:
+        fd = os.open("new", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+        os.write(fd, b"new\n")
+        os.close(fd)
+        os.rename("new", name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+    _after_lstat(monkeypatch, swapped, mutate)
+    r = scan_tree(root)
+    if swapped == "a":
+        assert r.findings == []
+        assert {e.path: e.sha256 for e in r.entries}["a"] == hashlib.sha256(b"new\n").hexdigest()
+    else:
+        assert _codes(r, "b") == {InventoryCode.CHANGED_DURING_WALK}
+        assert _paths(r) == {"a", "c"}

@@ -379,3 +379,80 @@ def test_findings_are_bounded(tmp_path: Path) -> None:
     for i in range(50):
         os.symlink("x", root / f"l{i}")
     assert len(scan_tree(root, limits=Limits(max_findings=10)).findings) == 10
+
+
+def test_a_walk_against_expected_entries_reports_what_a_full_walk_and_diff_report(tmp_path: Path) -> None:
+    """check_tree and verify_tree record a matched entry by its path alone; the findings are the
+    same, finding by finding, as those of a full walk diffed against the inventory."""
+    from attest.inventory import sort_key
+    from attest.inventory._diff import diff_entries
+
+    spec: dict[str, object] = {f"d{i}": {f"f{j}": b"x" * j for j in range(30)} for i in range(4)}
+    spec["gone"] = {"inner": b"1\n"}
+    root = make_tree(tmp_path / "t", spec)
+    expected = inventory_tree(root)
+    (root / "d0" / "f3").write_bytes(b"changed")  # DIGEST_MISMATCH
+    os.chmod(root / "d1" / "f4", 0o600)  # MODE_CHANGED
+    os.chmod(root / "d2", 0o700)  # MODE_CHANGED on a directory
+    (root / "d3" / "f5").unlink()
+    (root / "d3" / "f5").mkdir()  # TYPE_CHANGED
+    (root / "gone" / "inner").unlink()
+    (root / "gone").rmdir()  # MISSING twice
+    (root / "d1" / "new").write_bytes(b"new\n")  # EXTRA
+    os.symlink("/etc/passwd", root / "d0" / "f7.tmp")  # a walk finding
+    full = scan_tree(root)
+    suppressed = {f.path for f in full.findings if f.path is not None}
+    want = sorted([*full.findings, *diff_entries(expected, full.entries, suppressed)], key=lambda f: (sort_key(f.path or ""), f.code))
+    got = check_tree(root, expected)
+    assert got == want
+    assert codes(got) == {
+        InventoryCode.DIGEST_MISMATCH,
+        InventoryCode.MODE_CHANGED,
+        InventoryCode.TYPE_CHANGED,
+        InventoryCode.MISSING,
+        InventoryCode.EXTRA,
+        InventoryCode.SYMLINK,
+    }
+    with pytest.raises(VerificationError) as info:
+        verify_tree(root, expected)
+    assert list(info.value.findings) == want
+
+
+def test_a_walk_against_expected_entries_returns_the_expected_inventory(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t", {f"d{i}": {f"f{j}": b"x" * j for j in range(30)} for i in range(4)})
+    expected = inventory_tree(root)
+    assert check_tree(root, expected) == []
+    assert verify_tree(root, expected).canonical == expected.canonical
+    assert verify_tree(root, expected, exact=True).canonical == expected.canonical
+
+
+def _private_mounts() -> bool:
+    """Whether this run may mount: root, in the private mount namespace of the suite's tmpfs."""
+    import tempfile
+
+    from support import tmpfs
+
+    return os.geteuid() == 0 and bool(tmpfs._MOUNTED) and tempfile.gettempdir().startswith(tmpfs._MOUNTED[0])
+
+
+@pytest.mark.skipif(not _private_mounts(), reason="mounting a filesystem inside the tree needs root in the suite's private mount namespace")
+def test_a_mount_point_inside_the_tree_is_walked_as_the_directory_it_shows(tmp_path: Path) -> None:
+    """The listing gives a mount point's covered inode (another than fstat's, on another device):
+    the walk confirms it by its lstat instead of reporting a swap, and walks the mounted filesystem."""
+    import ctypes
+
+    root = make_tree(tmp_path / "t", {"a": b"a\n", "sub": {}, "z": b"z\n"})
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"attest-test-mount", str(root / "sub").encode(), b"tmpfs", 0, b"mode=0755") != 0:
+        pytest.skip(f"mount: {os.strerror(ctypes.get_errno())}")
+    try:
+        (root / "sub" / "inner").write_bytes(b"on the mounted filesystem\n")
+        os.chmod(root / "sub" / "inner", 0o644)
+        assert os.stat(root / "sub").st_dev != os.stat(root).st_dev
+        result = scan_tree(root)
+        assert result.findings == []
+        assert sorted(e.path for e in result.entries) == ["a", "sub", "sub/inner", "z"]
+        expected = inventory_tree(root)
+        assert check_tree(root, expected) == []
+    finally:
+        assert libc.umount2(str(root / "sub").encode(), 0) == 0

@@ -79,12 +79,12 @@ check:
 # with the slowest durations.
 [no-quiet]
 test *ARGS: check
-    python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 {{ARGS}}
+    python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=10 {{ARGS}}
 
 # The fast tier: every test but the `slow` ones (a real promotion, the demo, a confined reviewer). CI runs them all.
 [no-quiet]
 test-fast *ARGS: check
-    python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=15 {{ARGS}}
+    python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=10 {{ARGS}}
 
 # Performance figures against the standard tools, measured in the same run.
 [no-quiet]

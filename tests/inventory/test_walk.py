@@ -8,6 +8,7 @@ import socket
 import stat
 import threading
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -426,26 +427,59 @@ def test_a_walk_against_expected_entries_returns_the_expected_inventory(tmp_path
     assert verify_tree(root, expected, exact=True).canonical == expected.canonical
 
 
-def _private_mounts() -> bool:
-    """Whether this run may mount: root, in the private mount namespace of the suite's tmpfs."""
-    import tempfile
-
-    from support import tmpfs
-
-    return os.geteuid() == 0 and bool(tmpfs._MOUNTED) and tempfile.gettempdir().startswith(tmpfs._MOUNTED[0])
+_CLONE_NEWNS = 0x00020000
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
 
 
-@pytest.mark.skipif(not _private_mounts(), reason="mounting a filesystem inside the tree needs root in the suite's private mount namespace")
+def _in_own_mount_namespace(body: Callable[[], None]) -> None:
+    """Run *body* in a forked child that has a private mount namespace of its own (its mounts die with it); raise
+    what it raised, or skip when the kernel refuses the namespace or the mount."""
+    import ctypes
+    import traceback
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report one line, never return into pytest
+        os.close(read)
+        status, line = 1, b""
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+                status, line = 3, f"a private mount namespace: {os.strerror(ctypes.get_errno())}".encode()
+            else:
+                body()
+                status = 0
+        except MountRefused as e:
+            status, line = 3, str(e).encode()
+        except BaseException:  # noqa: BLE001 - the child hands every failure to the parent, which fails the test
+            line = traceback.format_exc().encode()
+        os.write(write, line[-8000:])
+        os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        report = f.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 3:
+        pytest.skip(report)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+
+
+class MountRefused(Exception):
+    """The kernel refused a mount the test needs (the test is skipped, saying so)."""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a filesystem inside the tree needs root")
 def test_a_mount_point_inside_the_tree_is_walked_as_the_directory_it_shows(tmp_path: Path) -> None:
     """The listing gives a mount point's covered inode (another than fstat's, on another device):
     the walk confirms it by its lstat instead of reporting a swap, and walks the mounted filesystem."""
-    import ctypes
-
     root = make_tree(tmp_path / "t", {"a": b"a\n", "sub": {}, "z": b"z\n"})
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(b"attest-test-mount", str(root / "sub").encode(), b"tmpfs", 0, b"mode=0755") != 0:
-        pytest.skip(f"mount: {os.strerror(ctypes.get_errno())}")
-    try:
+
+    def walk_over_a_mount() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"attest-test-mount", str(root / "sub").encode(), b"tmpfs", 0, b"mode=0755") != 0:
+            raise MountRefused(f"mount: {os.strerror(ctypes.get_errno())}")
         (root / "sub" / "inner").write_bytes(b"on the mounted filesystem\n")
         os.chmod(root / "sub" / "inner", 0o644)
         assert os.stat(root / "sub").st_dev != os.stat(root).st_dev
@@ -454,5 +488,5 @@ def test_a_mount_point_inside_the_tree_is_walked_as_the_directory_it_shows(tmp_p
         assert sorted(e.path for e in result.entries) == ["a", "sub", "sub/inner", "z"]
         expected = inventory_tree(root)
         assert check_tree(root, expected) == []
-    finally:
-        assert libc.umount2(str(root / "sub").encode(), 0) == 0
+
+    _in_own_mount_namespace(walk_over_a_mount)

@@ -78,17 +78,57 @@ def _mismatch(e: VerificationError) -> VerificationError:
                                        *e.findings])
 
 
+def foreign_metadata(root: str, expected: Inventory, max_findings: int = 100) -> list[Finding]:
+    """Every entry of the mounted image (already verified to be exactly ``expected``) that the pinned flags never write.
+
+    ``--all-root`` makes every inode root's and ``-x-1`` writes no extended attribute, so an
+    entry owned by another user or group, or with any extended attribute (a file capability, an
+    ACL, a security label), was not built from the inventory by the freeze: ``EROFS_MISMATCH``.
+    The paths are walked by name inside the private read-only mount, where :func:`verify_tree`
+    just found no link.
+
+    Raises:
+        Nothing: the findings are returned.
+    """
+    findings: list[Finding] = []
+    for rel in ("", *(e.path for e in expected.entries)):
+        path = f"{root}/{rel}" if rel else root
+        try:
+            st = os.lstat(path)
+            names = os.listxattr(path, follow_symlinks=False)
+        except OSError as e:
+            findings.append(Finding(FreezeCode.EROFS_MISMATCH, rel or None, f"cannot read its owner or extended attributes: {e.strerror}"))
+            continue
+        if st.st_uid != 0 or st.st_gid != 0:
+            findings.append(Finding(FreezeCode.EROFS_MISMATCH, rel or None,
+                                    f"owned by uid {st.st_uid} gid {st.st_gid}: the freeze's images are root's (--all-root)"))
+        if names:
+            findings.append(Finding(FreezeCode.EROFS_MISMATCH, rel or None,
+                                    f"has extended attributes ({', '.join(sorted(names))[:200]}): the freeze writes none (-x-1)"))
+        if len(findings) >= max_findings:
+            break
+    return findings
+
+
 def check_through_mount(image_fd: int, target: str, expected: Inventory, progress: Progress | None = None) -> None:
     """Mount the image behind ``image_fd`` on ``target`` privately and verify every entry against ``expected``.
 
     Raises:
         VerificationError: ``EROFS_MISMATCH`` followed by the inventory's codes (``EXTRA``,
-            ``MISSING``, ``TYPE_CHANGED``, ``MODE_CHANGED``, ``DIGEST_MISMATCH``, ``SYMLINK``, ...).
+            ``MISSING``, ``TYPE_CHANGED``, ``MODE_CHANGED``, ``DIGEST_MISMATCH``, ``SYMLINK``, ...),
+            or by ``EROFS_MISMATCH`` per entry with an owner or extended attribute the pinned
+            flags never write (:func:`foreign_metadata`).
         EnvironmentFailure: ``BACKEND_UNAVAILABLE`` (the mount).
     """
-    try:
+    def check(root: str) -> None:
         # exact: the image holds the listed entries only, so no ignore pattern applies.
-        in_mount(image_fd, target, lambda root: verify_tree(root, expected, exact=True, progress=progress))
+        verify_tree(root, expected, exact=True, progress=progress)
+        foreign = foreign_metadata(root, expected)
+        if foreign:
+            raise VerificationError(findings=foreign)
+
+    try:
+        in_mount(image_fd, target, check)
     except VerificationError as e:
         raise _mismatch(e) from e
     except AttestError as e:  # BAD_ROOT and the like from the walk: what the mount shows is not a tree of this inventory

@@ -1,0 +1,158 @@
+"""Attacks on the ``erofs`` backend: an image that is not the one checked, or holds what the inventory forbids.
+
+The attacker is whoever may break the seal of the image file (root with CAP_LINUX_IMMUTABLE):
+the image is rebuilt from a crafted tree (or its bytes changed), put in place of the old one in
+the same inode, resealed, and the record rewritten to describe it (``_forge``). Only what the
+check through the mount reads decides then. Real mkfs.erofs, real mounts (in private
+namespaces), real immutable flags; state directories on disk (``erofs_state``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from support.erofs import needs_erofs, tree_of
+
+from attest._json import canonical_bytes
+from attest.errors import AttestError, VerificationError
+from attest.freeze import FreezeCode, Store, freeze_tree, run_from_images
+from attest.freeze._erofs import IMAGE_NAME, MKFS_FLAGS
+from attest.freeze._image import RECORD_NAME
+from attest.inventory import Inventory
+
+pytestmark = needs_erofs
+
+#: The pinned flags but for --all-root and -x-1: a forger keeps the owners and extended attributes of the crafted tree.
+KEEP_OWNERS_AND_XATTRS = tuple(f for f in MKFS_FLAGS if f not in ("--all-root", "-x-1"))
+
+
+def _chattr(flag: str, *paths: Path) -> None:
+    subprocess.run(["chattr", flag, *map(str, paths)], check=True)
+
+
+def _put_bytes(entry: Path, data: bytes, *, record: bool = True) -> None:
+    """The image file's bytes replaced in the same inode, resealed; with ``record``, the record rewritten to match."""
+    target = entry / IMAGE_NAME
+    _chattr("-i", target, entry / RECORD_NAME)
+    os.chmod(target, 0o600)
+    with open(target, "r+b") as f:
+        f.truncate(0)
+        f.write(data)
+    os.chmod(target, 0o400)
+    _chattr("+i", target)
+    if record:
+        st = os.stat(target)
+        doc = json.loads((entry / RECORD_NAME).read_bytes())
+        doc["erofs"].update(sha256=hashlib.sha256(data).hexdigest(), size=str(st.st_size), ino=str(st.st_ino), ctime=str(st.st_ctime_ns))
+        (entry / RECORD_NAME).write_bytes(canonical_bytes(doc))
+    _chattr("+i", entry / RECORD_NAME)
+
+
+def _forge(entry: Path, change: Callable[[Path], None], flags: Sequence[str] = MKFS_FLAGS) -> None:
+    """Rebuild the image of ``entry`` from its own tree after ``change``, with ``flags``; reseal; rewrite the record."""
+    work = Path(tempfile.mkdtemp(dir=entry.parent.parent))  # the state directory's own disk (xattrs, device nodes)
+    try:
+        tree = tree_of(entry, work / "tree")
+        change(tree)
+        subprocess.run(["mkfs.erofs", *flags, str(work / "new.img"), str(tree)], check=True, capture_output=True,
+                       env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        data = (work / "new.img").read_bytes()
+    finally:
+        subprocess.run(["chattr", "-R", "-f", "-i", str(work)], check=False, capture_output=True)
+        shutil.rmtree(work)
+    _put_bytes(entry, data)
+
+
+def _refused_everywhere(state: Path, image_identity: str, src: Path, expected: Inventory, tmp_path: Path) -> VerificationError:
+    """Store.get, store ls --check and exec all refuse the forged image, and a freeze does not reuse it."""
+    store = Store(state)
+    with pytest.raises(VerificationError) as ei:
+        store.get(image_identity)
+    [listed] = store.ls(check=True)
+    assert listed.problems, "store ls --check says the forged image holds"
+    marker = tmp_path / "ran"
+    with pytest.raises(AttestError):
+        run_from_images(state, {"T": image_identity}, ["/bin/sh", "-c", f": > {marker}"])
+    assert not marker.exists()
+    assert not freeze_tree(src, expected, state, backend="erofs").reused
+    return ei.value
+
+
+# -- lead 2: what the walk through the mount does and does not see ------------------------------
+
+
+def _owned_by_another_user(tree: Path) -> None:
+    for p in [tree, *tree.rglob("*")]:
+        os.lchown(p, 1000, 1000)
+
+
+def _xattr_user(tree: Path) -> None:
+    os.setxattr(tree / "README", "user.attest-attack", b"planted")
+
+
+def _xattr_capability(tree: Path) -> None:
+    subprocess.run(["setcap", "cap_sys_admin,cap_dac_override+ep", str(tree / "bin" / "tool")], check=True, capture_output=True)
+
+
+OWNER_XATTR = {"owner": (_owned_by_another_user, "README", "owned by uid 1000 gid 1000"),
+               "xattr-user": (_xattr_user, "README", "extended attributes (user.attest-attack)"),
+               "xattr-capability": (_xattr_capability, "bin/tool", "extended attributes (security.capability)")}
+
+
+@pytest.mark.parametrize("craft", sorted(OWNER_XATTR))
+def test_a_forged_image_with_owners_or_xattrs_the_pinned_flags_never_write_is_refused(
+        craft: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """Every mode and byte as attested, but files owned by uid 1000 or carrying extended attributes (a file capability).
+
+    The freeze's mkfs.erofs runs with --all-root and -x-1: no image it builds has either, so
+    one that does was not built from the inventory. Before the fix the walk through the mount
+    compared types, modes and bytes only, and all three uses accepted such an image."""
+    change, path, detail = OWNER_XATTR[craft]
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    _forge(entry, change, KEEP_OWNERS_AND_XATTRS)
+    err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
+    assert [str(f.code) for f in err.findings][:2] == [FreezeCode.IMAGE_CHANGED, FreezeCode.EROFS_MISMATCH], err.findings
+    assert any(f.code == FreezeCode.EROFS_MISMATCH and f.path == path and detail in f.detail for f in err.findings), err.findings
+
+
+def _fifo(tree: Path) -> None:
+    (tree / "README").unlink()
+    os.mkfifo(tree / "README", 0o644)
+
+
+def _device(tree: Path) -> None:
+    (tree / "README").unlink()
+    os.mknod(tree / "README", 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def _setuid(tree: Path) -> None:
+    (tree / "bin" / "tool").chmod(0o4755)
+
+
+def _hardlink(tree: Path) -> None:
+    (tree / "lib" / "pkg" / "__init__.py").unlink()
+    os.link(tree / "empty" / ".." / "README", tree / "lib" / "pkg" / "__init__.py")
+
+
+CAUGHT = {"fifo": (_fifo, "SPECIAL_FILE", "README"), "device": (_device, "SPECIAL_FILE", "README"),
+          "setuid": (_setuid, "SPECIAL_MODE", "bin/tool"), "hardlink": (_hardlink, "HARDLINK", "README")}
+
+
+@pytest.mark.parametrize("craft", sorted(CAUGHT))
+def test_a_forged_image_with_a_special_file_setuid_bit_or_hard_link_is_refused(
+        craft: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    change, code, path = CAUGHT[craft]
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    _forge(Path(image.path).parent, change)
+    err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
+    assert any(f.code == code and f.path in (path, "lib/pkg/__init__.py") for f in err.findings), err.findings

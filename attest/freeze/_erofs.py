@@ -302,6 +302,15 @@ def mount_problem(err: OSError, image_fd: int) -> str:
     return f"cannot mount an erofs image file: {err.strerror}"
 
 
+#: What the kernel answers a mount of an image it cannot decode (bad magic, checksum, layout,
+#: an unknown feature, a read past its end): the image's fault, not the backend's.
+_BAD_IMAGE_ERRNOS = frozenset({errno.EINVAL, errno.EBADMSG, errno.EUCLEAN, errno.EIO, errno.EFBIG, errno.EOVERFLOW, errno.EOPNOTSUPP})
+
+
+class ImageRefused(OSError):
+    """The kernel refused to mount an image file for a reason that lies in the image's bytes (:data:`_BAD_IMAGE_ERRNOS`)."""
+
+
 class _Box:
     """What the mount thread hands back: a result or the exception it raised."""
 
@@ -324,6 +333,7 @@ def in_mount(image_fd: int, target: str, fn: Callable[[str], T], *, noexec: bool
     Raises:
         EnvironmentFailure: ``BACKEND_UNAVAILABLE`` when the mount cannot be made (with why:
             a tmpfs state directory, no privilege, no erofs in the kernel).
+        ImageRefused: the kernel refused the image itself (a corrupted or foreign image).
         Whatever ``fn`` raises.
     """
     if _libc is None:  # pragma: no cover
@@ -336,13 +346,17 @@ def in_mount(image_fd: int, target: str, fn: Callable[[str], T], *, noexec: bool
             _check(_libc.unshare(_CLONE_NEWNS), "unshare")
             _check(_libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make the namespace private")
             before = os.stat(target, follow_symlinks=False)
-            _check(_libc.mount(f"/proc/self/fd/{image_fd}".encode(), os.fsencode(target), b"erofs", flags, None), "mount")
+            if _libc.mount(f"/proc/self/fd/{image_fd}".encode(), os.fsencode(target), b"erofs", flags, None) != 0:
+                err = ctypes.get_errno()
+                if err in _BAD_IMAGE_ERRNOS:
+                    raise ImageRefused(err, f"the kernel refuses to mount the image: {os.strerror(err)}")
+                raise OSError(err, f"mount: {os.strerror(err)}")
             box.mounted = True
             if os.stat(target, follow_symlinks=False).st_dev == before.st_dev:
                 raise OSError(errno.EINVAL, "the mount did not take effect")
             box.result = fn(target)
         except OSError as e:
-            box.error = e if box.mounted else _unavailable(mount_problem(e, image_fd))
+            box.error = e if box.mounted or isinstance(e, ImageRefused) else _unavailable(mount_problem(e, image_fd))
         except BaseException as e:  # noqa: BLE001 - re-raised by the calling thread after the join
             box.error = e
         finally:
@@ -384,6 +398,8 @@ def probe_mount(scratch_fd: int, scratch_path: str, image: bytes) -> None:
             ifd = os.open("probe.img", O_FILE, dir_fd=wfd)
             try:
                 readme = in_mount(ifd, f"{scratch_path}/{name}/mnt", lambda root: _read_small(root, "README"))
+            except OSError as e:  # the gate's image, which this mkfs.erofs built: the kernel, not the image, is at fault
+                raise _unavailable(f"a trial mount of the gate image fails: {e.strerror}") from e
             finally:
                 os.close(ifd)
         finally:

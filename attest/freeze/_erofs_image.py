@@ -118,7 +118,9 @@ def check_through_mount(image_fd: int, target: str, expected: Inventory, progres
             ``MISSING``, ``TYPE_CHANGED``, ``MODE_CHANGED``, ``DIGEST_MISMATCH``, ``SYMLINK``, ...),
             or by ``EROFS_MISMATCH`` per entry with an owner or extended attribute the pinned
             flags never write (:func:`foreign_metadata`).
-        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` (the mount).
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` (the mount cannot be made here: the
+            environment's fault; a mount the kernel refuses for the image's bytes is
+            ``EROFS_MISMATCH``).
     """
     def check(root: str) -> None:
         # exact: the image holds the listed entries only, so no ignore pattern applies.
@@ -131,6 +133,9 @@ def check_through_mount(image_fd: int, target: str, expected: Inventory, progres
         in_mount(image_fd, target, check)
     except VerificationError as e:
         raise _mismatch(e) from e
+    except OSError as e:  # the kernel refused the image (ImageRefused), or the mount did not take effect
+        raise VerificationError(findings=[Finding(FreezeCode.EROFS_MISMATCH, None,
+                                                  f"the image cannot be read through a mount: {e.strerror}")]) from e
     except AttestError as e:  # BAD_ROOT and the like from the walk: what the mount shows is not a tree of this inventory
         if isinstance(e, VerificationError | EnvironmentFailure):
             raise

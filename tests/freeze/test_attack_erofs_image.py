@@ -156,3 +156,102 @@ def test_a_forged_image_with_a_special_file_setuid_bit_or_hard_link_is_refused(
     _forge(Path(image.path).parent, change)
     err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
     assert any(f.code == code and f.path in (path, "lib/pkg/__init__.py") for f in err.findings), err.findings
+
+
+# -- lead 5: a corrupted image fails closed, as the image's fault, never as a traceback ------------
+
+_SB = 0x400  # the EROFS superblock
+
+
+def _flip(data: bytes, offset: int, mask: int = 0xFF) -> bytes:
+    out = bytearray(data)
+    out[offset] ^= mask
+    return bytes(out)
+
+
+CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
+    "superblock-magic": lambda d: _flip(d, _SB),
+    "root-nid": lambda d: _flip(d, _SB + 0x0E, 0x01),  # the root's inode number points into another inode
+    "blocksize": lambda d: _flip(d, _SB + 0x0C, 0x03),
+    "incompat-feature": lambda d: _flip(d, _SB + 0x50, 0x80),
+    "metadata": lambda d: d[:_SB + 0x80] + b"\xff" * 0x100 + d[_SB + 0x180:],  # the inodes and dirents after the superblock
+    "truncated": lambda d: d[: len(d) // 2] + bytes(len(d) - len(d) // 2),
+    "zeroed": lambda d: bytes(len(d)),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(CORRUPTIONS))
+def test_a_corrupted_image_with_a_matching_record_is_the_image_s_fault_and_is_frozen_afresh(
+        damage: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """Damaged bytes, the record rewritten to their hash: the kernel refuses the mount or the reads.
+
+    That is the stored image not holding (IMAGE_CHANGED, EROFS_MISMATCH), not the backend being
+    unavailable: a freeze removes it and freezes afresh, store ls --check lists it. Before the
+    fix a refused mount was BACKEND_UNAVAILABLE ("cannot mount an erofs image file: Invalid
+    argument"), an EnvironmentFailure that ls --check and a freeze's reuse did not catch: one
+    damaged image stopped every later freeze of its identity and every listing of the store."""
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    _put_bytes(entry, CORRUPTIONS[damage]((entry / IMAGE_NAME).read_bytes()))
+    err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
+    assert [str(f.code) for f in err.findings][:2] == [FreezeCode.IMAGE_CHANGED, FreezeCode.EROFS_MISMATCH], err.findings
+    again = Store(erofs_state).get(image.identity)  # frozen afresh by _refused_everywhere: the very bytes of the first freeze
+    assert again.erofs is not None and image.erofs is not None and again.erofs.sha256 == image.erofs.sha256
+
+
+def _crc32c_raw(data: bytes) -> int:
+    """The kernel's crc32c(~0, data, len): CRC-32C from an all-ones seed, without the final inversion."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+
+
+def _fix_superblock_checksum(data: bytearray) -> None:
+    """What a forger does after editing the first block: the superblock's CRC-32C (over the rest of block 0) made right again."""
+    block = 1 << data[_SB + 0x0C]
+    if not 0x400 < block <= 1 << 16:
+        return
+    body = bytearray(data[_SB:block])
+    body[4:8] = bytes(4)
+    data[_SB + 4:_SB + 8] = _crc32c_raw(bytes(body)).to_bytes(4, "little")
+
+
+def test_random_bit_flips_in_a_resealed_image_fail_closed_as_a_verification_error(
+        src: Path, expected: Inventory, erofs_state: Path) -> None:
+    """Seeded flips in the inodes and directory entries (the superblock checksum and the record made right each
+    time, so the kernel mounts most and fails on lookups and reads instead), some anywhere: each use either holds
+    (a flip in padding: every entry still reads as attested) or is a VerificationError; nothing else escapes."""
+    import random
+
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    good = (entry / IMAGE_NAME).read_bytes()
+    assert good[_SB + 8] & 1  # EROFS_FEATURE_COMPAT_SB_CHKSUM: without the fix-up every flip in block 0 fails the mount
+    rng = random.Random(20261204)
+    outcomes = {"held": 0, "refused": 0}
+    for _ in range(60):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            offset = rng.randrange(_SB + 0x80, _SB + 0x100) if rng.random() < 0.9 else rng.randrange(len(data))
+            data[offset] ^= 1 << rng.randrange(8)
+        _fix_superblock_checksum(data)
+        _put_bytes(entry, bytes(data))
+        try:
+            Store(erofs_state).get(image.identity)
+            outcomes["held"] += 1
+        except VerificationError as e:
+            assert e.findings[0].code == FreezeCode.IMAGE_CHANGED, e.findings
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0, outcomes
+
+
+def test_a_changed_image_file_without_a_rewritten_record_is_image_changed(src: Path, expected: Inventory, erofs_state: Path,
+                                                                         tmp_path: Path) -> None:
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    _put_bytes(entry, _flip((entry / IMAGE_NAME).read_bytes(), _SB), record=False)
+    err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
+    assert err.findings[0].code == FreezeCode.IMAGE_CHANGED

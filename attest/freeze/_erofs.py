@@ -16,7 +16,8 @@ sees the mount. ``attest exec`` mounts the images in the command's own namespace
 
 The ``mkfs.erofs`` in use must reproduce :data:`GATE_SHA256`, the image of a small fixed tree
 (:func:`write_gate_tree`); another output (a newer erofs-utils) is ``EROFS_NOT_REPRODUCIBLE``.
-The gate runs once per process and ``mkfs.erofs`` binary.
+The gate runs once per process and ``mkfs.erofs`` binary (path, inode, size, modification and
+change times).
 
     >>> version = gate(DEFAULT_MKFS, scratch_fd, scratch_path)
     >>> in_mount(image_fd, "/var/lib/attest/store/<hex>/tree", lambda root: os.listdir(root))
@@ -204,23 +205,24 @@ class _Gated:
     image: bytes  # the gate's image: a tiny image the mount probe reuses
 
 
-_GATED: dict[tuple[str, int, int, int, int], _Gated] = {}
+_GATED: dict[tuple[str, int, int, int, int, int], _Gated] = {}
 _MOUNTABLE: set[int] = set()  # st_dev of filesystems where a trial mount of an image file succeeded
 _LOCK = threading.Lock()
 
 
-def _tool_key(mkfs: str) -> tuple[str, int, int, int, int]:
+def _tool_key(mkfs: str) -> tuple[str, int, int, int, int, int]:
+    """The binary the verdict is kept for; with its change time: a rewrite in place can put the size and mtime back, not that."""
     try:
         st = os.stat(mkfs)
     except OSError as e:
         raise _unavailable(f"no mkfs.erofs at {mkfs!r} ({e.strerror}); install erofs-utils") from e
-    return (mkfs, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    return (mkfs, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def gate(mkfs: str, scratch_fd: int, scratch_path: str) -> _Gated:
     """Build the gate tree's image with ``mkfs`` in the scratch directory and compare it to :data:`GATE_SHA256`.
 
-    Once per process and binary (its path, inode, size and modification time).
+    Once per process and binary (its path, inode, size, modification and change times).
 
     Raises:
         EnvironmentFailure: ``BACKEND_UNAVAILABLE`` (no such program), ``EROFS_NOT_REPRODUCIBLE``

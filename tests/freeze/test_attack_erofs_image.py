@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 from support.erofs import needs_erofs, tree_of
+from support.trees import make_tree
 
 from attest._json import canonical_bytes
 from attest.errors import AttestError, VerificationError
-from attest.freeze import FreezeCode, Store, freeze_tree, run_from_images
+from attest.freeze import FreezeCode, Store, check_image, freeze_tree, retain_file, run_from_images
 from attest.freeze._erofs import IMAGE_NAME, MKFS_FLAGS
 from attest.freeze._image import RECORD_NAME
-from attest.inventory import Inventory
+from attest.inventory import Inventory, inventory_tree
 
 pytestmark = needs_erofs
 
@@ -255,3 +256,166 @@ def test_a_changed_image_file_without_a_rewritten_record_is_image_changed(src: P
     _put_bytes(entry, _flip((entry / IMAGE_NAME).read_bytes(), _SB), record=False)
     err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
     assert err.findings[0].code == FreezeCode.IMAGE_CHANGED
+
+
+# -- lead 1: the image swapped between its verification and the command's mount -------------------
+
+
+def _forged_same_size(entry: Path) -> bytes:
+    """An image of the entry's tree with lib/pkg/mod.py's bytes changed (same length), built with the pinned flags."""
+    work = Path(tempfile.mkdtemp(dir=entry.parent.parent))
+    try:
+        tree = tree_of(entry, work / "tree")
+        target = tree / "lib" / "pkg" / "mod.py"
+        target.chmod(0o644)
+        target.write_bytes(b"VALUE = 'pwnd'\n")
+        subprocess.run(["mkfs.erofs", *MKFS_FLAGS, str(work / "new.img"), str(tree)], check=True, capture_output=True)
+        return (work / "new.img").read_bytes()
+    finally:
+        shutil.rmtree(work)
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["by-reference", "held-verified-image"])
+def test_held_the_image_file_rewritten_in_place_between_verification_and_the_mount(
+        held: bool, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """After exec verified the image (hash and walk), its file is rewritten in place, in the same inode, with an
+    image of the same size whose mod.py differs, and resealed, the record rewritten too. The command must not run:
+    exec mounts only the inode it checked with its recorded change time (which the rewrite moved; nothing sets it back)."""
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    forged = _forged_same_size(entry)
+    assert len(forged) == (entry / IMAGE_NAME).stat().st_size
+    out = tmp_path / "out"
+    swapped: list[bool] = []
+
+    def swap(resolved: object) -> None:
+        _put_bytes(entry, forged)  # the same inode, the same size; only the change time tells
+        swapped.append(True)
+
+    with pytest.raises(VerificationError) as ei:
+        run_from_images(erofs_state, {"T": image if held else image.identity},
+                        ["/bin/sh", "-c", f'cat "$ATTEST_IMAGE_T/lib/pkg/mod.py" > {out}'], before=swap)
+    assert swapped and ei.value.code == FreezeCode.IMAGE_CHANGED and not out.exists()
+    assert (entry / IMAGE_NAME).stat().st_ino == image.erofs.ino  # type: ignore[union-attr]
+
+
+def test_held_retained_bytes_read_after_the_image_file_was_rewritten_in_place(src: Path, expected: Inventory,
+                                                                             erofs_state: Path) -> None:
+    image = Store(erofs_state).get(freeze_tree(src, expected, erofs_state, backend="erofs").identity)
+    entry = Path(image.path).parent
+    _put_bytes(entry, _forged_same_size(entry))
+    want = expected.by_path()["lib/pkg/mod.py"].sha256
+    assert want is not None
+    with pytest.raises(VerificationError) as ei:
+        retain_file(image, "lib/pkg/mod.py", hashlib.sha256(b"VALUE = 'pwnd'\n").hexdigest())
+    assert ei.value.code == FreezeCode.IMAGE_CHANGED
+    with pytest.raises(VerificationError):
+        retain_file(image, "lib/pkg/mod.py", want)
+
+
+# -- lead 4: the image file and the record replaced by a link, a FIFO, a directory, a second name ---
+
+
+def _replace(entry: Path, name: str, how: str, elsewhere: Path) -> None:
+    target = entry / name
+    _chattr("-i", target)
+    if how == "second-name":
+        os.link(target, elsewhere / "second-name")
+        _chattr("+i", target)
+        return
+    os.rename(target, elsewhere / f"old-{name}")
+    if how == "symlink":
+        os.symlink(elsewhere / f"old-{name}", target)
+    elif how == "fifo":
+        os.mkfifo(target, 0o400)
+    else:
+        os.mkdir(target, 0o700)
+
+
+@pytest.mark.parametrize(("name", "how"), [(IMAGE_NAME, "symlink"), (IMAGE_NAME, "fifo"), (IMAGE_NAME, "directory"),
+                                           (IMAGE_NAME, "second-name"), (RECORD_NAME, "symlink"), (RECORD_NAME, "fifo"),
+                                           (RECORD_NAME, "directory")])
+def test_the_image_file_or_record_replaced_by_another_kind_of_file_is_refused_without_blocking(
+        name: str, how: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """No use follows the link, blocks on the FIFO or reads the directory; each says the entry does not hold.
+
+    (A held, verified Image does not read the record again: the record is an index, never a
+    witness, and what exec mounts is still checked against the Image's own snapshot. A second
+    name of the sealed record is not refused either: it cannot be written through without
+    clearing the flag, which moves the change time the reuse check compares.)"""
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    elsewhere = erofs_state / "elsewhere"  # the same filesystem (a hard link)
+    elsewhere.mkdir()
+    _replace(entry, name, how, elsewhere)
+    if name == IMAGE_NAME and how == "second-name":  # the record rewritten to the new change time: only the link count tells
+        st = (entry / IMAGE_NAME).stat()
+        assert st.st_nlink == 2
+        _chattr("-i", entry / RECORD_NAME)
+        doc = json.loads((entry / RECORD_NAME).read_bytes())
+        doc["erofs"]["ctime"] = str(st.st_ctime_ns)
+        (entry / RECORD_NAME).write_bytes(canonical_bytes(doc))
+        _chattr("+i", entry / RECORD_NAME)
+    store = Store(erofs_state)
+    with pytest.raises(VerificationError) as ei:
+        store.get(image.identity)
+    assert ei.value.findings[0].code in (FreezeCode.IMAGE_CHANGED, FreezeCode.BAD_RECORD, FreezeCode.IMAGE_NOT_IMMUTABLE), ei.value.findings
+    assert check_image(image) != [] or name == RECORD_NAME
+    [listed] = store.ls(check=True)
+    assert listed.problems
+    marker = tmp_path / "ran"
+    with pytest.raises(AttestError):
+        run_from_images(erofs_state, {"T": image.identity}, ["/bin/sh", "-c", f": > {marker}"])
+    if name == IMAGE_NAME:
+        with pytest.raises(AttestError):
+            run_from_images(erofs_state, {"T": image}, ["/bin/sh", "-c", f": > {marker}"])
+    assert not marker.exists()
+
+
+def test_the_sealed_image_file_cannot_be_linked_renamed_over_or_written(src: Path, expected: Inventory, erofs_state: Path) -> None:
+    """What the flag prevents without its capability being used: no second name, no rename over it, no write."""
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    img = Path(image.path).parent / IMAGE_NAME
+    other = erofs_state / "other.img"
+    other.write_bytes(img.read_bytes())
+    with pytest.raises(PermissionError):
+        os.link(img, erofs_state / "second-name")
+    with pytest.raises(PermissionError):
+        os.rename(other, img)
+    with pytest.raises(PermissionError):
+        os.open(img, os.O_WRONLY)
+    assert check_image(image) == []
+
+
+# -- lead 3: the gate's verdict is kept per binary --------------------------------------------------
+
+
+def test_a_mkfs_erofs_rewritten_in_place_after_the_gate_is_gated_again(src: Path, expected: Inventory, erofs_state: Path,
+                                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict is cached by path, inode, size and modification time: a wrapper that passed the gate,
+    then rewritten in place to the same size with its mtime put back, kept the verdict and built other bytes
+    unchecked (an image with trailing bytes: not the pure function of the inventory the store relies on).
+    The change time, which nothing sets back, is in the key now."""
+    from attest.freeze import BACKENDS, ErofsBackend
+
+    real = ErofsBackend().mkfs
+    script = tmp_path / "bin" / "mkfs.erofs"
+    script.parent.mkdir()
+    honest = f'#!/bin/sh\n"{real}" "$@"\nexit $?\n'
+    evil = f'#!/bin/sh\n"{real}" "$@"; for a; do i=$s; s=$a; done; printf X >> "$i"\n'
+    assert len(evil) > len(honest)
+    honest = honest[:-1] + " " * (len(evil) - len(honest)) + "\n"
+    script.write_text(honest)
+    script.chmod(0o755)
+    monkeypatch.setitem(BACKENDS, "erofs", ErofsBackend(mkfs=str(script)))
+    first = freeze_tree(src, expected, erofs_state, backend="erofs")  # gated: the honest wrapper reproduces the gate image
+    st = script.stat()
+    with open(script, "r+") as f:  # the same inode and size
+        f.write(evil)
+    os.utime(script, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (script.stat().st_ino, script.stat().st_size, script.stat().st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    other = make_tree(tmp_path / "other", {"x": b"x\n"})
+    with pytest.raises(AttestError) as ei:
+        freeze_tree(other, inventory_tree(other), erofs_state, backend="erofs")
+    assert ei.value.code == FreezeCode.EROFS_NOT_REPRODUCIBLE
+    assert first.erofs is not None

@@ -9,9 +9,11 @@ mode 0400, written back, the immutable flag set. Its SHA-256, size, inode, chang
 entry stays an empty, immutable mount point.
 
 Every read of the image's content goes through a file-backed EROFS mount (read-only,
-``nodev``, ``nosuid``) made in a private mount namespace of one thread (:func:`in_mount`): the
-process's own namespace never changes, and nothing outside that thread (and what it starts)
-sees the mount. ``attest exec`` mounts the images in the command's own namespace
+``nodev``, ``nosuid``) made by one thread in a private mount namespace and filesystem context
+of its own: the process's own namespace never changes, and nothing outside that thread (and
+what it starts) sees the mount. The checks (:func:`in_own_mount`) attach it nowhere and walk it
+from the descriptor ``fsmount`` returns (the thread's root directory), never from a path;
+:func:`in_mount` mounts it on a directory (the probe, and tests that copy a tree out). ``attest exec`` mounts the images in the command's own namespace
 (:func:`wrap_command`), from the descriptor of the image file it checked.
 
 The ``mkfs.erofs`` in use must reproduce :data:`GATE_SHA256`, the image of a small fixed tree
@@ -20,7 +22,7 @@ The gate runs once per process and ``mkfs.erofs`` binary (path, inode, size, mod
 change times).
 
     >>> version = gate(DEFAULT_MKFS, scratch_fd, scratch_path)
-    >>> in_mount(image_fd, "/var/lib/attest/store/<hex>/tree", lambda root: os.listdir(root))
+    >>> in_own_mount(image_fd, lambda root: os.listdir(root))   # root is "/": the image's own root
 """
 
 from __future__ import annotations
@@ -373,6 +375,75 @@ def in_mount(image_fd: int, target: str, fn: Callable[[str], T], *, noexec: bool
     return box.result  # type: ignore[return-value]
 
 
+_SYS_FSOPEN, _SYS_FSCONFIG, _SYS_FSMOUNT = 430, 431, 432  # the same number on every architecture (new syscalls, 5.2+)
+_FSOPEN_CLOEXEC = 1
+_FSCONFIG_SET_STRING = 1
+_FSCONFIG_CMD_CREATE = 6
+_FSMOUNT_CLOEXEC = 1
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV, _MOUNT_ATTR_NOEXEC = 1, 2, 4, 8
+
+
+def in_own_mount(image_fd: int, fn: Callable[[str], T]) -> T:
+    """Call ``fn("/")`` in a new thread whose root directory is a fresh, detached mount of the image behind ``image_fd``.
+
+    The mount (read-only, ``nodev``, ``nosuid``, ``noexec``) is made with ``fsopen``/``fsmount``
+    from ``/proc/self/fd/<image_fd>`` and attached nowhere: the thread enters it through the
+    descriptor ``fsmount`` returns (``fchdir`` then ``chroot(".")``, in a filesystem context of
+    its own), so what ``fn`` walks from ``/`` is this mount of this file and nothing a path
+    could be made to resolve to instead (the store entry's directory is not sealed: whoever
+    may rename it could otherwise put another tree where the walk looks, between the mount
+    and the walk). Nothing outside the thread (and what ``fn`` starts) sees it; it goes away
+    with the thread. ``fn`` can reach nothing outside the image by path.
+
+    Raises:
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` when the mount cannot be made here.
+        ImageRefused: the kernel refused the image itself (a corrupted or foreign image).
+        Whatever ``fn`` raises.
+    """
+    if _libc is None:  # pragma: no cover
+        raise _unavailable("no C library to mount with")
+    box = _Box()
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+
+    def run() -> None:
+        fds: list[int] = []
+        try:
+            _check(_libc.unshare(_CLONE_NEWNS), "unshare")  # implies CLONE_FS: the chroot below is this thread's alone
+            fs = syscall(_SYS_FSOPEN, b"erofs", _FSOPEN_CLOEXEC)
+            _check(0 if fs >= 0 else -1, "fsopen erofs")
+            fds.append(fs)
+            _check(0 if syscall(_SYS_FSCONFIG, fs, _FSCONFIG_SET_STRING, b"source", f"/proc/self/fd/{image_fd}".encode(), 0) == 0 else -1,
+                   "fsconfig source")
+            if syscall(_SYS_FSCONFIG, fs, _FSCONFIG_CMD_CREATE, None, None, 0) != 0:
+                err = ctypes.get_errno()
+                if err in _BAD_IMAGE_ERRNOS:
+                    raise ImageRefused(err, f"the kernel refuses to mount the image: {os.strerror(err)}")
+                raise OSError(err, f"mount: {os.strerror(err)}")
+            attrs = _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOEXEC
+            mnt = syscall(_SYS_FSMOUNT, fs, _FSMOUNT_CLOEXEC, attrs)
+            _check(0 if mnt >= 0 else -1, "fsmount")
+            fds.append(mnt)
+            os.fchdir(mnt)
+            os.chroot(".")
+            box.mounted = True
+            box.result = fn("/")
+        except OSError as e:
+            box.error = e if box.mounted or isinstance(e, ImageRefused) else _unavailable(mount_problem(e, image_fd))
+        except BaseException as e:  # noqa: BLE001 - re-raised by the calling thread after the join
+            box.error = e
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    thread = threading.Thread(target=run, name="attest-erofs-own-mount", daemon=True)
+    thread.start()
+    thread.join()
+    if box.error is not None:
+        raise box.error
+    return box.result  # type: ignore[return-value]
+
+
 def probe_mount(scratch_fd: int, scratch_path: str, image: bytes) -> None:
     """Mount the tiny image ``image`` from a file in the scratch directory once per filesystem.
 
@@ -399,7 +470,9 @@ def probe_mount(scratch_fd: int, scratch_path: str, image: bytes) -> None:
                 os.close(fd)
             ifd = os.open("probe.img", O_FILE, dir_fd=wfd)
             try:
-                readme = in_mount(ifd, f"{scratch_path}/{name}/mnt", lambda root: _read_small(root, "README"))
+                readme = in_mount(ifd, f"{scratch_path}/{name}/mnt", lambda root: _read_small(root, "README"))  # as exec mounts
+                if readme == GATE_TREE[0][2]:
+                    readme = in_own_mount(ifd, lambda root: _read_small(root, "README"))  # as every check reads
             except OSError as e:  # the gate's image, which this mkfs.erofs built: the kernel, not the image, is at fault
                 raise _unavailable(f"a trial mount of the gate image fails: {e.strerror}") from e
             finally:
@@ -485,6 +558,8 @@ def open_image_file(entry_fd: int, rec: ErofsRecord, where: str) -> int:
 def read_through_mount(image_fd: int, target: str, path: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (a file of the image, '/'-separated) read through a private mount, at most ``max_bytes + 1``.
 
+    The mount is :func:`in_own_mount`'s (``target`` is not used: no path leads to it).
+
     Raises:
         OSError: a component or the file cannot be opened (no link is followed) or read.
         EnvironmentFailure: ``BACKEND_UNAVAILABLE`` (the mount).
@@ -512,7 +587,7 @@ def read_through_mount(image_fd: int, target: str, path: str, max_bytes: int) ->
         finally:
             os.close(ffd)
 
-    return in_mount(image_fd, target, read)
+    return in_own_mount(image_fd, read)
 
 
 # -- attest exec ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from ._erofs import (
     build_image,
     gate,
     hash_fd,
-    in_mount,
+    in_own_mount,
     open_image_file,
     read_through_mount,
 )
@@ -111,7 +111,10 @@ def foreign_metadata(root: str, expected: Inventory, max_findings: int = 100) ->
 
 
 def check_through_mount(image_fd: int, target: str, expected: Inventory, progress: Progress | None = None) -> None:
-    """Mount the image behind ``image_fd`` on ``target`` privately and verify every entry against ``expected``.
+    """Mount the image behind ``image_fd`` privately and verify every entry against ``expected``.
+
+    The walk starts at the root of that very mount (:func:`attest.freeze._erofs.in_own_mount`),
+    never at a path: ``target`` (the entry's mount point) is not used for it.
 
     Raises:
         VerificationError: ``EROFS_MISMATCH`` followed by the inventory's codes (``EXTRA``,
@@ -130,7 +133,7 @@ def check_through_mount(image_fd: int, target: str, expected: Inventory, progres
             raise VerificationError(findings=foreign)
 
     try:
-        in_mount(image_fd, target, check)
+        in_own_mount(image_fd, check)  # walked from the mount's own root, never from a path (target is not used)
     except VerificationError as e:
         raise _mismatch(e) from e
     except OSError as e:  # the kernel refused the image (ImageRefused), or the mount did not take effect

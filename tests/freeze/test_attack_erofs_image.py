@@ -419,3 +419,70 @@ def test_a_mkfs_erofs_rewritten_in_place_after_the_gate_is_gated_again(src: Path
         freeze_tree(other, inventory_tree(other), erofs_state, backend="erofs")
     assert ei.value.code == FreezeCode.EROFS_NOT_REPRODUCIBLE
     assert first.erofs is not None
+
+
+# -- the walk through the mount, raced by renaming the unsealed store entry --------------------------
+
+
+def _exchanger(fd: int, a: str, b: str) -> Callable[[], None]:
+    """Exchange the entries ``a`` and ``b`` of the directory ``fd`` (renameat2 RENAME_EXCHANGE), through its
+    descriptor: as another process would, whatever root directory the calling thread has."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def exchange() -> None:
+        if libc.renameat2(fd, a.encode(), fd, b.encode(), 2) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2(RENAME_EXCHANGE)")
+
+    return exchange
+
+
+def test_a_forged_image_is_caught_even_when_its_entry_is_swapped_for_an_honest_tree_during_the_walk(
+        src: Path, expected: Inventory, erofs_state: Path) -> None:
+    """The store entry's directory is not sealed: root without CAP_LINUX_IMMUTABLE can rename it, here exchange
+    it (renameat2 RENAME_EXCHANGE) with a directory holding an honest plain tree, and back. A resealed forged
+    image (record rewritten) must still be refused: the check must read the image it mounted, whatever the
+    entry's path leads to at the moment the walk opens its root.
+
+    The attacker's timing is made perfect, not raced: a profile hook in the threads started from here on (the
+    mount thread) exchanges the directories when the walker's open_root is called and exchanges them back when
+    it returns, before the seal is checked again. Before the fix the walk opened the mount's path after mounting
+    on it, verified the honest decoy instead of the forged image, and Store.get accepted the forged image."""
+    import threading
+    from types import FrameType
+
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    decoy = entry.with_name("decoy")
+    decoy.mkdir()
+    tree_of(entry, decoy / "tree")
+
+    def pwn(tree: Path) -> None:
+        target = tree / "lib" / "pkg" / "mod.py"
+        target.chmod(0o644)
+        target.write_bytes(b"VALUE = 'pwned'\n")
+
+    _forge(entry, pwn)
+    swaps: list[str] = []
+    store_fd = os.open(entry.parent, os.O_RDONLY | os.O_DIRECTORY)
+    exchange = _exchanger(store_fd, entry.name, decoy.name)
+
+    def attacker(frame: FrameType, event: str, arg: object) -> None:
+        if frame.f_code.co_name == "open_root" and frame.f_code.co_filename.endswith(os.path.join("inventory", "_walk.py")):
+            if event == "call":
+                exchange()
+                swaps.append("in")
+            elif event == "return":
+                exchange()
+                swaps.append("back")
+
+    threading.setprofile(attacker)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(VerificationError) as ei:
+            Store(erofs_state).get(image.identity)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        os.close(store_fd)
+    assert swaps[:2] == ["in", "back"] and len(swaps) % 2 == 0 and (entry / IMAGE_NAME).exists()
+    assert any(f.code == "DIGEST_MISMATCH" and f.path == "lib/pkg/mod.py" for f in ei.value.findings), ei.value.findings

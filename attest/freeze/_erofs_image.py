@@ -21,6 +21,7 @@ so the hash alone decides nothing (docs/freeze.md, the ``erofs`` row).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -173,7 +174,11 @@ def freeze_erofs(
     os.close(os.open(IMAGE_NAME, O_NEW, 0o400, dir_fd=wrap_fd))
     build_image(backend.mkfs, f"{wrap_path}/{IMAGE_NAME}", f"{wrap_path}/{SOURCE_NAME}")
     remove_tree(wrap_fd, SOURCE_NAME, f"{wrap_path}/{SOURCE_NAME}")
-    ifd = os.open(IMAGE_NAME, O_FILE, dir_fd=wrap_fd)
+    try:
+        ifd = os.open(IMAGE_NAME, O_FILE, dir_fd=wrap_fd)
+    except OSError as e:  # gone, or replaced by a link (O_NOFOLLOW): not the private file staging holds
+        raise VerificationError(FreezeCode.STAGING_EXISTS, f"the image file mkfs.erofs wrote cannot be opened as a file: {e.strerror}",
+                                f"{wrap_path}/{IMAGE_NAME}") from e
     try:
         record = _seal_image_file(ifd, backend, version, f"{wrap_path}/{IMAGE_NAME}")
         tfd = make_private_dir(wrap_fd, TREE_NAME, f"{wrap_path}/{TREE_NAME}")
@@ -198,8 +203,8 @@ def freeze_erofs(
 def _seal_image_file(ifd: int, backend: ErofsBackend, version: str, where: str) -> ErofsRecord:
     """Mode 0400, written back, immutable; then hashed: the record of the sealed file."""
     st = os.fstat(ifd)
-    if st.st_nlink != 1 or st.st_uid != os.geteuid():
-        raise VerificationError(FreezeCode.STAGING_EXISTS, "the image file mkfs.erofs wrote is not a private file with one name", where)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
+        raise VerificationError(FreezeCode.STAGING_EXISTS, "the image file mkfs.erofs wrote is not a private regular file with one name", where)
     os.fchmod(ifd, 0o400)
     os.fsync(ifd)
     backend.seal(ifd)

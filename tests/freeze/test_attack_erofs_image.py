@@ -486,3 +486,35 @@ def test_a_forged_image_is_caught_even_when_its_entry_is_swapped_for_an_honest_t
         os.close(store_fd)
     assert swaps[:2] == ["in", "back"] and len(swaps) % 2 == 0 and (entry / IMAGE_NAME).exists()
     assert any(f.code == "DIGEST_MISMATCH" and f.path == "lib/pkg/mod.py" for f in ei.value.findings), ei.value.findings
+
+
+# -- a mkfs.erofs that passes the gate but leaves something else than a private image file ------------
+
+
+@pytest.mark.parametrize("leave", ["symlink", "fifo", "directory", "second-name", "missing"])
+def test_a_mkfs_erofs_that_leaves_no_private_image_file_fails_closed_without_a_traceback(
+        leave: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the fix a symlink, a FIFO or no file at all where the image should be escaped as a raw OSError
+    (ELOOP, EINVAL from fsync, ENOENT) instead of a reason code."""
+    from attest.errors import EnvironmentFailure
+    from attest.freeze import BACKENDS, ErofsBackend
+
+    real = ErofsBackend().mkfs
+    body = {"symlink": 'mv "$img" "$img.real" && ln -s "$img.real" "$img"',
+            "fifo": 'rm "$img" && mkfifo "$img"',
+            "directory": 'rm "$img" && mkdir "$img"',
+            "second-name": 'ln "$img" "$img.second"',
+            "missing": 'rm "$img"'}[leave]
+    script = tmp_path / "bin" / "mkfs.erofs"
+    script.parent.mkdir()
+    script.write_text(f"""#!/bin/sh
+"{real}" "$@" || exit $?
+for a; do img=$src; src=$a; done
+case "$src" in */src) {body};; esac
+""")
+    script.chmod(0o755)
+    monkeypatch.setitem(BACKENDS, "erofs", ErofsBackend(mkfs=str(script)))
+    with pytest.raises((VerificationError, EnvironmentFailure)) as ei:
+        freeze_tree(src, expected, erofs_state, backend="erofs")
+    assert ei.value.code in (FreezeCode.STAGING_EXISTS, FreezeCode.STAGING_FAILED), ei.value
+    assert os.listdir(erofs_state / "store") == [] and os.listdir(erofs_state / "staging") == []

@@ -82,9 +82,11 @@ def _mismatch(e: VerificationError) -> VerificationError:
 def foreign_metadata(root: str, expected: Inventory, max_findings: int = 100) -> list[Finding]:
     """Every entry of the mounted image (already verified to be exactly ``expected``) that the pinned flags never write.
 
-    ``--all-root`` makes every inode root's and ``-x-1`` writes no extended attribute, so an
-    entry owned by another user or group, or with any extended attribute (a file capability, an
-    ACL, a security label), was not built from the inventory by the freeze: ``EROFS_MISMATCH``.
+    ``--all-root`` makes every inode root's, ``-x-1`` writes no extended attribute and ``-T0``
+    gives every inode the time 0, so an entry owned by another user or group, with any extended
+    attribute (a file capability, an ACL, a security label) or another modification time (which
+    decides, for one, whether Python runs a listed .pyc or its listed .py) was not built from
+    the inventory by the freeze: ``EROFS_MISMATCH``.
     The paths are walked by name inside the private read-only mount, where :func:`verify_tree`
     just found no link.
 
@@ -106,6 +108,9 @@ def foreign_metadata(root: str, expected: Inventory, max_findings: int = 100) ->
         if names:
             findings.append(Finding(FreezeCode.EROFS_MISMATCH, rel or None,
                                     f"has extended attributes ({', '.join(sorted(names))[:200]}): the freeze writes none (-x-1)"))
+        if st.st_mtime_ns != 0:  # a time tells programs which of two files is newer (Python: a .pyc against its .py)
+            findings.append(Finding(FreezeCode.EROFS_MISMATCH, rel or None,
+                                    f"has modification time {st.st_mtime_ns} ns: the freeze's images have none (-T0)"))
         if len(findings) >= max_findings:
             break
     return findings

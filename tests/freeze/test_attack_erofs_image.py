@@ -104,7 +104,15 @@ def _xattr_capability(tree: Path) -> None:
     subprocess.run(["setcap", "cap_sys_admin,cap_dac_override+ep", str(tree / "bin" / "tool")], check=True, capture_output=True)
 
 
+def _mtime(tree: Path) -> None:
+    os.utime(tree / "lib" / "pkg" / "mod.py", ns=(12345 * 10**9, 12345 * 10**9))
+
+
+#: The pinned flags but for -T0: a forger keeps the crafted tree's modification times.
+KEEP_TIMES = tuple(f for f in MKFS_FLAGS if f != "-T0")
+
 OWNER_XATTR = {"owner": (_owned_by_another_user, "README", "owned by uid 1000 gid 1000"),
+               "mtime": (_mtime, "lib/pkg/mod.py", "has modification time 12345000000000 ns"),
                "xattr-user": (_xattr_user, "README", "extended attributes (user.attest-attack)"),
                "xattr-capability": (_xattr_capability, "bin/tool", "extended attributes (security.capability)")}
 
@@ -120,7 +128,7 @@ def test_a_forged_image_with_owners_or_xattrs_the_pinned_flags_never_write_is_re
     change, path, detail = OWNER_XATTR[craft]
     image = freeze_tree(src, expected, erofs_state, backend="erofs")
     entry = Path(image.path).parent
-    _forge(entry, change, KEEP_OWNERS_AND_XATTRS)
+    _forge(entry, change, KEEP_TIMES if craft == "mtime" else KEEP_OWNERS_AND_XATTRS)
     err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
     assert [str(f.code) for f in err.findings][:2] == [FreezeCode.IMAGE_CHANGED, FreezeCode.EROFS_MISMATCH], err.findings
     assert any(f.code == FreezeCode.EROFS_MISMATCH and f.path == path and detail in f.detail for f in err.findings), err.findings

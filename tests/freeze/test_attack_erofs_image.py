@@ -526,3 +526,47 @@ case "$src" in */src) {body};; esac
         freeze_tree(src, expected, erofs_state, backend="erofs")
     assert ei.value.code in (FreezeCode.STAGING_EXISTS, FreezeCode.STAGING_FAILED), ei.value
     assert os.listdir(erofs_state / "store") == [] and os.listdir(erofs_state / "staging") == []
+
+
+# -- not fixed: the command reaches the image by a path through the unsealed entry directory ----------
+
+_SWAP_AND_READ = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+entry, decoy, out = sys.argv[1:4]
+def exchange():
+    assert libc.renameat2(-100, entry.encode(), -100, decoy.encode(), 2) == 0
+exchange()  # another root process, while the command runs
+try:
+    with open(os.path.join(os.environ["ATTEST_IMAGE_T"], "lib", "pkg", "mod.py"), "rb") as f, open(out, "wb") as o:
+        o.write(f.read())
+finally:
+    exchange()  # and back before the command ends
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: STATE/store/<hex> is not sealed; a rename during the run swaps what the "
+                                        "command reads at $ATTEST_IMAGE_T and exec's check after the run sees the entry back")
+def test_the_command_reads_the_mounted_image_even_if_its_entry_is_swapped_during_the_run(
+        src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """The command runs in its own mount namespace with the verified image mounted on STATE/store/<hex>/tree, but
+    it finds the image by that path. The entry directory is exchanged with one holding a plain tree (the same
+    names, other bytes) while the command runs, and exchanged back before it ends (here the command does it, for a
+    deterministic schedule; any process that may rename in STATE/store, root, can). The command reads the decoy's
+    bytes, and the run is accepted."""
+    import sys
+
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    decoy = entry.with_name("decoy")
+    decoy.mkdir()
+    tree_of(entry, decoy / "tree")
+    (decoy / "tree" / "lib" / "pkg" / "mod.py").chmod(0o644)
+    (decoy / "tree" / "lib" / "pkg" / "mod.py").write_bytes(b"VALUE = 'decoy'\n")
+    out = tmp_path / "out"
+    try:
+        rc = run_from_images(erofs_state, {"T": image.identity}, [sys.executable, "-I", "-c", _SWAP_AND_READ, str(entry), str(decoy), str(out)])
+    except AttestError:
+        rc = -1  # refused: what the fix would do (or the command read the image)
+    assert (entry / IMAGE_NAME).exists()
+    assert rc == -1 or out.read_bytes() == b"VALUE = 41 + 1\n"

@@ -570,3 +570,33 @@ def test_the_command_reads_the_mounted_image_even_if_its_entry_is_swapped_during
         rc = -1  # refused: what the fix would do (or the command read the image)
     assert (entry / IMAGE_NAME).exists()
     assert rc == -1 or out.read_bytes() == b"VALUE = 41 + 1\n"
+
+
+@pytest.mark.parametrize("craft", ["capability", "owner", "mtime"])
+def test_a_gate_passing_mkfs_erofs_that_adds_metadata_to_the_freeze_s_image_is_never_published(
+        craft: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrapper builds the gate tree honestly (so the gate passes) but the freeze's staging with a file
+    capability, another owner or a modification time: every mode and byte as attested. Before the fix such an
+    image was published."""
+    from attest.freeze import BACKENDS, ErofsBackend
+
+    real = ErofsBackend().mkfs
+    change, flags = {"capability": ('setcap cap_sys_admin+ep "$t/bin/tool"', KEEP_OWNERS_AND_XATTRS),
+                     "owner": ('chown -R 1000:1000 "$t"', KEEP_OWNERS_AND_XATTRS),
+                     "mtime": ('touch -d @12345 "$t/README"', KEEP_TIMES)}[craft]
+    script = tmp_path / "bin" / "mkfs.erofs"
+    script.parent.mkdir()
+    script.write_text(f"""#!/bin/sh
+for a; do img=$src; src=$a; done
+case "$src" in
+  */src) t=$(mktemp -d -p "$(dirname "$src")"); cp -a "$src/." "$t"; {change}
+         "{real}" {' '.join(flags)} "$img" "$t"; rc=$?; rm -rf "$t"; exit $rc;;
+  *) exec "{real}" "$@";;
+esac
+""")
+    script.chmod(0o755)
+    monkeypatch.setitem(BACKENDS, "erofs", ErofsBackend(mkfs=str(script)))
+    with pytest.raises(VerificationError) as ei:
+        freeze_tree(src, expected, erofs_state, backend="erofs")
+    assert ei.value.findings[0].code == FreezeCode.EROFS_MISMATCH and len(ei.value.findings) > 1, ei.value.findings
+    assert os.listdir(erofs_state / "store") == []

@@ -555,6 +555,36 @@ def open_image_file(entry_fd: int, rec: ErofsRecord, where: str) -> int:
     return fd
 
 
+_SB_OFFSET = 1024
+_EROFS_MAGIC = 0xE0F5E1E2
+#: What the pinned flags write (the gate's image): compat SB_CHKSUM | MTIME, no incompatible feature, 4 KiB blocks.
+_PINNED_COMPAT = 0x1 | 0x2
+_PINNED_BLKSZBITS = 12
+
+
+def superblock_problem(image_fd: int) -> str | None:
+    """Why the image's superblock is not one the pinned flags write (None when it is), read before any mount.
+
+    An incompatible feature (compression, chunk-based files, a device table, ...) or another
+    block size would have the kernel parse attacker-chosen structures as root; the freeze's
+    images, like the gate's, have none, so such an image is refused before it is mounted.
+    """
+    head = os.pread(image_fd, _SB_OFFSET + 0x54, 0)
+    if len(head) < _SB_OFFSET + 0x54:
+        return "the image is shorter than an EROFS superblock"
+    sb = head[_SB_OFFSET:]
+    magic, _csum, compat = (int.from_bytes(sb[i:i + 4], "little") for i in (0, 4, 8))
+    incompat = int.from_bytes(sb[0x50:0x54], "little")
+    if magic != _EROFS_MAGIC:
+        return "the image has no EROFS superblock"
+    if sb[0x0C] != _PINNED_BLKSZBITS or sb[0x0D] != 0:
+        return f"the image's block size (2^{sb[0x0C]}) or superblock extension is not the pinned flags' one"
+    if incompat != 0 or compat & ~_PINNED_COMPAT:
+        return (f"the image uses EROFS features the pinned flags never write (compat 0x{compat:x}, incompat 0x{incompat:x}: "
+                "compression, chunks, devices, ...); refused before the kernel parses it")
+    return None
+
+
 def read_through_mount(image_fd: int, target: str, path: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (a file of the image, '/'-separated) read through a private mount, at most ``max_bytes + 1``.
 

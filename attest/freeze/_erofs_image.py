@@ -41,6 +41,7 @@ from ._erofs import (
     in_own_mount,
     open_image_file,
     read_through_mount,
+    superblock_problem,
 )
 from ._image import TREE_NAME, Image, check_image, snapshot
 from ._materialize import Progress, materialize
@@ -138,6 +139,12 @@ def check_through_mount(image_fd: int, target: str, expected: Inventory, progres
         if foreign:
             raise VerificationError(findings=foreign)
 
+    try:
+        problem = superblock_problem(image_fd)
+    except OSError as e:
+        raise VerificationError(FreezeCode.EROFS_MISMATCH, f"the image's superblock cannot be read: {e.strerror}") from e
+    if problem is not None:
+        raise VerificationError(findings=[Finding(FreezeCode.EROFS_MISMATCH, None, problem)])
     try:
         in_own_mount(image_fd, check)  # walked from the mount's own root, never from a path (target is not used)
     except VerificationError as e:
@@ -280,6 +287,9 @@ def read_image_file(image: Image, path: str, max_bytes: int) -> bytes:
     """
     fd = open_checked_image_file(image)
     try:
+        problem = superblock_problem(fd)
+        if problem is not None:
+            raise VerificationError(FreezeCode.IMAGE_CHANGED, problem, image.entry_path)
         return read_through_mount(fd, image.path, path, max_bytes)
     except OSError as e:
         raise VerificationError(FreezeCode.IMAGE_CHANGED, f"cannot read it through the image's mount: {e.strerror}", path) from e

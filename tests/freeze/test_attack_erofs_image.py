@@ -600,3 +600,18 @@ esac
         freeze_tree(src, expected, erofs_state, backend="erofs")
     assert ei.value.findings[0].code == FreezeCode.EROFS_MISMATCH and len(ei.value.findings) > 1, ei.value.findings
     assert os.listdir(erofs_state / "store") == []
+
+
+@pytest.mark.parametrize("feature", ["-zlz4hc", "--chunksize=4096"])
+def test_a_forged_image_using_an_erofs_feature_the_pinned_flags_never_write_is_refused_before_the_kernel_parses_it(
+        feature: str, src: Path, expected: Inventory, erofs_state: Path, tmp_path: Path) -> None:
+    """Every entry as attested, but stored compressed (LZ4) or chunk-based: the kernel's decompressor and chunk
+    index code would parse attacker-chosen bytes as root. The freeze's images never use them (the gate's image
+    has no incompatible feature), so the superblock is read first and such an image refused without a mount.
+    Before the fix it was mounted, and accepted."""
+    image = freeze_tree(src, expected, erofs_state, backend="erofs")
+    entry = Path(image.path).parent
+    _forge(entry, lambda tree: None, (*MKFS_FLAGS, feature))
+    assert int.from_bytes((entry / IMAGE_NAME).read_bytes()[_SB + 0x50:_SB + 0x54], "little") != 0
+    err = _refused_everywhere(erofs_state, image.identity, src, expected, tmp_path)
+    assert any(f.code == FreezeCode.EROFS_MISMATCH and "feature" in f.detail for f in err.findings), err.findings

@@ -238,7 +238,15 @@ def publish(staging_out: str, state: str, inventory: Inventory, backend: str | N
 
     The freeze layer copies the tree into its private staging, seals every inode, verifies
     the sealed copy against ``inventory`` and only then publishes it under its identity.
+
+    Raises:
+        VerificationError: ``EROFS_UNSUPPORTED`` for the ``erofs`` backend: what consumes a build's
+            image (the installer, the bootstrap) reads its tree by path, and an erofs image's tree
+            is an empty mount point outside a mount namespace.
     """
+    if resolve_backend(backend) == "erofs":
+        raise VerificationError(FreezeCode.EROFS_UNSUPPORTED, "build outputs cannot be frozen into erofs images yet (their consumers "
+                                "read the tree by path); choose another backend (--backend immutable or $ATTEST_BACKEND)", staging_out)
     image = freeze_tree(staging_out, inventory, state, backend=backend)
     return image.path, image.backend
 

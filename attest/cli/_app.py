@@ -140,7 +140,8 @@ def new_app() -> Typer:
 
 
 BackendOption = option(None, "--backend", metavar="BACKEND",
-                       help="Immutability backend of every image this run freezes: immutable, readonly or ro-bind "
+                       help="Immutability backend of every image this run freezes: immutable, readonly, ro-bind or erofs "
+                            "(root; freeze and exec only: builds and the review chain refuse it) "
                             "[default: $ATTEST_BACKEND, else immutable]; recorded with each image, never a silent fallback.")
 JsonOption = flag("--json", help="Print one JSON object (machine-readable; docs/json.md) instead of text.")
 STATE_DIR_HELP = ("The deployment's state directory (mode 0700: the store, builds, installations, reviews) "

@@ -13,6 +13,10 @@ Each one states the guarantee it gives (``guarantee``); docs/freeze.md repeats t
 - ``ro-bind``: at rest like ``readonly``; the consuming command of ``attest exec`` sees every
   image through a read-only bind mount in a private mount namespace, so nothing it runs (root
   included, short of remounting) can write the image. Holds only inside that namespace.
+- ``erofs``: one EROFS image file built with pinned flags, sealed with the immutable flag, read
+  only through a read-only file-backed mount in a private mount namespace
+  (:mod:`attest.freeze._erofs`). Needs root, ``mkfs.erofs`` that reproduces the gate image, and a
+  state directory on a block-backed filesystem.
 
 A backend that cannot be established is refused (:class:`EnvironmentFailure`
 ``BACKEND_UNAVAILABLE``); there is no silent fallback.
@@ -311,10 +315,50 @@ class RoBindBackend(ReadonlyBackend):
         ]  # fmt: skip
 
 
+class ErofsBackend(ImmutableBackend):
+    """The ``erofs`` backend: one EROFS image file (immutable flag), read through a read-only mount.
+
+    The image is built by ``mkfs.erofs`` with pinned flags (:mod:`attest.freeze._erofs`); the
+    entry's tree directory is an empty immutable mount point, and its record, inventory and
+    image file are sealed with the immutable flag (:meth:`seal`, :meth:`holds` as ``immutable``).
+
+    Raises:
+        EnvironmentFailure: ``BACKEND_UNAVAILABLE`` from :meth:`probe` (no ``CAP_LINUX_IMMUTABLE``,
+            no ``mkfs.erofs``, no mount: not root, a tmpfs state directory, no erofs in the
+            kernel), ``EROFS_NOT_REPRODUCIBLE`` (a ``mkfs.erofs`` that does not build the gate
+            image).
+        OSError: from :meth:`seal` (the flag ioctls).
+    """
+
+    name: ClassVar[str] = "erofs"
+    guarantee: ClassVar[str] = (
+        "one EROFS image file with the immutable flag, read only through a read-only, nodev, nosuid mount in a private "
+        "mount namespace: nothing can write the image through the mount, and no process, root included, can change the "
+        "file until the flag is cleared (CAP_LINUX_IMMUTABLE); a holder of CAP_SYS_ADMIN can mount something else in its "
+        "own namespace, which every use detects by hashing the image and reading it through its own mount"
+    )
+
+    def __init__(self, mkfs: str | None = None) -> None:
+        self.mkfs = mkfs if mkfs is not None else (system_tool("mkfs.erofs") or "mkfs.erofs")
+
+    def probe(self, scratch_fd: int, scratch_path: str) -> None:
+        from . import _erofs
+
+        super().probe(scratch_fd, scratch_path)
+        if not os.path.isabs(self.mkfs):
+            raise _unavailable(self.name, f"no mkfs.erofs in {TOOL_PATH}; install erofs-utils")
+        gated = _erofs.gate(self.mkfs, scratch_fd, scratch_path)
+        _erofs.probe_mount(scratch_fd, scratch_path, gated.image)
+
+    def wrap(self, argv: Sequence[str], images: Sequence[str], cwd: str | None) -> list[str]:
+        return list(argv)  # attest exec mounts erofs images itself (_exec._confined): it holds their descriptors
+
+
 BACKENDS: dict[str, Backend] = {
     "immutable": ImmutableBackend(),
     "readonly": ReadonlyBackend(),
     "ro-bind": RoBindBackend(),
+    "erofs": ErofsBackend(),
 }
 DEFAULT_BACKEND = "immutable"
 BACKEND_ENV = "ATTEST_BACKEND"

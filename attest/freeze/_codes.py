@@ -14,6 +14,7 @@ class FreezeCode(ReasonCode):
     # Backends.
     UNKNOWN_BACKEND = "UNKNOWN_BACKEND"
     BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+    EROFS_NOT_REPRODUCIBLE = "EROFS_NOT_REPRODUCIBLE"  # mkfs.erofs does not reproduce the checked-in gate image
     # The state directory and private staging.
     STATE_INSECURE = "STATE_INSECURE"
     STATE_SYMLINK = "STATE_SYMLINK"
@@ -27,6 +28,8 @@ class FreezeCode(ReasonCode):
     NOT_IN_STORE = "NOT_IN_STORE"
     IMAGE_NOT_IMMUTABLE = "IMAGE_NOT_IMMUTABLE"
     IMAGE_CHANGED = "IMAGE_CHANGED"
+    EROFS_MISMATCH = "EROFS_MISMATCH"            # what an erofs image decodes to through its mount is not its inventory
+    EROFS_UNSUPPORTED = "EROFS_UNSUPPORTED"      # a consumer that cannot read an erofs image yet was given one
     # Running from frozen images.
     BAD_IMAGE_REF = "BAD_IMAGE_REF"
     BAD_EXEC_ENV = "BAD_EXEC_ENV"

@@ -33,9 +33,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from .._session import relay, start
-from ..errors import Finding, InputError, VerificationError
+from ..errors import EnvironmentFailure, Finding, InputError, VerificationError
 from ._backends import BACKENDS
 from ._codes import FreezeCode
+from ._erofs import wrap_command
+from ._erofs_image import open_checked_image_file
 from ._hostlibs import verify_host_libraries
 from ._image import VERIFIED, Image, check_image
 from ._state import make_private_dir, open_state, open_sub, random_name, remove_tree, state_lock
@@ -386,8 +388,13 @@ def run_from_images(
                 os.close(run_fd)
                 full = _run_environment(env, run_dir, resolved, attest_env or {})
                 cwd = resolved[cwd_image].path if cwd_image is not None else f"{run_dir}/home"
-                command, passed = _confined(argv, resolved, confine, runs_fd, run_dir, cwd)
-                returncode = _run(command, argv[0], env=full, cwd=cwd, stdout=stdout, passed=passed, confined=confine is not None)
+                command, passed, status = _confined(argv, resolved, confine, runs_fd, run_dir, cwd)
+                try:
+                    returncode = _run(command, argv[0], env=full, cwd=cwd, stdout=stdout, passed=passed, confined=confine is not None)
+                finally:
+                    failed = _wrapper_failure(status)
+                if failed:
+                    raise EnvironmentFailure(FreezeCode.BACKEND_UNAVAILABLE, f"the erofs images cannot be mounted for the command: {failed}")
                 # (4) The images must still be exactly what was sealed.
                 _check_after(resolved)
                 for image in resolved.values():
@@ -457,18 +464,59 @@ def _run_environment(env: Mapping[str, str], run_dir: str, resolved: Mapping[str
 
 
 def _confined(argv: Sequence[str], resolved: Mapping[str, Image], confine: Confine | None, runs_fd: int, run_dir: str,
-              cwd: str) -> tuple[list[str], Sequence[int]]:
-    """(3) The command, confined by the caller's ``confine`` or through the backend of any image that needs it (ro-bind)."""
+              cwd: str) -> tuple[list[str], Sequence[int], int | None]:
+    """(3) The command, confined by the caller's ``confine`` or through the backend of any image that needs it (ro-bind, erofs).
+
+    Also returns the read end of the erofs wrapper's status pipe (None without erofs images).
+    """
     command = expand_image_refs(argv, {name.upper(): image.path for name, image in resolved.items()})
+    erofs = [name for name, image in resolved.items() if image.erofs is not None]
     if confine is not None:
-        return confine(command, resolved, run_dir, cwd)
+        if erofs:
+            raise VerificationError(FreezeCode.EROFS_UNSUPPORTED,
+                                    f"a confined command cannot be given an erofs image yet ({', '.join(sorted(erofs))}); freeze it with another backend",
+                                    resolved[sorted(erofs)[0]].path)
+        wrapped, passed = confine(command, resolved, run_dir, cwd)
+        return wrapped, passed, None
+    if erofs:
+        return _erofs_wrapped(command, resolved, cwd)
     for backend_name in sorted({i.backend for i in resolved.values()}):
         backend = BACKENDS[backend_name]
         wrapped = backend.wrap(command, [i.path for i in resolved.values()], cwd)
         if wrapped != command:
             backend.probe(runs_fd, run_dir)
-            return wrapped, ()
-    return command, ()
+            return wrapped, (), None
+    return command, (), None
+
+
+def _erofs_wrapped(command: list[str], resolved: Mapping[str, Image], cwd: str) -> tuple[list[str], Sequence[int], int | None]:
+    """The command in its own mount namespace: every erofs image mounted from the descriptor of its checked file, ro-bind images bound read-only."""
+    fds: list[int] = []
+    try:
+        mounts: list[tuple[str, str, str]] = []
+        for image in resolved.values():
+            if image.erofs is not None:
+                fd = open_checked_image_file(image)
+                fds.append(fd)
+                mounts.append(("erofs", str(fd), image.path))
+            elif BACKENDS[image.backend].wrap(["true"], [image.path], None) != ["true"]:
+                mounts.append(("bind", image.path, image.path))  # ro-bind: the same read-only bind its own wrapper makes
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return wrap_command(command, mounts, cwd, write_end), (*fds, write_end), read_end
+
+
+def _wrapper_failure(status: int | None) -> str:
+    """What the erofs wrapper reported before it ran the command ("" if it ran it, or there was none); closes ``status``."""
+    if status is None:
+        return ""
+    try:
+        return b"".join(iter(lambda: os.read(status, 4096), b"")).decode(errors="replace")
+    finally:
+        os.close(status)
 
 
 def _run(command: Sequence[str], name: str, *, env: Mapping[str, str], cwd: str, stdout: int | None, passed: Sequence[int],

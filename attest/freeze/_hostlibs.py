@@ -187,19 +187,27 @@ def declared_host_libraries(image: Any) -> tuple[HostLibrary, ...] | Finding:
 
     from .._safefs import O_FILE
 
-    try:
-        fd = os.open(path, O_FILE)
-    except OSError as e:
-        return bad(f"cannot be opened ({e.strerror})")
-    try:
-        chunks: list[bytes] = []
-        while (chunk := os.read(fd, 1 << 16)) and sum(map(len, chunks)) <= MAX_MANIFEST_BYTES:
-            chunks.append(chunk)
-        data = b"".join(chunks)
-    except OSError as e:
-        return bad(f"cannot be read ({e.strerror})")
-    finally:
-        os.close(fd)
+    if getattr(image, "erofs", None) is not None:  # read through a private mount of the (checked) image file
+        from ._erofs_image import read_image_file
+
+        try:
+            data = read_image_file(image, RUNTIME_MANIFEST, MAX_MANIFEST_BYTES)
+        except AttestError as e:
+            return bad(f"cannot be read through the image's mount ({e.detail})")
+    else:
+        try:
+            fd = os.open(path, O_FILE)
+        except OSError as e:
+            return bad(f"cannot be opened ({e.strerror})")
+        try:
+            chunks: list[bytes] = []
+            while (chunk := os.read(fd, 1 << 16)) and sum(map(len, chunks)) <= MAX_MANIFEST_BYTES:
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        except OSError as e:
+            return bad(f"cannot be read ({e.strerror})")
+        finally:
+            os.close(fd)
     if len(data) > MAX_MANIFEST_BYTES or sha256_of(data) != f"sha256:{entry.sha256}":
         return bad("is not the bytes its inventory records")
     try:

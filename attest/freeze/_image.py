@@ -29,6 +29,7 @@ from ..errors import AttestError, Finding, VerificationError
 from ..inventory import Inventory, open_root
 from ._backends import BACKENDS, Backend, StatxReader
 from ._codes import FreezeCode
+from ._erofs import IMAGE_NAME, ErofsRecord, image_file_problems, record_from_json
 
 RECORD_FORMAT = "https://attest.dev/freeze-record/v1"
 RECORD_NAME = "record.json"
@@ -81,22 +82,30 @@ class Image:
     #: Set only on what Store.get and freeze_tree return, after the image verified: the mark
     #: run_from_images requires before it checks the seal instead of every byte.
     verified: object = field(default=None, compare=False, repr=False)
+    #: The image file of an ``erofs`` image (None for the other backends, whose tree is the image).
+    erofs: ErofsRecord | None = None
 
     @property
     def hex(self) -> str:
         return self.identity.removeprefix("sha256:")
 
+    @property
+    def entry_path(self) -> str:
+        """The store entry (or staging directory) that holds the tree, its inventory and record."""
+        return os.path.dirname(self.path)
+
     def record_bytes(self) -> bytes:
-        return canonical_bytes(
-            {
-                "format": RECORD_FORMAT,
-                "identity": self.identity,
-                "backend": self.backend,
-                "dev": str(self.dev),
-                "created": self.created,
-                "entries": [[s.path, "dir" if s.is_dir else "file", str(s.ino), str(s.ctime_ns)] for s in self.sealed],
-            }
-        )
+        doc: dict[str, object] = {
+            "format": RECORD_FORMAT,
+            "identity": self.identity,
+            "backend": self.backend,
+            "dev": str(self.dev),
+            "created": self.created,
+            "entries": [[s.path, "dir" if s.is_dir else "file", str(s.ino), str(s.ctime_ns)] for s in self.sealed],
+        }
+        if self.erofs is not None:
+            doc["erofs"] = self.erofs.to_json()
+        return canonical_bytes(doc)
 
     def to_json(self) -> dict[str, Any]:
         return {"image": self.path, "identity": self.identity, "backend": self.backend, "reused": self.reused}
@@ -128,7 +137,10 @@ def image_from_record(data: bytes, tree_path: str, where: str) -> Image:
 
 def _image_from_record(data: bytes, tree_path: str, where: str) -> Image:
     doc = loads_strict(data, what="store record", max_bytes=MAX_RECORD_BYTES)
-    if not isinstance(doc, dict) or set(doc) != {"format", "identity", "backend", "dev", "created", "entries"}:
+    fields = {"format", "identity", "backend", "dev", "created", "entries"}
+    if isinstance(doc, dict) and doc.get("backend") == "erofs":
+        fields.add("erofs")  # an erofs image's record also describes its image file
+    if not isinstance(doc, dict) or set(doc) != fields:
         raise _bad("the record does not have exactly the fields of a store record", where)
     if doc["format"] != RECORD_FORMAT:
         raise _bad(f"format {doc['format']!r} is not {RECORD_FORMAT!r}", where)
@@ -159,7 +171,10 @@ def _image_from_record(data: bytes, tree_path: str, where: str) -> Image:
     sealed = list(map(Sealed, paths, [k == "dir" for k in kinds], map(int, inos), map(int, ctimes)))
     if sealed[0].path != "" or not sealed[0].is_dir or len({s.path for s in sealed}) != len(sealed):
         raise _bad("the first entry must be the root directory and paths must be unique", where)
-    return Image(tree_path, identity, doc["backend"], int(doc["dev"]), doc["created"], tuple(sealed))
+    erofs = record_from_json(doc["erofs"], where) if "erofs" in doc else None
+    if erofs is not None and (len(sealed) != 1):
+        raise _bad("an erofs image's tree is its mount point alone", where)
+    return Image(tree_path, identity, doc["backend"], int(doc["dev"]), doc["created"], tuple(sealed), erofs=erofs)
 
 
 def snapshot(fd: int, path: str, is_dir: bool) -> Sealed:
@@ -193,7 +208,22 @@ def check_image(image: Image, *, flags: bool = True, max_findings: int = 100) ->
     check.walk(root)
     if not check.findings and check.checks != len(image.sealed):
         check.report(FreezeCode.IMAGE_CHANGED, "", f"checked {check.checks} of {len(image.sealed)} sealed entries")
+    if image.erofs is not None:
+        check.findings.extend(_image_file_problems(image, flags))
     return check.findings
+
+
+def _image_file_problems(image: Image, flags: bool) -> list[Finding]:
+    """The seal check of an erofs image's file (present, one name, immutable, the recorded inode, change time and size)."""
+    assert image.erofs is not None
+    try:
+        efd = open_root(image.entry_path)
+    except AttestError as e:
+        return [Finding(FreezeCode.IMAGE_CHANGED, image.entry_path, f"the store entry cannot be opened safely: {e.detail}")]
+    try:
+        return image_file_problems(efd, image.erofs, f"{image.entry_path}/{IMAGE_NAME}", flags=flags)
+    finally:
+        os.close(efd)
 
 
 def _moved(ino: int, s: Sealed) -> str:

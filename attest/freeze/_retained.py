@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE
 from ..errors import EnvironmentFailure, InputError, VerificationError
-from ..inventory import check_path, open_root
+from ..inventory import EntryType, check_path, open_root
 from ._backends import BACKENDS
 from ._codes import FreezeCode
-from ._image import Image
+from ._erofs_image import read_image_file
+from ._image import Image, check_image
 
 _O_DIR = O_DIR
 _O_FILE = O_FILE
@@ -103,6 +104,32 @@ def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAUL
     problem = check_path(path)
     if problem is not None:
         raise InputError(problem[0], problem[1], path)
+    if image.erofs is not None:
+        data = _read_erofs(image, path, max_bytes)
+    else:
+        data = _read_sealed(image, path, max_bytes)
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256.removeprefix("sha256:"):
+        raise VerificationError(FreezeCode.RETAINED_MISMATCH, f"expected sha256 {sha256}, read {got}", path)
+    return RetainedBytes(image.identity, path, got, data)
+
+
+def _read_erofs(image: Image, path: str, max_bytes: int) -> bytes:
+    """A file of an erofs image, read through a private mount of the image file whose seal is confirmed first."""
+    entry = image.inventory.by_path().get(path) if image.inventory is not None else None
+    if entry is None or entry.type is not EntryType.FILE:
+        raise VerificationError(FreezeCode.RETAINED_MISMATCH, "not a file of the image's inventory", path)
+    problems = check_image(image)
+    if problems:
+        raise VerificationError(findings=problems)
+    data = read_image_file(image, path, max_bytes)
+    if len(data) > max_bytes:
+        raise InputError(FreezeCode.RETAINED_MISMATCH, f"the file is over the limit of {max_bytes} bytes", path)
+    return data
+
+
+def _read_sealed(image: Image, path: str, max_bytes: int) -> bytes:
+    """A sealed file of a tree image, through descriptors, confirmed to be the sealed inode."""
     sealed = {s.path: s for s in image.sealed}.get(path)
     if sealed is None or sealed.is_dir:
         raise VerificationError(FreezeCode.RETAINED_MISMATCH, "not a sealed file of the image", path)
@@ -141,10 +168,6 @@ def retain_file(image: Image, path: str, sha256: str, *, max_bytes: int = DEFAUL
             total += len(chunk)
             if total > max_bytes:
                 raise InputError(FreezeCode.RETAINED_MISMATCH, f"the file grew past {max_bytes} bytes", path)
-        data = b"".join(chunks)
+        return b"".join(chunks)
     finally:
         os.close(ffd)
-    got = hashlib.sha256(data).hexdigest()
-    if got != sha256.removeprefix("sha256:"):
-        raise VerificationError(FreezeCode.RETAINED_MISMATCH, f"expected sha256 {sha256}, read {got}", path)
-    return RetainedBytes(image.identity, path, got, data)

@@ -46,8 +46,9 @@ from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
-from ._backends import get_backend, resolve_backend
+from ._backends import ErofsBackend, get_backend, resolve_backend
 from ._codes import FreezeCode
+from ._erofs_image import freeze_erofs, verify_erofs
 from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, VERIFIED, Image, check_image, image_from_record
 from ._materialize import Progress, materialize
 from ._state import (
@@ -460,8 +461,13 @@ def verify_image(image: Image, *, progress: Progress | None = None) -> None:
     if image.inventory is None or image.inventory.identity != image.identity:
         raise VerificationError(FreezeCode.BAD_RECORD, "the image has no inventory of its identity to verify its bytes against", image.path)
     try:
-        # exact: the image was copied from the listed entries only, so no ignore pattern applies.
-        verify_tree(image.path, _effective(image.inventory, get_backend(image.backend).mode_mask), progress=progress, exact=True)
+        if image.backend == "erofs" or image.erofs is not None:
+            if image.erofs is None or image.backend != "erofs":
+                raise VerificationError(FreezeCode.BAD_RECORD, "an erofs image's record must describe its image file", image.path)
+            verify_erofs(image, image.inventory, progress)  # one hash of the file AND every entry through a mount
+        else:
+            # exact: the image was copied from the listed entries only, so no ignore pattern applies.
+            verify_tree(image.path, _effective(image.inventory, get_backend(image.backend).mode_mask), progress=progress, exact=True)
     except VerificationError as e:
         raise VerificationError(findings=[Finding(FreezeCode.IMAGE_CHANGED, None, "the stored bytes are not the image's inventory"),
                                           *e.findings]) from e
@@ -564,6 +570,30 @@ def _try_reuse(at: _OpenStore, expected: Inventory, backend: str) -> Image | Non
     return None
 
 
+def _freeze_tree_into(wrap_fd: int, wrap_path: str, *, source: str | os.PathLike[str], expected: Inventory, seal_with: Any,
+                      created: int, progress: Progress | None, workers: int) -> Image:
+    """(1)-(3) for a backend that seals the tree itself: the unpublished, verified image in staging."""
+    # (1)+(2) Private materialization; every inode sealed once copied, all sealed on return.
+    tree_fd = make_private_dir(wrap_fd, TREE_NAME, f"{wrap_path}/{TREE_NAME}")
+    try:
+        findings, sealed = materialize(source, expected, tree_fd, seal_with, workers=workers)
+        dev = os.fstat(tree_fd).st_dev
+    finally:
+        os.close(tree_fd)
+    if findings:
+        raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
+    image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, created, tuple(sealed), inventory=expected)
+    # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
+    verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress, exact=True)
+    # Flags need not be read again: changing a flag or mode moves the change time too.
+    moved = check_image(image, flags=False)
+    if moved:
+        raise VerificationError(
+            findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
+        )
+    return image
+
+
 def _freeze_into(
     at: _OpenStore,
     name: str,
@@ -580,25 +610,12 @@ def _freeze_into(
     published = False
     try:
         seal_with.probe(wrap_fd, wrap_path)
-        # (1)+(2) Private materialization; every inode sealed once copied, all sealed on return.
-        tree_fd = make_private_dir(wrap_fd, TREE_NAME, f"{wrap_path}/{TREE_NAME}")
-        try:
-            findings, sealed = materialize(source, expected, tree_fd, seal_with, workers=workers)
-            dev = os.fstat(tree_fd).st_dev
-        finally:
-            os.close(tree_fd)
-        if findings:
-            raise VerificationError(findings=sorted(findings, key=lambda f: (sort_key(f.path) if f.path else (), f.code)))
-        image = Image(f"{wrap_path}/{TREE_NAME}", expected.identity, seal_with.name, dev, int(at.clock()), tuple(sealed),
-                      inventory=expected)
-        # (3) Verify the frozen bytes, read from the sealed copy, against the attested inventory.
-        verify_tree(image.path, _effective(expected, seal_with.mode_mask), progress=progress, exact=True)
-        # Flags need not be read again: changing a flag or mode moves the change time too.
-        moved = check_image(image, flags=False)
-        if moved:
-            raise VerificationError(
-                findings=[Finding(FreezeCode.CHANGED_AFTER_FREEZE, f.path, f"changed while it was verified: {f.detail}") for f in moved]
-            )
+        if isinstance(seal_with, ErofsBackend):  # (1)-(3) as one image file, verified through its mount
+            image = freeze_erofs(wrap_fd, wrap_path, source=source, expected=expected, backend=seal_with, created=int(at.clock()),
+                                 progress=progress, workers=workers)
+        else:
+            image = _freeze_tree_into(wrap_fd, wrap_path, source=source, expected=expected, seal_with=seal_with,
+                                      created=int(at.clock()), progress=progress, workers=workers)
         for fname, content in ((INVENTORY_NAME, expected.canonical), (RECORD_NAME, image.record_bytes())):
             rfd = os.open(fname, O_NEW, 0o400, dir_fd=wrap_fd)
             try:

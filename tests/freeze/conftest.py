@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,25 @@ def expected(src: Path) -> Inventory:
     return inventory_tree(src)
 
 
+@pytest.fixture(scope="session")
+def _erofs_disk() -> Iterator[Path]:
+    """The session's directory on disk for erofs state (a tmpfs cannot back an image file); removed at the end."""
+    from support.erofs import disk_root, remove_disk_roots
+
+    yield disk_root()
+    remove_disk_roots()
+
+
 @pytest.fixture
-def state(tmp_path: Path) -> Path:
+def erofs_state(_erofs_disk: Path) -> Path:
+    """A fresh state directory path on disk, for a test of the erofs backend."""
+    return Path(tempfile.mkdtemp(dir=_erofs_disk)) / "state"
+
+
+@pytest.fixture
+def state(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The test's state directory: under tmp_path, or on disk when the test runs for the erofs backend."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "erofs":
+        return Path(request.getfixturevalue("erofs_state"))
     return tmp_path / "state"

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.erofs import needs_erofs
 from support.store import reseal
 from support.trees import make_tree
 
@@ -19,6 +20,7 @@ from attest.freeze._image import VERIFIED
 from attest.inventory import inventory_tree
 
 BACKEND = "readonly"
+BACKENDS = [BACKEND, pytest.param("erofs", marks=needs_erofs)]
 
 
 def _tree(root: Path, line: bytes = b"locked bytes") -> Path:
@@ -31,27 +33,28 @@ def _run(state: Path, image: object, out: Path) -> tuple[int, bytes]:
     return rc, out.read_bytes()
 
 
-def test_held_a_marked_image_resealed_after_get_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_a_marked_image_resealed_after_get_is_refused(tmp_path: Path, state: Path, backend: str) -> None:
     src = _tree(tmp_path / "src")
     inv = inventory_tree(src)
-    state = tmp_path / "state"
-    freeze_tree(src, inv, state, backend=BACKEND)
+    freeze_tree(src, inv, state, backend=backend)
     image = Store(state).get(inv.identity)
     assert image.verified is VERIFIED
-    reseal(Path(image.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
+    reseal(Path(image.path).parent, backend, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
     with pytest.raises(AttestError) as ei:
         _run(state, image, tmp_path / "out")
     assert ei.value.code in (FreezeCode.IMAGE_CHANGED, FreezeCode.IMAGE_NOT_IMMUTABLE)
 
 
-def test_held_a_marked_image_is_refused_by_another_state_dir_holding_the_same_identity(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_a_marked_image_is_refused_by_another_state_dir_holding_the_same_identity(tmp_path: Path, state: Path, backend: str) -> None:
     """The same identity frozen into state B, then B's copy tampered (resealed): A's mark never vouches for B."""
     src = _tree(tmp_path / "src")
     inv = inventory_tree(src)
-    a, b = tmp_path / "a", tmp_path / "b"
-    marked = freeze_tree(src, inv, a, backend=BACKEND)
-    other = freeze_tree(src, inv, b, backend=BACKEND)
-    reseal(Path(other.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
+    a, b = state.parent / "a", state.parent / "b"
+    marked = freeze_tree(src, inv, a, backend=backend)
+    other = freeze_tree(src, inv, b, backend=backend)
+    reseal(Path(other.path).parent, backend, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
     with pytest.raises(AttestError) as ei:
         _run(b, marked, tmp_path / "out")
     assert ei.value.code == FreezeCode.NOT_IN_STORE
@@ -63,12 +66,12 @@ def test_held_a_marked_image_is_refused_by_another_state_dir_holding_the_same_id
     assert ei.value.code in (FreezeCode.IMAGE_CHANGED, FreezeCode.IMAGE_NOT_IMMUTABLE)
 
 
-def test_held_a_marked_image_whose_path_is_replaced_within_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_a_marked_image_whose_path_is_replaced_within_the_store(tmp_path: Path, state: Path, backend: str) -> None:
     s1, s2 = _tree(tmp_path / "s1"), _tree(tmp_path / "s2", b"OTHER")
     i1, i2 = inventory_tree(s1), inventory_tree(s2)
-    state = tmp_path / "state"
-    marked = freeze_tree(s1, i1, state, backend=BACKEND)
-    freeze_tree(s2, i2, state, backend=BACKEND)
+    marked = freeze_tree(s1, i1, state, backend=backend)
+    freeze_tree(s2, i2, state, backend=backend)
     elsewhere = dataclasses.replace(marked, path=Store(state).tree_path(i2.digest_hex))
     with pytest.raises(AttestError) as ei:
         _run(state, elsewhere, tmp_path / "out")
@@ -79,18 +82,18 @@ def test_held_a_marked_image_whose_path_is_replaced_within_the_store(tmp_path: P
     assert ei.value.code == FreezeCode.IMAGE_CHANGED  # the snapshot is the other entry's inodes
 
 
-def test_held_copies_and_pickles(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_copies_and_pickles(tmp_path: Path, state: Path, backend: str) -> None:
     """copy.copy keeps the mark (same snapshot, same checks); pickle and deepcopy drop it (full verification)."""
     src = _tree(tmp_path / "src")
     inv = inventory_tree(src)
-    state = tmp_path / "state"
-    freeze_tree(src, inv, state, backend=BACKEND)
+    freeze_tree(src, inv, state, backend=backend)
     marked = Store(state).get(inv.identity)
     assert copy.copy(marked).verified is VERIFIED
     assert copy.deepcopy(marked).verified is not VERIFIED
     assert pickle.loads(pickle.dumps(marked)).verified is not VERIFIED
     # An unmarked copy after a reseal goes through Store.get, which reads the changed bytes and refuses them.
-    reseal(Path(marked.path).parent, BACKEND, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
+    reseal(Path(marked.path).parent, backend, "bin/tool", b"#!/bin/sh\necho CHANGED\n")
     with pytest.raises(AttestError) as ei:
         _run(state, pickle.loads(pickle.dumps(marked)), tmp_path / "out")
     assert ei.value.code == FreezeCode.IMAGE_CHANGED

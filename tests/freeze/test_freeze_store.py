@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from support.caps import BACKEND, HAS_IMMUTABLE, IS_ROOT, needs_immutable
+from support.erofs import needs_erofs, tree_of
 from support.trees import all_paths, chattr, is_immutable
 
 from attest.errors import EnvironmentFailure, InputError, VerificationError
 from attest.freeze import BACKENDS, FreezeCode, RoBindBackend, Store, check_image, freeze_tree, get_backend, verify_image
 from attest.inventory import Inventory, InventoryCode, inventory_tree, verify_tree
 
-ALL_BACKENDS = ("immutable", "readonly", "ro-bind")
+ALL_BACKENDS = ("immutable", "readonly", "ro-bind", "erofs")
 
 
 def _ro_bind_available() -> str | None:
@@ -32,6 +33,8 @@ def _ro_bind_available() -> str | None:
 def backend_param(name: str) -> object:
     if name == "immutable":
         return pytest.param(name, marks=needs_immutable)
+    if name == "erofs":
+        return pytest.param(name, marks=needs_erofs)
     reason = _ro_bind_available() if name == "ro-bind" else None
     return pytest.param(name, marks=pytest.mark.skipif(reason is not None, reason=f"ro-bind not available here: {reason}"))
 
@@ -61,10 +64,18 @@ def test_freeze_publishes_a_verified_sealed_image(src: Path, expected: Inventory
     assert image.identity == expected.identity and image.backend == backend and not image.reused
     assert image.path == f"{state.resolve()}/store/{expected.digest_hex}/tree"
     mask = get_backend(backend).mode_mask
-    observed = inventory_tree(image.path)
+    if backend == "erofs":  # one sealed image file; its content only through a mount
+        entry = Path(image.path).parent
+        assert is_immutable(entry / "image.erofs") and os.listdir(image.path) == []
+        observed = inventory_tree(tree_of(entry, state.parent / "through-the-mount"))
+    else:
+        observed = inventory_tree(image.path)
     assert [(e.path, e.type, e.size, e.sha256) for e in observed.entries] == [(e.path, e.type, e.size, e.sha256) for e in expected.entries]
     assert [e.mode for e in observed.entries] == [e.mode & ~mask for e in expected.entries]
     assert check_image(image) == []
+    if backend == "erofs":
+        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700 and os.listdir(state / "staging") == []
+        return
     # New inodes, never links to the source.
     for rel in ("README", "bin/tool", "big.bin"):
         assert os.stat(Path(image.path) / rel).st_ino != os.stat(src / rel).st_ino

@@ -43,6 +43,11 @@ def rewrite_record(image_dir: Path) -> None:
 def reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
     """The attacker's whole procedure for one file of a stored image: break the seal, change the
     file (keeping its mode), seal it again, refresh the record."""
+    if backend == "erofs":
+        from support.erofs import reseal_erofs
+
+        reseal_erofs(image_dir, rel, data)
+        return
     target = image_dir / "tree" / rel
     mode = target.stat().st_mode & 0o777
     if backend == "immutable":
@@ -60,3 +65,17 @@ def reseal(image_dir: Path, backend: str, rel: str, data: bytes) -> None:
         chattr("+i", image_dir / RECORD_NAME)
     else:
         os.chmod(image_dir / RECORD_NAME, 0o400)
+
+
+def image_bytes(image_path: str | os.PathLike[str], rel: str) -> bytes:
+    """The bytes of ``rel`` in the stored image at ``image_path`` (an erofs image: read through a private mount)."""
+    entry = Path(image_path).parent
+    if not (entry / "image.erofs").exists():
+        return (Path(image_path) / rel).read_bytes()
+    from attest.freeze._erofs import read_through_mount
+
+    fd = os.open(entry / "image.erofs", os.O_RDONLY)
+    try:
+        return read_through_mount(fd, os.fspath(image_path), rel, 1 << 30)
+    finally:
+        os.close(fd)

@@ -361,11 +361,15 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
             difference between the frozen copy and the tree (the inventory and freeze codes).
         InputError: ``NOT_FULL_SHA``, an unknown backend.
         EnvironmentFailure: the backend or staging cannot be established.
+        VerificationError: ``EROFS_UNSUPPORTED`` for the ``erofs`` backend (not wired yet).
     """
     # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder._common import make_staging
     from ...builder._outputs import remove_tree
 
+    if resolve_backend(backend) == "erofs":  # its tree is a mount point: the id recomputation below would read nothing
+        raise VerificationError(FreezeCode.EROFS_UNSUPPORTED, "the review bootstrap cannot freeze the base into an erofs image yet; "
+                                "choose another backend (--backend immutable or $ATTEST_BACKEND)")
     fmt = repo.object_format
     # 1. The commit and its tree, from the object database.
     verify_full_sha(commit, fmt, what="base commit")

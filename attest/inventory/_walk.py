@@ -491,7 +491,7 @@ class _Walk(SplitWalk):
         try:
             child = os.open(name, O_DIR, dir_fd=d.fd)
         except OSError as e:
-            _report_open_error(e, rel, self.report)
+            _report_open_error(e, rel, self.report, d.fd, name)
             return
         try:
             cst = os.fstat(child)
@@ -706,7 +706,24 @@ def _report_kind(kind: Kind, st: os.stat_result, rel: str, report: Report) -> No
         report(InventoryCode.HARDLINK, rel, f"the file has {st.st_nlink} links (another name shares its inode)")
 
 
-def _report_open_error(e: OSError, rel: str, report: Report) -> None:
+def _report_open_error(e: OSError, rel: str, report: Report, dfd: int | None = None, name: str = "") -> None:
+    """The finding for an entry whose open failed; ``dfd`` and ``name`` for a directory's open.
+
+    ``O_DIRECTORY|O_NOFOLLOW`` fails with ``ENOTDIR`` for a symlink and for a FIFO or a file
+    alike: the name's ``lstat`` then tells which it became (a FIFO is SPECIAL_FILE, a file
+    CHANGED_DURING_WALK), so the code is never SYMLINK for an entry that never was one.
+    """
+    if e.errno == errno.ENOTDIR and dfd is not None:
+        try:
+            now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+            return
+        except OSError:
+            now = None
+        if now is not None:
+            _report_drift(Drift.TYPE, now, rel, report)
+            return
     if e.errno in (errno.ELOOP, errno.ENOTDIR):
         report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link while the tree was walked")
     elif e.errno == errno.ENOENT:
@@ -750,7 +767,7 @@ def _open_checked(
     try:
         fd = os.open(name, flags, dir_fd=dfd)
     except OSError as e:
-        _report_open_error(e, rel, report)
+        _report_open_error(e, rel, report, dfd, name)
         return None
     try:
         st = os.fstat(fd)

@@ -556,3 +556,151 @@ def test_a_file_truncated_and_refilled_to_the_same_size_and_mtime_is_a_digest_mi
     f.write_bytes(b"B" * 1000)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert [(x.path, x.code) for x in check_tree(root, expected)] == [("f", InventoryCode.DIGEST_MISMATCH)]
+
+
+# --- An entry that would make an open block ------------------------------------------------------
+
+
+def test_a_file_under_a_write_lease_is_reported_at_once_not_waited_for(tmp_path: Path, walk_mode: str) -> None:
+    """Opening a file another description holds a write lease on waits for the lease break
+    (45 s by default) unless O_NONBLOCK: the walker must neither wait nor skip the file."""
+    import fcntl
+
+    root = tmp_path / "t"
+    root.mkdir()
+    for i in range(20):
+        (root / f"s{i:02}").write_bytes(b"s")
+    (root / "f").write_bytes(b"leased")
+    old = signal.signal(signal.SIGIO, signal.SIG_IGN)  # the lease break signal to the holder
+    fd = os.open(root / "f", os.O_RDWR)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        started = time.monotonic()
+        findings = scan_tree(root).findings
+        assert time.monotonic() - started < 5
+        assert [(f.path, f.code) for f in findings] == [("f", InventoryCode.UNREADABLE_ENTRY)]
+    finally:
+        os.close(fd)
+        signal.signal(signal.SIGIO, old)
+
+
+def test_a_racing_process_at_a_directory_position_never_blocks_or_passes(tmp_path: Path, walk_mode: str) -> None:
+    """``d`` is listed as a directory and then is, at any moment, a FIFO (whose open with
+    O_DIRECTORY must not block), a regular file, or a symlink to an identical copy."""
+    tree = tmp_path / "tree"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "x").write_bytes(b"x")
+    for i in range(40):
+        (tree / f"s{i:02}").write_bytes(b"s")
+    expected = inventory_tree(tree)
+    copy = tmp_path / "copy"
+    shutil.copytree(tree / "d", copy)
+    shutil.rmtree(tree / "d")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    os.mkfifo(stage / "fifo")
+    (stage / "file").write_bytes(b"x")
+    os.symlink(copy, stage / "link")
+    pid = _racer(tree, "d", [stage / "fifo", stage / "file", stage / "link"])
+    try:
+        deadline = time.monotonic() + 3
+        rounds = 0
+        while time.monotonic() < deadline or rounds < 20:
+            rounds += 1
+            started = time.monotonic()
+            findings = check_tree(tree, expected)
+            assert time.monotonic() - started < 10
+            assert findings
+            assert all(f.path is not None and (f.path == "d" or f.path.startswith("d/")) for f in findings), findings
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+# --- Inventory documents a reader must refuse -----------------------------------------------------
+
+_DIGEST = hashlib.sha256(b"").hexdigest()
+
+
+def _file(path: str, **over: object) -> dict[str, object]:
+    e: dict[str, object] = {"digest": {"sha256": _DIGEST}, "mode": 420, "path": path, "size": 0, "type": "file"}
+    e.update(over)
+    return e
+
+
+def _dir(path: str, **over: object) -> dict[str, object]:
+    e: dict[str, object] = {"mode": 493, "path": path, "type": "dir"}
+    e.update(over)
+    return e
+
+
+def _doc(entries: list[dict[str, object]]) -> bytes:
+    import json
+
+    doc = {"entries": entries, "format": "https://attest.dev/inventory/v1", "ignore": [], "name_policy": "strict-v1"}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        pytest.param([_file("a"), _file("a")], id="repeated-path"),
+        pytest.param([_dir("a"), _file("a")], id="same-path-dir-and-file"),
+        pytest.param([_dir("a"), _file("a.b"), _file("a/b")], id="string-order-not-component-order"),
+        pytest.param([_file("a/b")], id="parent-missing"),
+        pytest.param([_file("a"), _file("a/b")], id="parent-is-a-file"),
+        pytest.param([_file("a", size=2**53)], id="size-over-2^53-1"),
+        pytest.param([_file("a", size=True)], id="size-bool"),
+        pytest.param([_file("a", mode=True)], id="mode-bool"),
+        pytest.param([_file("a", mode=0o4755)], id="setuid-mode"),
+        pytest.param([_file("a", size=-1)], id="negative-size"),
+        pytest.param([_file("a", digest={"sha256": _DIGEST.upper()})], id="uppercase-hex"),
+        pytest.param([_file("a", digest={"sha256": _DIGEST, "sha512": _DIGEST})], id="extra-digest"),
+        pytest.param([_dir("a", size=0)], id="dir-with-size"),
+        pytest.param([_file("a", extra=1)], id="unknown-key"),
+        pytest.param([_file("a\u0000b")], id="nul"),
+        pytest.param([_file("./a")], id="dot-component"),
+        pytest.param([_file("a/")], id="trailing-slash"),
+        pytest.param([_file("/a")], id="absolute"),
+        pytest.param([_dir(".GIT"), _file(".GIT/config")], id="dotgit"),
+        pytest.param([_file("a\\b")], id="backslash"),
+        pytest.param([_file("caf\u0065\u200d")], id="zero-width-joiner"),
+    ],
+)
+def test_an_inventory_document_with_a_trick_is_refused(entries: list[dict[str, object]]) -> None:
+    from attest.errors import InputError
+
+    with pytest.raises(InputError):
+        Inventory.from_bytes(_doc(entries))
+
+
+def test_component_order_is_the_one_accepted() -> None:
+    inv = Inventory.from_bytes(_doc([_dir("a"), _file("a/b"), _file("a.b")]))
+    assert [e.path for e in inv.entries] == ["a", "a/b", "a.b"]
+
+
+def test_a_directory_that_becomes_a_fifo_or_a_file_is_never_called_a_symlink(tmp_path: Path, walk_mode: str) -> None:
+    """``O_DIRECTORY|O_NOFOLLOW`` gives ENOTDIR for a FIFO and a file as for a symlink; before
+    the fix every such open was reported SYMLINK ("replaced by a symbolic link") although no
+    symlink ever existed here: a stable reason code that names another cause. A racing
+    process keeps putting a directory, a FIFO and a file at ``d``; no symlink, so no SYMLINK."""
+    tree = tmp_path / "t"
+    tree.mkdir()
+    for i in range(40):
+        (tree / f"s{i:02}").write_bytes(b"")
+    stage = tmp_path / "stage"
+    (stage / "dir").mkdir(parents=True)
+    os.mkfifo(stage / "fifo")
+    (stage / "file").write_bytes(b"")
+    pid = _racer(tree, "d", [stage / "dir", stage / "fifo", stage / "file"])
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            for f in scan_tree(tree).findings:
+                assert f.code != InventoryCode.SYMLINK, f
+                seen.add(f.code)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert InventoryCode.SPECIAL_FILE in seen

@@ -704,3 +704,26 @@ def test_a_directory_that_becomes_a_fifo_or_a_file_is_never_called_a_symlink(tmp
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert InventoryCode.SPECIAL_FILE in seen
+
+
+# --- A finding cap that drops every finding -----------------------------------------------------
+
+
+def test_a_findings_cap_of_zero_cannot_make_a_refused_tree_pass(tmp_path: Path) -> None:
+    """check_tree passes on no findings and the walk keeps at most ``max_findings``: before the
+    fix ``Limits(max_findings=0)`` dropped every refusal, and verify_tree and inventory_tree
+    accepted a tree holding a symlink to /etc/passwd and a FIFO."""
+    from attest.inventory import Limits
+
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "f").write_bytes(b"x")
+    expected = inventory_tree(root)
+    os.symlink("/etc/passwd", root / "evil")
+    os.mkfifo(root / "p")
+    for limits in ({"max_findings": 0}, {"max_findings": -1}, {"max_depth": -1}, {"max_entries": -5}):
+        with pytest.raises((ValueError, VerificationError)):
+            verify_tree(root, expected, limits=Limits(**limits))
+        with pytest.raises((ValueError, VerificationError)):
+            inventory_tree(root, limits=Limits(**limits))
+    assert len(check_tree(root, expected, limits=Limits(max_findings=1))) >= 1

@@ -727,3 +727,45 @@ def test_a_findings_cap_of_zero_cannot_make_a_refused_tree_pass(tmp_path: Path) 
         with pytest.raises((ValueError, VerificationError)):
             inventory_tree(root, limits=Limits(**limits))
     assert len(check_tree(root, expected, limits=Limits(max_findings=1))) >= 1
+
+
+# --- A tampered second walker that repeats a path the parent walked ---------------------------
+
+
+def test_a_child_entry_repeating_a_path_the_parent_found_changed_cannot_hide_the_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent walks the whole tree itself (this child gives no help) and finds ``d0/f1``
+    changed; the child's answer repeats ``d0/f1`` as the expected entry. Before the fix
+    check_tree built its entries by path, the child's copy (appended last) replaced the
+    parent's, and check_tree (the `attest check` path) reported a match."""
+    import marshal
+    import struct
+
+    from attest.errors import AttestError
+    from attest.inventory._fork import _RESULT_MAGIC
+
+    monkeypatch.setattr(_walk, "_FORK_AFTER", 0)
+    root = tmp_path / "t"
+    for i in range(20):
+        (root / f"d{i}").mkdir(parents=True)
+        for j in range(20):
+            (root / f"d{i}" / f"f{j}").write_bytes(b"x" * j)
+    expected = inventory_tree(root)
+    want = expected.by_path()["d0/f1"]
+    (root / "d0" / "f1").write_bytes(b"y")  # same size, other bytes
+
+    def child(walk: object, link: object, shm: object, wfd: int) -> None:
+        columns = ([want.path], [want.mode], [want.size], [want.sha256], [], [])
+        blob = marshal.dumps((1, 1, want.size, columns, [], None, []))
+        data = _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob
+        while data:
+            data = data[os.write(wfd, data) :]
+        os.close(wfd)
+
+    monkeypatch.setattr(_walk, "_child_main", child)
+    try:
+        findings = check_tree(root, expected)
+    except AttestError:
+        return  # refusing the walk is a right answer too
+    assert findings, "the changed file passed because the second walker repeated it"

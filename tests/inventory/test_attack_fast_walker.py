@@ -756,7 +756,7 @@ def test_a_child_entry_repeating_a_path_the_parent_found_changed_cannot_hide_the
     (root / "d0" / "f1").write_bytes(b"y")  # same size, other bytes
 
     def child(walk: object, link: object, shm: object, wfd: int) -> None:
-        columns = ([want.path], [want.mode], [want.size], [want.sha256], [], [])
+        columns: tuple[list[object], ...] = ([want.path], [want.mode], [want.size], [want.sha256], [], [])
         blob = marshal.dumps((1, 1, want.size, columns, [], None, []))
         data = _RESULT_MAGIC + struct.pack("<Q", len(blob)) + blob
         while data:

@@ -238,11 +238,17 @@ class _Walk(SplitWalk):
 
     def listing(self, d: DirRef, prefix: str, depth: int) -> None:
         try:
+            before = os.fstat(d.fd)
             with os.scandir(d.fd) as it:
                 listed = sorted(it, key=_name_of)
+            after = os.fstat(d.fd)
         except OSError as e:
             self.report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
             return
+        if after.st_mtime_ns != before.st_mtime_ns or after.st_ctime_ns != before.st_ctime_ns:
+            # readdir over several calls may miss an entry renamed meanwhile (or list it twice):
+            # a file kept moving would never be seen. A change inside moves the directory's times.
+            self.report(InventoryCode.CHANGED_DURING_WALK, prefix or ".", "the directory changed while it was listed")
         if not listed:
             return
         names = [e.name for e in listed]

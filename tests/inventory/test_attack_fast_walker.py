@@ -817,3 +817,17 @@ def test_a_file_kept_moving_while_its_directory_is_listed_is_never_missed(htree_
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_a_quiet_large_directory_on_disk_verifies_every_time(htree_fs: Path, walk_mode: str) -> None:
+    """The listing's two fstats must not refuse a tree nobody changes: reading a directory
+    moves its atime at most, never its mtime or ctime."""
+    root = htree_fs / "t"
+    (root / "sub").mkdir(parents=True)
+    for i in range(3000):
+        (root / f"f{i:05}").write_bytes(b"%d" % i)
+        (root / "sub" / f"g{i:05}").write_bytes(b"")
+    expected = inventory_tree(root)
+    for _ in range(5):
+        assert verify_tree(root, expected).identity == expected.identity
+        assert check_tree(root, expected) == []

@@ -198,10 +198,15 @@ def good_bytes() -> bytes:
     return b"the expected bytes\n" * 100
 
 
-@pytest.fixture
-def raced(tmp_path: Path, good_bytes: bytes) -> Iterator[tuple[Path, Inventory, list[Path]]]:
+@pytest.fixture(params=["tmpfs", "ext4"])
+def raced(
+    request: pytest.FixtureRequest, tmp_path: Path, good_bytes: bytes
+) -> Iterator[tuple[Path, Inventory, list[Path]]]:
     """A tree whose expected inventory lists ``f`` (a 0644 file of ``good_bytes``) and ``d/x``;
-    the variants are every way of presenting the same bytes that must be refused."""
+    the variants are every way of presenting the same bytes that must be refused. On the
+    suite's tmpfs and on a loop-mounted ext4."""
+    if request.param == "ext4":
+        tmp_path = request.getfixturevalue("htree_fs")
     tree = tmp_path / "tree"
     (tree / "d").mkdir(parents=True)
     (tree / "f").write_bytes(good_bytes)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
-from ..errors import Finding, VerificationError
+from ..errors import CommonCode, EnvironmentFailure, Finding, VerificationError
 from ._codes import InventoryCode
 from ._gc import GcPaused
 from ._model import Entry, EntryType, Inventory
@@ -34,6 +34,10 @@ def diff_entries(expected: Inventory, actual: list[Entry], suppressed: AbstractS
 
 def _diff(want: Mapping[str, Entry], actual: list[Entry], suppressed: AbstractSet[str]) -> list[Finding]:
     have = {e.path: e for e in actual}
+    if len(have) != len(actual):
+        # Never from a walk or an inventory: a later entry of a path would replace an earlier,
+        # differing one (a second walking process's answer repeating a path the first walked).
+        raise EnvironmentFailure(CommonCode.INTERNAL, "the observed entries list a path twice")
     out: list[Finding] = []
     for path, e in want.items():
         got = have.get(path)

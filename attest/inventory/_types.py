@@ -79,6 +79,14 @@ class Limits:
     max_file_size: int = 1 << 40
     max_findings: int = 1000
 
+    def __post_init__(self) -> None:
+        # A walk keeps at most max_findings findings and a check passes on none: a cap of 0
+        # would drop every refusal (a symlink, a FIFO) and let the tree pass.
+        if self.max_findings < 1:
+            raise ValueError(f"max_findings must be at least 1, not {self.max_findings}")
+        if min(self.max_depth, self.max_entries, self.max_file_size) < 0:
+            raise ValueError("the walk's caps must not be negative")
+
 
 DEFAULT_LIMITS = Limits()
 

@@ -238,16 +238,25 @@ class _Walk(SplitWalk):
 
     def listing(self, d: DirRef, prefix: str, depth: int) -> None:
         try:
+            before = os.fstat(d.fd)
             with os.scandir(d.fd) as it:
                 listed = sorted(it, key=_name_of)
+            after = os.fstat(d.fd)
         except OSError as e:
             self.report(InventoryCode.UNREADABLE_ENTRY, prefix or ".", f"cannot list directory: {e.strerror}")
             return
+        if after.st_mtime_ns != before.st_mtime_ns or after.st_ctime_ns != before.st_ctime_ns:
+            # readdir over several calls may miss an entry renamed meanwhile (or list it twice):
+            # a file kept moving would never be seen. A change inside moves the directory's times.
+            self.report(InventoryCode.CHANGED_DURING_WALK, prefix or ".", "the directory changed while it was listed")
         if not listed:
             return
         names = [e.name for e in listed]
         pre = f"{prefix}/" if prefix else ""
-        if plain_names(names) and len(pre) + max(map(len, names)) <= PATH_MAX:
+        # The prefix's length in bytes (a plain name is one byte a character; a prefix of
+        # non-ASCII names is not): characters would let a path over PATH_MAX bytes through.
+        pre_bytes = len(pre) if pre.isascii() else len(pre.encode("utf-8"))
+        if plain_names(names) and pre_bytes + max(map(len, names)) <= PATH_MAX:
             # The common listing: every name plain ASCII, no two colliding, no path too long.
             kept = listed
             rels = [pre + name for name in names] if pre else names
@@ -390,7 +399,7 @@ class _Walk(SplitWalk):
                     if (
                         fst.st_ino != ino or fst.st_dev != dev or fst.st_mode & _TYPE_AND_SPECIAL != _S_IFREG or fst.st_nlink > 1
                     ) and not self.confirm(
-                        dfd, name, fst, _K_FILE, ino, dev, rel
+                        dfd, name, fd, fst, _K_FILE, ino, dev, rel
                     ):
                         continue
                     if fst.st_size > max_size:
@@ -440,17 +449,21 @@ class _Walk(SplitWalk):
         stats[1] += nbytes
         self.count(taken)
 
-    def confirm(self, dfd: int, name: str, opened: os.stat_result, want: Kind, ino: int, dev: int, rel: str) -> bool:
+    def confirm(
+        self, dfd: int, name: str, fd: int, opened: os.stat_result, want: Kind, ino: int, dev: int, rel: str
+    ) -> bool:
         """Whether an entry opened as listed (``want``, inode ``ino`` on device ``dev``) is that entry, and admissible.
 
         The slow path of a listed entry whose ``fstat`` did not match the listing at a glance:
-        on another device (a mount point: the listing gives the inode it covers) the name's
-        ``lstat`` decides as for an unlisted entry; another inode is a swap (rule 3); the same
-        inode with another verdict (a second link, setuid, setgid or sticky bits) is refused
-        as it would have been from an ``lstat``. Every refusal is reported.
+        on another device or another mount (a mount point: the listing gives the inode it
+        covers; a bind mount of the same filesystem keeps the device) the name's ``lstat``
+        decides as for an unlisted entry; another inode is a swap (rule 3); the same inode
+        with another verdict (a second link, setuid, setgid or sticky bits) is refused as it
+        would have been from an ``lstat``. Every refusal is reported. ``fd`` is the opened
+        descriptor, whose ``fstat`` is ``opened``.
         """
         report = self.report
-        if opened.st_dev != dev:
+        if opened.st_dev != dev or (opened.st_ino != ino and _other_mount(fd, dfd)):
             try:
                 listed = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -484,7 +497,7 @@ class _Walk(SplitWalk):
         try:
             child = os.open(name, O_DIR, dir_fd=d.fd)
         except OSError as e:
-            _report_open_error(e, rel, self.report)
+            _report_open_error(e, rel, self.report, d.fd, name)
             return
         try:
             cst = os.fstat(child)
@@ -493,7 +506,7 @@ class _Walk(SplitWalk):
             self.report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
             return
         if (cst.st_ino != ino or cst.st_dev != d.dev or classify(cst) is not _K_DIR) and not self.confirm(
-            d.fd, name, cst, _K_DIR, ino, d.dev, rel
+            d.fd, name, child, cst, _K_DIR, ino, d.dev, rel
         ):
             os.close(child)
             return
@@ -642,6 +655,38 @@ def _scan(
     return result
 
 
+def _mount_id(fd: int) -> int | None:
+    """The id of the mount ``fd`` is on (``mnt_id`` of ``/proc/self/fdinfo``), or None when unknown."""
+    try:
+        info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        text = os.read(info, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(info)
+    for line in text.splitlines():
+        if line.startswith(b"mnt_id:"):
+            try:
+                return int(line[7:])
+            except ValueError:
+                return None
+    return None
+
+
+def _other_mount(fd: int, dfd: int) -> bool:
+    """Whether ``fd`` is on another mount than its directory ``dfd``: a mount point, maybe of the same filesystem.
+
+    Asked only when an opened entry's inode is not the listed one on the listing's device (the
+    listing gives the inode a mount point covers); unknown is no, and the entry then stays a
+    swap (refused).
+    """
+    mine, parent = _mount_id(fd), _mount_id(dfd)
+    return mine is not None and parent is not None and mine != parent
+
+
 # -- what a finding says ----------------------------------------------------------------------
 
 
@@ -667,7 +712,24 @@ def _report_kind(kind: Kind, st: os.stat_result, rel: str, report: Report) -> No
         report(InventoryCode.HARDLINK, rel, f"the file has {st.st_nlink} links (another name shares its inode)")
 
 
-def _report_open_error(e: OSError, rel: str, report: Report) -> None:
+def _report_open_error(e: OSError, rel: str, report: Report, dfd: int | None = None, name: str = "") -> None:
+    """The finding for an entry whose open failed; ``dfd`` and ``name`` for a directory's open.
+
+    ``O_DIRECTORY|O_NOFOLLOW`` fails with ``ENOTDIR`` for a symlink and for a FIFO or a file
+    alike: the name's ``lstat`` then tells which it became (a FIFO is SPECIAL_FILE, a file
+    CHANGED_DURING_WALK), so the code is never SYMLINK for an entry that never was one.
+    """
+    if e.errno == errno.ENOTDIR and dfd is not None:
+        try:
+            now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+            return
+        except OSError:
+            now = None
+        if now is not None:
+            _report_drift(Drift.TYPE, now, rel, report)
+            return
     if e.errno in (errno.ELOOP, errno.ENOTDIR):
         report(InventoryCode.SYMLINK, rel, "the entry was replaced by a symbolic link while the tree was walked")
     elif e.errno == errno.ENOENT:
@@ -711,7 +773,7 @@ def _open_checked(
     try:
         fd = os.open(name, flags, dir_fd=dfd)
     except OSError as e:
-        _report_open_error(e, rel, report)
+        _report_open_error(e, rel, report, dfd, name)
         return None
     try:
         st = os.fstat(fd)

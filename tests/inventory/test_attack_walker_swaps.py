@@ -273,7 +273,9 @@ def test_a_listing_is_trusted_only_when_its_first_inode_agrees_with_lstat(
     _after_lstat(monkeypatch, swapped, mutate)
     r = scan_tree(root)
     if swapped == "a":
-        assert r.findings == []
+        # The proxy swaps inside the listing call: the directory's times moved while it was
+        # listed, which the walker reports on the directory (and on nothing else).
+        assert [(f.path, f.code) for f in r.findings] in ([], [(".", InventoryCode.CHANGED_DURING_WALK)])
         assert {e.path: e.sha256 for e in r.entries}["a"] == hashlib.sha256(b"new\n").hexdigest()
     else:
         assert _codes(r, "b") == {InventoryCode.CHANGED_DURING_WALK}

@@ -92,6 +92,12 @@ _TYPE_AND_SPECIAL = stat.S_IFMT(0o177777) | stat.S_ISUID | stat.S_ISGID | stat.S
 _NAME_CACHE_MAX = 1 << 16
 
 
+class _Unlisted(Enum):
+    """What ``open_unlisted`` answers besides an opened file or None."""
+
+    NOT_TAKEN = "not the walk's: excluded, or gone or unreadable (reported)"
+    OVER_BUDGET = "the walk's entry cap is reached (the walk is halted)"
+
 class _Unseen(Enum):
     UNSEEN = 0
 
@@ -311,143 +317,162 @@ class _Walk(SplitWalk):
         return kept, rels
 
     def slice(self, d: DirRef, prefix: str, depth: int, items: list[ListedName], buf: bytearray, stats: list[int]) -> None:
+        """Walk one slice of a listing: enter each directory, open and hash each file, refuse the rest (rule 3)."""
         dfd = d.fd
         dev = d.dev
         spec = self.spec
-        limits = self.limits
-        max_size = limits.max_file_size
+        max_size = self.limits.max_file_size
         report = self.report
-        append = self.entries.append
-        want = self.want.get if self.want is not None else None
-        matched = self.matched.append
         open_ = os.open
         fstat = os.fstat
-        lstat = os.stat
         close = os.close
         counter = self.counter
         handoff = HANDOFF if self.workers > 1 else _NEVER
+        append = self.entries.append
+        want = self.want.get if self.want is not None else None
+        matched = self.matched.append
         nfiles = nbytes = 0
-        budget = limits.max_entries - self.peer_count()  # the whole walk's cap, over both processes
+        budget = self.limits.max_entries - self.peer_count()  # the whole walk's cap, over both processes
         taken = 0
         for name, rel, kind, ino in items:
             if self.halted:
                 break
-            if kind == LISTED_FILE:
+            if kind == LISTED_DIR:
+                if spec is not None and spec.match_file(rel + "/"):
+                    continue
+                taken += 1
+                if next(counter) > budget:
+                    self.too_many(rel)
+                    break
+                self.enter_listed(d, name, ino, rel, depth + 1)
+                continue
+            if kind != LISTED_FILE:
+                opened = self.open_unlisted(dfd, name, rel, depth, budget)
+                if opened is _Unlisted.NOT_TAKEN:
+                    continue
+                taken += 1
+                if opened is _Unlisted.OVER_BUDGET:
+                    break
+                if opened is None:
+                    continue
+                fd, fst = opened
+            else:
                 # Listed as a regular file: opened without an lstat first, and confirmed from
                 # fstat against the listed inode (rule 3).
                 if spec is not None and spec.match_file(rel):
                     continue
                 taken += 1
                 if next(counter) > budget:
-                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
-                    self.halt()
+                    self.too_many(rel)
                     break
                 try:
                     fd = open_(name, O_FILE, dir_fd=dfd)
                 except OSError as e:
                     _report_open_error(e, rel, report)
                     continue
-            elif kind == LISTED_DIR:
-                if spec is not None and spec.match_file(rel + "/"):
-                    continue
-                taken += 1
-                if next(counter) > budget:
-                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
-                    self.halt()
-                    break
-                self.enter_listed(d, name, ino, rel, depth + 1)
-                continue
-            else:
-                try:
-                    st = lstat(name, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
-                    continue
-                except OSError as e:
-                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
-                    continue
-                if spec is not None and spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
-                    continue
-                taken += 1
-                if next(counter) > budget:
-                    report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {limits.max_entries} entries")
-                    self.halt()
-                    break
-                listed_kind = classify(st)
-                if listed_kind is _K_DIR:
-                    self.enter(dfd, name, st, rel, depth + 1)
-                    continue
-                if listed_kind is not _K_FILE:
-                    _report_kind(listed_kind, st, rel, report)
-                    continue
-                if st.st_size > max_size:
-                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
-                    continue
-                try:
-                    fd = open_(name, O_FILE, dir_fd=dfd)
-                except OSError as e:
-                    _report_open_error(e, rel, report)
-                    continue
-            try:
                 try:
                     fst = fstat(fd)
                 except OSError as e:
+                    close(fd)
                     report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
                     continue
-                if kind == LISTED_FILE:
-                    # classify(fst) is Kind.FILE, inlined: a regular file, no special bits, one link.
-                    if (
-                        fst.st_ino != ino or fst.st_dev != dev or fst.st_mode & _TYPE_AND_SPECIAL != _S_IFREG or fst.st_nlink > 1
-                    ) and not self.confirm(
-                        dfd, name, fd, fst, _K_FILE, ino, dev, rel
-                    ):
-                        continue
-                    if fst.st_size > max_size:
-                        report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {fst.st_size} bytes; the limit is {max_size}")
-                        continue
-                else:
-                    moved = drift(st, fst)
-                    if moved is not None:
-                        _report_drift(moved, fst, rel, report)
-                        continue
-                    if fst.st_size > max_size:
-                        report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
-                        continue
-                size = fst.st_size
-                if size >= handoff and self.handoffs < MAX_HANDOFFS:
-                    self.push([(BIG, fd, rel, fst)])
-                    fd = -1
-                    continue
-                # hash_file, inlined: most files of a tree are small and this is per file.
-                try:
-                    digest, got = hash_fd(fd, size, buf)
-                    after = fstat(fd)
-                except OSError as e:
-                    report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")
-                    continue
+                # classify(fst) is Kind.FILE, inlined: a regular file, no special bits, one link.
                 if (
-                    got != size
-                    or after.st_ino != fst.st_ino
-                    or after.st_dev != fst.st_dev
-                    or after.st_size != size
-                    or after.st_mtime_ns != fst.st_mtime_ns
-                    or after.st_ctime_ns != fst.st_ctime_ns
-                ):
-                    report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
-                    continue
-                mode = _S_IMODE(fst.st_mode)
-                if want is not None and want(rel) == (mode, got, digest):
-                    matched(rel)
-                else:
-                    append(Entry(rel, _FILE, mode, got, digest))
-                nfiles += 1
-                nbytes += got
-            finally:
-                if fd >= 0:
+                    fst.st_ino != ino or fst.st_dev != dev or fst.st_mode & _TYPE_AND_SPECIAL != _S_IFREG or fst.st_nlink > 1
+                ) and not self.confirm(dfd, name, fd, fst, _K_FILE, ino, dev, rel):
                     close(fd)
+                    continue
+                if fst.st_size > max_size:
+                    close(fd)
+                    report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {fst.st_size} bytes; the limit is {max_size}")
+                    continue
+            size = fst.st_size
+            if size >= handoff and self.handoffs < MAX_HANDOFFS:
+                self.push([(BIG, fd, rel, fst)])
+                continue
+            try:  # hash_file, inlined: most files of a tree are small and this is per file
+                digest, got = hash_fd(fd, size, buf)
+                after = fstat(fd)
+            except OSError as e:
+                report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot read: {e.strerror}")
+                continue
+            finally:
+                close(fd)
+            if (got != size or after.st_ino != fst.st_ino or after.st_dev != fst.st_dev or after.st_size != size
+                    or after.st_mtime_ns != fst.st_mtime_ns or after.st_ctime_ns != fst.st_ctime_ns):
+                report(InventoryCode.CHANGED_DURING_WALK, rel, "the file changed while it was hashed")
+                continue
+            mode = _S_IMODE(fst.st_mode)
+            if want is not None and want(rel) == (mode, got, digest):
+                matched(rel)
+            else:
+                append(Entry(rel, _FILE, mode, got, digest))
+            nfiles += 1
+            nbytes += got
         stats[0] += nfiles
         stats[1] += nbytes
         self.count(taken)
+
+    def too_many(self, rel: str) -> None:
+        """Refuse the walk at ``rel``: the tree has more entries than the cap (both processes counted)."""
+        self.report(InventoryCode.TOO_MANY_ENTRIES, rel, f"the tree has more than {self.limits.max_entries} entries")
+        self.halt()
+
+    def open_unlisted(
+        self, dfd: int, name: str, rel: str, depth: int, budget: int
+    ) -> tuple[int, os.stat_result] | _Unlisted | None:
+        """An entry the listing did not classify (no ``d_type``, a symlink, a special file), decided from its ``lstat``.
+
+        ``NOT_TAKEN`` when it is not the walk's (excluded, or gone or unreadable: reported);
+        ``OVER_BUDGET`` when the walk's entry cap is reached (the walk is halted); None for a
+        directory (entered) or a refused entry (reported); ``(fd, fstat)`` for a regular file,
+        opened and checked against the ``lstat``.
+        """
+        report = self.report
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            report(InventoryCode.CHANGED_DURING_WALK, rel, "the entry vanished while the tree was walked")
+            return _Unlisted.NOT_TAKEN
+        except OSError as e:
+            report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+            return _Unlisted.NOT_TAKEN
+        if self.spec is not None and self.spec.match_file(rel + "/" if stat.S_ISDIR(st.st_mode) else rel):
+            return _Unlisted.NOT_TAKEN
+        if next(self.counter) > budget:
+            self.too_many(rel)
+            return _Unlisted.OVER_BUDGET
+        listed_kind = classify(st)
+        if listed_kind is _K_DIR:
+            self.enter(dfd, name, st, rel, depth + 1)
+            return None
+        if listed_kind is not _K_FILE:
+            _report_kind(listed_kind, st, rel, report)
+            return None
+        max_size = self.limits.max_file_size
+        if st.st_size > max_size:
+            report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
+            return None
+        try:
+            fd = os.open(name, O_FILE, dir_fd=dfd)
+        except OSError as e:
+            _report_open_error(e, rel, report)
+            return None
+        try:
+            fst = os.fstat(fd)
+        except OSError as e:
+            os.close(fd)
+            report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
+            return None
+        moved = drift(st, fst)
+        if moved is None and fst.st_size <= max_size:
+            return fd, fst
+        os.close(fd)
+        if moved is not None:
+            _report_drift(moved, fst, rel, report)
+        else:
+            report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
+        return None
 
     def confirm(
         self, dfd: int, name: str, fd: int, opened: os.stat_result, want: Kind, ino: int, dev: int, rel: str

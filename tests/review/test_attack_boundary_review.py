@@ -49,11 +49,12 @@ printf '{"complete": false, "limitations": [], "findings": []}'
 """
 
 # The caller: an operator's shell that runs `attest review exec` and then reads its next command line from
-# the terminal (as an interactive shell does), with a timeout so a safe reviewer just ends the test.
+# the terminal (as an interactive shell does), with a timeout so a safe reviewer just ends the test (typed keys are
+# queued before attest returns: 2 s is ample).
 _OPERATOR = r"""
 "$@" > "$ATK_OUT" 2> "$ATK_ERR"
 echo "attest exited $?" >> "$ATK_ERR"
-if read -r -t 15 line; then eval "$line"; fi
+if read -r -t 2 line; then eval "$line"; fi
 """
 
 

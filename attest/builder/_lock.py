@@ -157,6 +157,7 @@ def _pylock_package(raw: Shape, where: str) -> LockedPackage:
         sha = w.with_error(_refuse(BuildCode.LOCK_UNHASHED, where, name)).nested("hashes").string(
             "sha256", pattern=_HEX64, expected="64 lowercase hex digits")
         url, path, filename = w.get("url"), w.get("path"), w.get("name")
+        w.check(url is not None or path is not None, "a url or a path (PEP 751: one is required)", "url")
         if filename is None:
             source = url if isinstance(url, str) else path if isinstance(path, str) else ""
             filename = source.rsplit("/", 1)[-1]

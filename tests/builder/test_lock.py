@@ -35,6 +35,8 @@ def test_pylock_ok() -> None:
         (pylock(pkg='name = "foo"\n'), BuildCode.LOCK_NOT_PINNED),
         (pylock(wheels=WHEEL.replace("foo-1.0-py3-none-any.whl\"\nurl", "foo-1.0.tar.gz\"\nurl")), BuildCode.LOCK_NOT_WHEEL),
         (pylock(wheels=WHEEL.replace("https://", "http://")), BuildCode.BAD_LOCK),
+        # PEP 751: a wheel's url is required if its path is not, and the other way round
+        (pylock(wheels=WHEEL.replace('url = "https://x.invalid/foo-1.0-py3-none-any.whl"\n', "")), BuildCode.BAD_LOCK),
         (pylock() + b"[[packages]]\nname = \"Foo\"\nversion = \"1.0\"\n" + WHEEL.encode(), BuildCode.LOCK_DUPLICATE),
     ],
 )

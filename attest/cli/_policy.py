@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -22,7 +24,8 @@ def generate(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
     """Render every enabled output and the pr-review Skill; write them, then the lock. Removes only pristine stale outputs."""
     from ..policy import generate_policy
 
-    report = generate_policy(root)
+    with _root_hint():
+        report = generate_policy(root)
     if json_mode:
         print_json(report.to_json())
         return
@@ -38,12 +41,28 @@ def check(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
     """Exit 0 only if config, lock, inputs and every generated output reproduce byte for byte."""
     from ..policy import check_policy
 
-    report = check_policy(root)
+    with _root_hint():
+        report = check_policy(root)
     if json_mode:
         print_json(report.to_json())
         return
     print(f"OK: {report.to_json()['root']}: {len(report.inputs)} inputs and {len(report.outputs)} outputs reproduce byte for byte "
           f"(toolchain {report.lock.toolchain.revision})")
+
+
+@contextmanager
+def _root_hint() -> Iterator[None]:
+    """A missing ``.agent-policy.yml`` says how to point the command at the repository (the library knows no options)."""
+    from ..errors import InputError
+    from ..policy import PolicyCode
+
+    try:
+        yield
+    except InputError as e:
+        if e.code != PolicyCode.CONFIG_MISSING:
+            raise
+        raise InputError(e.code, f"{e.detail}: run it in the repository's root, or name the root with --root DIR "
+                                 "(docs/formats.md shows a whole .agent-policy.yml)", e.path) from None
 
 
 __all__ = ["register"]

@@ -177,6 +177,13 @@ def test_a_missing_config_is_exit_2(tmp_path: Path, cli: Any) -> None:
     assert rc == 2 and out["errors"][0]["code"] == "CONFIG_MISSING"
 
 
+@pytest.mark.parametrize("command", ["check", "generate"])
+def test_a_missing_config_says_how_to_name_the_root(tmp_path: Path, cli: Any, command: str) -> None:
+    rc, out = cli("policy", command, "--root", str(tmp_path), "--json")
+    assert rc == 2 and out["errors"][0]["code"] == "CONFIG_MISSING"
+    assert f"at the root {tmp_path}: run it in the repository's root, or name the root with --root DIR" in out["errors"][0]["detail"]
+
+
 def test_a_symlinked_config_fails(repo: Any) -> None:
     repo.write("real.yml", repo.read(".agent-policy.yml"))
     _replace(repo, ".agent-policy.yml", lambda p: p.symlink_to("real.yml"))

@@ -33,9 +33,9 @@ import shutil
 import stat
 import struct
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from .._safefs import FS_IMMUTABLE_FL, O_NEW, clear_immutable, get_flags, set_flags
 from ..errors import EnvironmentFailure, InputError
@@ -48,12 +48,20 @@ _AT_SYMLINK_NOFOLLOW = 0x100
 _STATX_BASIC_STATS = 0x7FF
 STATX_ATTR_IMMUTABLE = 0x10
 _STATX = struct.Struct("=IIQIIIHHQQQQ16x16x16x16xIIII")  # up to stx_dev_minor; the rest is padding
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _statx_fn: Any = _libc.statx
-    _statx_fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
-except (OSError, AttributeError):  # no glibc statx wrapper: callers fall back to open + ioctl
-    _statx_fn = None
+#: statx(dirfd, pathname, flags, mask, statxbuf) -> 0 or -1, as the C library's wrapper is called here.
+_StatxFn = Callable[[int, bytes, int, int, ctypes.Array[ctypes.c_char]], int]
+
+
+def _load_statx() -> _StatxFn | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).statx
+    except (OSError, AttributeError):  # no glibc statx wrapper: callers fall back to open + ioctl
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
+    return fn
+
+
+_statx_fn = _load_statx()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +113,7 @@ class StatxReader:
         return _statx_fn is not None
 
     def read(self, dir_fd: int, name: bytes) -> tuple[int, int, int, int, int] | None:
-        if self._fn(dir_fd, name, _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, self._buf) != 0:
+        if self._fn is None or self._fn(dir_fd, name, _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, self._buf) != 0:
             return None
         attrs, mode, ino, amask, csec, cnsec = self._unpack(self._buf)
         return attrs, amask, mode, ino, csec * 1_000_000_000 + cnsec

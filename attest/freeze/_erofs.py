@@ -38,7 +38,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE, O_NEW
@@ -70,7 +70,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _DIGITS = re.compile(r"(0|[1-9][0-9]{0,19})\Z")
 
 try:
-    _libc: Any = ctypes.CDLL(None, use_errno=True)
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
 except OSError:  # pragma: no cover - no C library: the backend is unavailable
     _libc = None
 

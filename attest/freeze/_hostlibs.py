@@ -25,11 +25,14 @@ import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._digest import sha256_of
 from ..errors import Finding
 from ._codes import FreezeCode
+
+if TYPE_CHECKING:  # for annotations only: _image imports much of the package
+    from ._image import Image
 
 #: The runtime's own description of itself, at the image's root (written by the runtime builder).
 RUNTIME_MANIFEST = "attest-runtime.json"
@@ -46,7 +49,7 @@ class HostLibrary:
     sha256: str
 
 
-def parse_host_libraries(doc: Any) -> tuple[tuple[HostLibrary, ...], str | None]:
+def parse_host_libraries(doc: object) -> tuple[tuple[HostLibrary, ...], str | None]:
     """The ``image.host_libraries`` of a runtime manifest, or why it is not the documented shape (pure).
 
     Each entry is ``{"path": ABSOLUTE-NORMAL-PATH, "sha256": HEX}``, no other key, no path twice.
@@ -163,7 +166,7 @@ def _digest(path: str) -> str:
         os.close(fd)
 
 
-def declared_host_libraries(image: Any) -> tuple[HostLibrary, ...] | Finding:
+def declared_host_libraries(image: Image) -> tuple[HostLibrary, ...] | Finding:
     """The host libraries ``image`` (a verified :class:`~attest.freeze.Image`) declares, read from its frozen manifest.
 
     An image without ``attest-runtime.json`` at its root declares none. The file is read without
@@ -218,7 +221,7 @@ def declared_host_libraries(image: Any) -> tuple[HostLibrary, ...] | Finding:
     return bad(f"is not the documented shape: {problem}") if problem is not None else libs
 
 
-def verify_host_libraries(image: Any) -> list[Finding]:
+def verify_host_libraries(image: Image) -> list[Finding]:
     """Hash every host library ``image`` declares and compare (see the module's docstring).
 
     Raises:

@@ -21,7 +21,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from .._json import canonical_bytes, loads_strict
 from .._safefs import Drift, UnsafeEntry, open_listed_at
@@ -55,6 +55,15 @@ class Sealed:
 
 #: The value of :attr:`Image.verified` on an image that verified for this use.
 VERIFIED = object()
+
+
+class ImageJson(TypedDict):
+    """What :meth:`Image.to_json` gives (``attest freeze --json``): where the image is, what it holds, how sealed."""
+
+    image: str
+    identity: str
+    backend: str
+    reused: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +116,7 @@ class Image:
             doc["erofs"] = self.erofs.to_json()
         return canonical_bytes(doc)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ImageJson:
         return {"image": self.path, "identity": self.identity, "backend": self.backend, "reused": self.reused}
 
 

@@ -54,7 +54,6 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._safefs import O_DIR, O_NEW, Drift, Kind, UnsafeEntry, classify, open_listed_at, open_regular_at
 from ..errors import EnvironmentFailure, Finding
@@ -69,21 +68,37 @@ _SYNC_FILE_RANGE_WRITE = 2
 # Python 3.11 has neither os.sync_file_range nor os.syncfs: call the C library's (ctypes
 # releases the GIL). Without them the seal writes each file back by itself, only later.
 try:
-    _libc: Any = ctypes.CDLL(None, use_errno=True)
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
 except OSError:
     _libc = None
-try:
-    _sync_file_range: Any = _libc.sync_file_range
-    _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    _sync_file_range.restype = ctypes.c_int
-except AttributeError:
-    _sync_file_range = None
-try:
-    _syncfs: Any = _libc.syncfs
-    _syncfs.argtypes = (ctypes.c_int,)
-    _syncfs.restype = ctypes.c_int
-except AttributeError:
-    _syncfs = None
+
+
+def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """sync_file_range(fd, offset, nbytes, flags) -> 0 or -1, or None without one."""
+    try:
+        fn = _libc.sync_file_range if _libc is not None else None
+    except AttributeError:
+        return None
+    if fn is not None:
+        fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+        fn.restype = ctypes.c_int
+    return fn
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """syncfs(fd) -> 0 or -1, or None without one."""
+    try:
+        fn = _libc.syncfs if _libc is not None else None
+    except AttributeError:
+        return None
+    if fn is not None:
+        fn.argtypes = (ctypes.c_int,)
+        fn.restype = ctypes.c_int
+    return fn
+
+
+_sync_file_range = _load_sync_file_range()
+_syncfs = _load_syncfs()
 _PATH_OF = operator.attrgetter("path")
 # Filesystems whose copy_file_range never shares extents (no reflink support).
 _NO_REFLINK = frozenset({"ext2", "ext3", "ext4", "tmpfs", "ramfs"})

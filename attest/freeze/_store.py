@@ -39,14 +39,14 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from .._fdio import write_all
 from .._safefs import O_DIR, O_FILE, O_NEW, O_OWN
 from ..errors import AttestError, CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from ..inventory import Inventory, verify_tree
 from ..inventory._names import sort_key
-from ._backends import ErofsBackend, get_backend, resolve_backend
+from ._backends import Backend, ErofsBackend, get_backend, resolve_backend
 from ._codes import FreezeCode
 from ._erofs_image import freeze_erofs, verify_erofs
 from ._image import INVENTORY_NAME, MAX_RECORD_BYTES, RECORD_NAME, TREE_NAME, VERIFIED, Image, check_image, image_from_record
@@ -326,6 +326,28 @@ class Store:
         return GcResult(tuple(removed), tuple(kept), dry_run, tuple(broken), tuple(staging))
 
 
+class StoreEntryJson(TypedDict):
+    """What :meth:`StoreEntry.to_json` gives (one image of ``store ls --json``)."""
+
+    identity: str
+    image: str
+    backend: str | None
+    created: int | None
+    last_used: int | None
+    holds: bool | None  # None unless the listing checked it
+    problems: list[dict[str, object]]
+
+
+class GcResultJson(TypedDict):
+    """What :meth:`GcResult.to_json` gives (``store gc --json``)."""
+
+    removed: list[str]
+    kept: list[str]
+    staging: list[str]
+    dry_run: bool
+    broken: list[dict[str, object]]
+
+
 @dataclass(frozen=True, slots=True)
 class StoreEntry:
     """One line of ``store ls``: an image, its seal, its last use, and its problems if checked.
@@ -342,7 +364,7 @@ class StoreEntry:
     problems: tuple[Finding, ...] = ()
     checked: bool = False  # whether this listing verified it (``--check``): "holds" is unknown otherwise
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StoreEntryJson:
         return {
             "identity": self.identity,
             "image": self.path,
@@ -368,7 +390,7 @@ class GcResult:
     broken: tuple[Finding, ...] = ()  # kept (pinned) images that no longer hold or are absent; what could not be removed
     staging: tuple[str, ...] = ()  # paths of the staging interrupted freezes, runs and builds left, removed (dry: to remove)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> GcResultJson:
         return {"removed": list(self.removed), "kept": list(self.kept), "staging": list(self.staging), "dry_run": self.dry_run,
                 "broken": [f.to_json() for f in self.broken]}
 
@@ -570,7 +592,7 @@ def _try_reuse(at: _OpenStore, expected: Inventory, backend: str) -> Image | Non
     return None
 
 
-def _freeze_tree_into(wrap_fd: int, wrap_path: str, *, source: str | os.PathLike[str], expected: Inventory, seal_with: Any,
+def _freeze_tree_into(wrap_fd: int, wrap_path: str, *, source: str | os.PathLike[str], expected: Inventory, seal_with: Backend,
                       created: int, progress: Progress | None, workers: int) -> Image:
     """(1)-(3) for a backend that seals the tree itself: the unpublished, verified image in staging."""
     # (1)+(2) Private materialization; every inode sealed once copied, all sealed on return.
@@ -600,7 +622,7 @@ def _freeze_into(
     *,
     source: str | os.PathLike[str],
     expected: Inventory,
-    seal_with: Any,
+    seal_with: Backend,
     progress: Progress | None,
     workers: int,
 ) -> Image:

@@ -394,7 +394,7 @@ HOSTILE = [
      b'lock-version = "1.0"\n[[packages]]\nname = "a"\nversion = "' + _HUGE + b'"\n', {"LOCK_NOT_PINNED"}),
     ("pylock wheel of a 5000-digit version", "pylock.toml",
      b'lock-version = "1.0"\n[[packages]]\nname = "a"\nversion = "1"\n[[packages.wheels]]\nname = "a-' + _HUGE
-     + b'-py3-none-any.whl"\nhashes = {sha256 = "' + _HEX64.encode() + b'"}\n', {"LOCK_NOT_WHEEL"}),
+     + b'-py3-none-any.whl"\nurl = "https://x.invalid/a.whl"\nhashes = {sha256 = "' + _HEX64.encode() + b'"}\n', {"LOCK_NOT_WHEEL"}),
     ("requirements 5000-digit version", "requirements lock", b"a==" + _HUGE + b" --hash=sha256:" + _HEX64.encode() + b"\n",
      {"LOCK_NOT_PINNED"}),
     ("recipe 5000-digit integer", "recipe", b"schema = " + _HUGE + b"\n", {"BAD_RECIPE"}),

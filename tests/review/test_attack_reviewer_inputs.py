@@ -230,7 +230,20 @@ class _Listener:
         self.sock.bind(addr)
         self.sock.listen(8)
         self.hits = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop listening for good. A close alone would not: the thread blocked in accept() keeps the socket
+        listening on its port until a connection comes, and that can be a later test's client (a flaky
+        `BadStatusLine: HOST-SECRET` in another file run by the same worker)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (EINVAL) and ends the listening
+        except OSError:
+            pass
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the listener's thread did not stop"
+        self.sock.close()
 
     def _serve(self) -> None:
         while True:
@@ -262,7 +275,7 @@ def test_loopback_reaches_no_host_service(dep: Any, arepo: Repo, tmp_path: Path)
                                                       str(tcp6.sock.getsockname()[1]), name])
     finally:
         for x in (tcp4, tcp6, unix):
-            x.sock.close()
+            x.close()
     seen = limitations(out)
     run = json.loads((dep.state / "results" / f"{review}.json").read_bytes())
     assert run["confinement"]["network"] == "loopback"

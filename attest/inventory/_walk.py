@@ -98,6 +98,7 @@ class _Unlisted(Enum):
     NOT_TAKEN = "not the walk's: excluded, or gone or unreadable (reported)"
     OVER_BUDGET = "the walk's entry cap is reached (the walk is halted)"
 
+
 class _Unseen(Enum):
     UNSEEN = 0
 

@@ -367,16 +367,21 @@ def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """
     fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
-        chunks: list[bytes] = []
-        total = 0
-        while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks)
+        return read_regular_fd(fd, max_bytes, os.fspath(path))
     finally:
         os.close(fd)
+
+
+def read_regular_fd(fd: int, max_bytes: int, where: str | None = None) -> bytes:
+    """At most ``max_bytes + 1`` bytes of the open regular file ``fd`` (``OSError`` ``EINVAL`` for anything else)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", where)
+    chunks: list[bytes] = []
+    total = 0
+    while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def get_flags(fd: int) -> int:

@@ -36,12 +36,13 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 from .._fdio import write_all
-from .._safefs import O_DIR, O_FILE, O_NEW
+from .._safefs import O_DIR, O_FILE, O_NEW, read_regular_fd
 from ..errors import EnvironmentFailure, Finding, VerificationError
 from ._codes import FreezeCode
 
@@ -236,29 +237,19 @@ def gate(mkfs: str, scratch_fd: int, scratch_path: str) -> _Gated:
     if known is not None:
         return known
     version = mkfs_version(mkfs)
-    from ._state import random_name, remove_tree  # the state layer imports the backends
-
-    name = random_name(".attest-erofs-gate")
-    os.mkdir(name, 0o700, dir_fd=scratch_fd)
-    try:
-        wfd = os.open(name, O_DIR, dir_fd=scratch_fd)
+    with _scratch(scratch_fd, ".attest-erofs-gate") as (wfd, name):
+        os.mkdir("tree", 0o700, dir_fd=wfd)
+        tfd = os.open("tree", O_DIR, dir_fd=wfd)
         try:
-            os.mkdir("tree", 0o700, dir_fd=wfd)
-            tfd = os.open("tree", O_DIR, dir_fd=wfd)
-            try:
-                write_gate_tree(tfd)
-            finally:
-                os.close(tfd)
-            build_image(mkfs, f"{scratch_path}/{name}/gate.img", f"{scratch_path}/{name}/tree")
-            ifd = os.open("gate.img", O_FILE, dir_fd=wfd)
-            try:
-                data = b"".join(iter(lambda: os.read(ifd, 1 << 20), b""))
-            finally:
-                os.close(ifd)
+            write_gate_tree(tfd)
         finally:
-            os.close(wfd)
-    finally:
-        remove_tree(scratch_fd, name)
+            os.close(tfd)
+        build_image(mkfs, f"{scratch_path}/{name}/gate.img", f"{scratch_path}/{name}/tree")
+        ifd = os.open("gate.img", O_FILE, dir_fd=wfd)
+        try:
+            data = b"".join(iter(lambda: os.read(ifd, 1 << 20), b""))
+        finally:
+            os.close(ifd)
     digest = hashlib.sha256(data).hexdigest()
     if digest != GATE_SHA256:
         raise EnvironmentFailure(
@@ -455,36 +446,44 @@ def probe_mount(scratch_fd: int, scratch_path: str, image: bytes) -> None:
     with _LOCK:
         if dev in _MOUNTABLE:
             return
-    from ._state import random_name, remove_tree
-
-    name = random_name(".attest-erofs-probe")
-    os.mkdir(name, 0o700, dir_fd=scratch_fd)
-    try:
-        wfd = os.open(name, O_DIR, dir_fd=scratch_fd)
+    with _scratch(scratch_fd, ".attest-erofs-probe") as (wfd, name):
+        os.mkdir("mnt", 0o700, dir_fd=wfd)
+        fd = os.open("probe.img", O_NEW, 0o400, dir_fd=wfd)
         try:
-            os.mkdir("mnt", 0o700, dir_fd=wfd)
-            fd = os.open("probe.img", O_NEW, 0o400, dir_fd=wfd)
-            try:
-                write_all(fd, image)
-            finally:
-                os.close(fd)
-            ifd = os.open("probe.img", O_FILE, dir_fd=wfd)
-            try:
-                readme = in_mount(ifd, f"{scratch_path}/{name}/mnt", lambda root: _read_small(root, "README"))  # as exec mounts
-                if readme == GATE_TREE[0][2]:
-                    readme = in_own_mount(ifd, lambda root: _read_small(root, "README"))  # as every check reads
-            except OSError as e:  # the gate's image, which this mkfs.erofs built: the kernel, not the image, is at fault
-                raise _unavailable(f"a trial mount of the gate image fails: {e.strerror}") from e
-            finally:
-                os.close(ifd)
+            write_all(fd, image)
         finally:
-            os.close(wfd)
-    finally:
-        remove_tree(scratch_fd, name)
+            os.close(fd)
+        ifd = os.open("probe.img", O_FILE, dir_fd=wfd)
+        try:
+            readme = in_mount(ifd, f"{scratch_path}/{name}/mnt", lambda root: _read_small(root, "README"))  # as exec mounts
+            if readme == GATE_TREE[0][2]:
+                readme = in_own_mount(ifd, lambda root: _read_small(root, "README"))  # as every check reads
+        except OSError as e:  # the gate's image, which this mkfs.erofs built: the kernel, not the image, is at fault
+            raise _unavailable(f"a trial mount of the gate image fails: {e.strerror}") from e
+        finally:
+            os.close(ifd)
     if readme != GATE_TREE[0][2]:
         raise _unavailable("a trial mount of the gate image does not read back its bytes")
     with _LOCK:
         _MOUNTABLE.add(dev)
+
+
+
+@contextmanager
+def _scratch(scratch_fd: int, prefix: str) -> Iterator[tuple[int, str]]:
+    """A fresh private directory under ``scratch_fd``: ``(its descriptor, its name)``; removed with its contents after."""
+    from ._state import random_name, remove_tree  # the state layer imports the backends
+
+    name = random_name(prefix)
+    os.mkdir(name, 0o700, dir_fd=scratch_fd)
+    try:
+        wfd = os.open(name, O_DIR, dir_fd=scratch_fd)
+        try:
+            yield wfd, name
+        finally:
+            os.close(wfd)
+    finally:
+        remove_tree(scratch_fd, name)
 
 
 def _read_small(root: str, name: str) -> bytes:
@@ -606,14 +605,7 @@ def read_through_mount(image_fd: int, target: str, path: str, max_bytes: int) ->
         finally:
             os.close(fd)
         try:
-            if not stat.S_ISREG(os.fstat(ffd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")
-            chunks: list[bytes] = []
-            total = 0
-            while total <= max_bytes and (chunk := os.read(ffd, min(1 << 20, max_bytes + 1 - total))):
-                chunks.append(chunk)
-                total += len(chunk)
-            return b"".join(chunks)
+            return read_regular_fd(ffd, max_bytes)
         finally:
             os.close(ffd)
 

@@ -454,26 +454,12 @@ class _Walk(SplitWalk):
         if st.st_size > max_size:
             report(InventoryCode.FILE_TOO_LARGE, rel, f"the file is {st.st_size} bytes; the limit is {max_size}")
             return None
-        try:
-            fd = os.open(name, O_FILE, dir_fd=dfd)
-        except OSError as e:
-            _report_open_error(e, rel, report)
-            return None
-        try:
-            fst = os.fstat(fd)
-        except OSError as e:
-            os.close(fd)
-            report(InventoryCode.UNREADABLE_ENTRY, rel, f"cannot stat: {e.strerror}")
-            return None
-        moved = drift(st, fst)
-        if moved is None and fst.st_size <= max_size:
-            return fd, fst
-        os.close(fd)
-        if moved is not None:
-            _report_drift(moved, fst, rel, report)
-        else:
+        opened = _open_checked(dfd, name, O_FILE, st, rel, report)
+        if opened is not None and opened[1].st_size > max_size:
+            os.close(opened[0])
             report(InventoryCode.FILE_TOO_LARGE, rel, f"the file grew past {max_size} bytes")
-        return None
+            return None
+        return opened
 
     def confirm(
         self, dfd: int, name: str, fd: int, opened: os.stat_result, want: Kind, ino: int, dev: int, rel: str

@@ -584,10 +584,10 @@ def superblock_problem(image_fd: int) -> str | None:
     return None
 
 
-def read_through_mount(image_fd: int, target: str, path: str, max_bytes: int) -> bytes:
+def read_through_mount(image_fd: int, path: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (a file of the image, '/'-separated) read through a private mount, at most ``max_bytes + 1``.
 
-    The mount is :func:`in_own_mount`'s (``target`` is not used: no path leads to it).
+    The mount is :func:`in_own_mount`'s: attached nowhere, so no path leads to it.
 
     Raises:
         OSError: a component or the file cannot be opened (no link is followed) or read.

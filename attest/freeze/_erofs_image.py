@@ -290,7 +290,7 @@ def read_image_file(image: Image, path: str, max_bytes: int) -> bytes:
         problem = superblock_problem(fd)
         if problem is not None:
             raise VerificationError(FreezeCode.IMAGE_CHANGED, problem, image.entry_path)
-        return read_through_mount(fd, image.path, path, max_bytes)
+        return read_through_mount(fd, path, max_bytes)
     except OSError as e:
         raise VerificationError(FreezeCode.IMAGE_CHANGED, f"cannot read it through the image's mount: {e.strerror}", path) from e
     finally:

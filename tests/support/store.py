@@ -76,6 +76,6 @@ def image_bytes(image_path: str | os.PathLike[str], rel: str) -> bytes:
 
     fd = os.open(entry / "image.erofs", os.O_RDONLY)
     try:
-        return read_through_mount(fd, os.fspath(image_path), rel, 1 << 30)
+        return read_through_mount(fd, rel, 1 << 30)
     finally:
         os.close(fd)

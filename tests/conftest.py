@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from support import collected
 from support.caps import HAS_IMMUTABLE
+from support.project_runtime import ProjectRuntime, project_runtime, unseal_shared
 from support.tmpfs import release_private_tmpfs, use_private_tmpfs
 from support.trees import make_tree
 
@@ -24,6 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
+        unseal_shared(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
         release_private_tmpfs()
 
 
@@ -38,6 +40,12 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 # chosen explicitly the way such a user would ($ATTEST_BACKEND), never by a fallback in attest.
 if not HAS_IMMUTABLE:
     os.environ.setdefault("ATTEST_BACKEND", "readonly")
+
+
+@pytest.fixture(scope="session")
+def shared_project_runtime(tmp_path_factory: pytest.TempPathFactory) -> ProjectRuntime:
+    """This checkout's runtime at HEAD, built once per session for all workers (tests/support/project_runtime.py)."""
+    return project_runtime(tmp_path_factory)
 
 
 @pytest.fixture

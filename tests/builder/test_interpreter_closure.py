@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from support.build import registry_reachable
 from support.gitrepo import git
+from support.project_runtime import project_runtime
 
 from attest.builder._elf import ElfError, SearchPath, origin_relative, read_elf, rewrite_search_path, search_path_problem
 from attest.freeze import Store
@@ -170,7 +171,6 @@ class Built:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
     from attest.git import GitRepo
     from attest.policy import generate_policy
     from attest.review.bootstrap import snapshot_base
@@ -178,12 +178,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     if not registry_reachable():
         pytest.skip("the package registry is unreachable")
     tmp = tmp_path_factory.mktemp("closure")
-    recipe = load_recipe(ROOT / "builders" / "runtime.toml")
-    cache = tmp / "cache"
-    fetch(load_lock(recipe.lock_path), cache, lock_path=recipe.lock_path)
-    sha = git(ROOT, "rev-parse", "HEAD")
-    state = tmp / "state"
-    result = build_runtime(recipe, sha, str(state), str(cache), Sandbox.establish(allow_unisolated_network=False))
+    shared = project_runtime(tmp_path_factory)  # the session's one build of HEAD (support.project_runtime), verified and reused
+    result = shared.build()
+    sha, state = shared.sha, shared.state
     consumer = tmp / "consumer"
     consumer.mkdir()
     git(consumer, "init", "-q")

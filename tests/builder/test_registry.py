@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from support.build import registry_reachable
+from support.project_runtime import project_runtime
 
-from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
+from attest.builder import Sandbox, fetch, load_lock, load_recipe
 from attest.builder._rebuild import rebuild_check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,15 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.registry
 @pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable")
-def test_project_runtime_from_its_own_lock(tmp_path: Path) -> None:
+def test_project_runtime_from_its_own_lock(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     recipe = load_recipe(ROOT / "builders" / "runtime.toml")
     cache = tmp_path / "cache"
     first = fetch(load_lock(recipe.lock_path), cache, lock_path=recipe.lock_path)
     assert first.network_used and len(first.fetched) == len(load_lock(recipe.lock_path).packages)
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    sandbox = Sandbox.establish(allow_unisolated_network=False)
-    state = tmp_path / "state"
-    result = build_runtime(recipe, sha, str(state), str(cache), sandbox)
+    # The session's one build of HEAD (support.project_runtime), verified and reused; the rebuild check below builds
+    # again, from the wheels just fetched, and must reproduce it.
+    shared = project_runtime(tmp_path_factory)
+    sha, state, sandbox = shared.sha, shared.state, Sandbox.establish(allow_unisolated_network=False)
+    result = shared.build(sandbox)
     assert {d["name"] for d in result.details["distributions"]} >= {"attest", "sigstore", "typer"}
     out = subprocess.run([Path(result.store_path) / "bin" / "attest", "--help"], capture_output=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})

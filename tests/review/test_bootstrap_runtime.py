@@ -7,32 +7,26 @@ the same :class:`PolicyCheckRunner` interface (tests/review/test_bootstrap.py).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from support.build import registry_reachable
+from support.caps import BACKEND
 from support.gitrepo import git
+from support.project_runtime import ProjectRuntime
 
-from attest.builder import Sandbox, build_runtime, fetch, load_lock, load_recipe
 from attest.freeze import Store
 from attest.policy import generate_policy
 from attest.review.bootstrap import ImageCheckRunner, RuntimeImage, decide_check, read_authority, snapshot_base
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.registry
 @pytest.mark.skipif(not registry_reachable(), reason="the package registry is unreachable")
-def test_the_managed_check_runs_from_the_runtime_image(tmp_path: Path) -> None:
+def test_the_managed_check_runs_from_the_runtime_image(shared_project_runtime: ProjectRuntime, tmp_path: Path) -> None:
     from attest.git import GitRepo
 
-    recipe = load_recipe(ROOT / "builders" / "runtime.toml")
-    cache = tmp_path / "cache"
-    fetch(load_lock(recipe.lock_path), cache, lock_path=recipe.lock_path)
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    state = tmp_path / "state"
-    built = build_runtime(recipe, sha, str(state), str(cache), Sandbox.establish(allow_unisolated_network=False))
+    built = shared_project_runtime.build()  # the session's one build of HEAD, verified and reused
+    sha, state = shared_project_runtime.sha, shared_project_runtime.state
     consumer = tmp_path / "consumer"
     consumer.mkdir()
     git(consumer, "init", "-q")
@@ -46,7 +40,7 @@ def test_the_managed_check_runs_from_the_runtime_image(tmp_path: Path) -> None:
     git(consumer, "add", "-A")
     git(consumer, "commit", "-qm", "base")
     with GitRepo.open(consumer) as repo:
-        base = snapshot_base(repo, git(consumer, "rev-parse", "HEAD"), str(state), backend="readonly")
+        base = snapshot_base(repo, git(consumer, "rev-parse", "HEAD"), str(state), backend=BACKEND)
     authority = read_authority(base)
     image = Store(state).get(built.inventory.identity)
     runtime = RuntimeImage(built.name, image, "", "", ())

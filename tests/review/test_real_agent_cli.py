@@ -34,16 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import CodexUnavailable, cache_root, fetch_codex, review_script
+from support.agent_cli import CodexUnavailable, fetch_codex, review_script
 from support.caps import BACKEND
 from support.deployment import DEPLOY_ROLES, RELEASE_ROLES
 from support.fake_model import parse_request_lines
 from support.gitrepo import git
+from support.project_runtime import project_runtime
 from test_bootstrap import Consumer, config_text, identity_file, make_consumer
 
 from attest.attestation import CLOSED_TREE_PREDICATE, generate_key, load_policy, load_signer, verify_attestation_file
 from attest.builder._sandbox import loopback_tool
-from attest.errors import EnvironmentFailure
 from attest.review.procedure import REVIEW_RECORD_PREDICATE
 
 pytestmark = [
@@ -99,19 +99,16 @@ def _unmake(path: Path) -> None:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealDeployment]:
     """A deployment of this checkout's HEAD: the real runtime (with bin/attest) and skill, promoted, one installation."""
-    from attest.builder import RuntimeRecipe, Sandbox, SkillRecipe, fetch, install_skill, load_lock, load_recipe
+    from attest.builder import Sandbox, SkillRecipe, install_skill, load_recipe
     from attest.builder._promote import promote
 
     tmp = tmp_path_factory.mktemp("real-agent")
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    recipe, skill_recipe = load_recipe(ROOT / "builders" / "runtime.toml"), load_recipe(ROOT / "builders" / "skill.toml")
-    assert isinstance(recipe, RuntimeRecipe) and isinstance(skill_recipe, SkillRecipe)
-    cache = cache_root() / "wheels"  # content-addressed; every file re-hashed against the lock
-    try:
-        fetch(load_lock(recipe.lock_path), cache, lock_path=recipe.lock_path)
-        sandbox = Sandbox.establish(allow_unisolated_network=False)
-    except EnvironmentFailure as e:
-        pytest.skip(f"the project's runtime cannot be built here: {e}")
+    # The session's one build of HEAD's runtime (support.project_runtime): the promotion below finds it in the shared
+    # state, verifies and reuses it, then builds the skill and rebuild-checks both as every promotion does.
+    shared = project_runtime(tmp_path_factory)
+    sha, recipe, skill_recipe = shared.sha, shared.recipe, load_recipe(ROOT / "builders" / "skill.toml")
+    assert isinstance(skill_recipe, SkillRecipe)
+    sandbox = Sandbox.establish(allow_unisolated_network=False)
     keys = tmp / "keys"
     keys.mkdir()
     for name in ("release", "deploy"):
@@ -120,10 +117,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealDeploym
     release_policy.write_text(f'threshold = 1\n[[signers]]\nkind = "key"\npublic_key = "{keys / "release.pub.pem"}"\n')
     deploy = tmp / "deploy"
     deploy.mkdir()
-    pins, state = deploy / "pins.toml", tmp / "state"
+    pins, state = deploy / "pins.toml", shared.state
     promote(toolchain_rev=sha, pins_path=str(pins), signer=load_signer(str(keys / "release.pem")),
             policy_path=str(release_policy), runtime_recipe=recipe, skill_recipe=skill_recipe, state=str(state),
-            cache=str(cache), sandbox=sandbox, freeze_backend=BACKEND,
+            cache=str(shared.cache), sandbox=sandbox, freeze_backend=BACKEND,
             unsafe_without_rebuilders=True)  # one builder, as test_bootstrap's dep (test_release_promotion.py: k of n)
     trust = _trust(deploy / "trust.toml", keys / "deploy.pub.pem", keys / "release.pub.pem")
     (tmp / "skills").mkdir()

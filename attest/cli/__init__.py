@@ -7,11 +7,21 @@ the user for any input.
 
 from __future__ import annotations
 
+import os
 import sys
+
+from .. import __version__
 
 TYPE_CHECKING = False  # not typing's: `attest --help` does not import typing
 if TYPE_CHECKING:
     import typer
+
+# The console script's first module: until it knows the command line it imports only what the interpreter's own
+# start-up has loaded (sys, os, the attest package). `attest --version` then needs ._streams alone, `attest --help`
+# ._streams and ._fasthelp (typer's help, cached), a command typer and one command module; every other import here
+# is `# lazy` so that no path loads more than that: typer and the app cost 100-250 ms, signal and threading each
+# ~9 ms on an interpreter whose site imported nothing else (python -S -X importtime). tests/cli/test_fasthelp.py
+# checks that the help path imports neither typer nor typing.
 
 __all__ = ["COMMAND_MODULES", "build_app", "main"]
 
@@ -24,9 +34,9 @@ _APP: typer.Typer | None = None
 
 def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     """A new app with every command of ``modules`` registered once."""
-    import importlib
+    import importlib  # lazy
 
-    from ._app import new_app
+    from ._app import new_app  # lazy
 
     app = new_app()
     for module in modules:
@@ -51,7 +61,7 @@ def _console_app(args: list[str]) -> typer.Typer | None:
     """
     if not args or args[0].startswith("-"):
         return None
-    from ._fasthelp import command_module
+    from ._fasthelp import command_module  # lazy
 
     module = command_module(args[0])
     return build_app((module,)) if module is not None else None
@@ -62,8 +72,8 @@ def _on_interrupt(came: list[bool]) -> object:
 
     Only in the main thread with Python's own handler in place (elsewhere nothing is noted, and None returned).
     """
-    import signal
-    import threading
+    import signal  # lazy
+    import threading  # lazy
 
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return None
@@ -77,9 +87,7 @@ def _on_interrupt(came: list[bool]) -> object:
 
 def _interrupted() -> int:
     """Say that the command was interrupted and what of its staging was cleaned (or is left, and how to remove it); 130."""
-    import os
-
-    from ..builder import INTERRUPTED_STAGING
+    from ..builder import INTERRUPTED_STAGING  # lazy: attest.builder, +0.3 s
 
     lines = ["attest: interrupted (SIGINT) before it finished"]
     for path, left in INTERRUPTED_STAGING:
@@ -95,11 +103,11 @@ def _interrupted() -> int:
 
 def _fast_answer(words: list[str]) -> int | None:
     """The console script's ``--help`` and ``--version``, without importing typer; None when it is neither."""
-    from ._streams import stdout_failure, write_stdout
+    from ._streams import stdout_failure, write_stdout  # lazy
 
     if words[-1:] in (["--help"], ["-h"]):
         # typer's own help bytes, cached (._fasthelp).
-        from ._fasthelp import cached_help
+        from ._fasthelp import cached_help  # lazy
 
         text = cached_help(words)
         if text is None:
@@ -107,8 +115,6 @@ def _fast_answer(words: list[str]) -> int | None:
         data = text.encode("utf-8", "surrogateescape")
     elif words == ["--version"]:
         # The same line the app's --version prints; it needs neither typer nor the app.
-        from .. import __version__
-
         data = f"attest {__version__}\n".encode()
     else:
         return None
@@ -121,8 +127,8 @@ def _fast_answer(words: list[str]) -> int | None:
 
 def _usage_error(e: Exception, args: list[str], json_mode: bool) -> int:
     """A usage error: as typer renders it, and under ``--json`` as the error document too."""
-    from ._app import render_error
-    from ._streams import stdout_failure
+    from ._app import render_error  # lazy
+    from ._streams import stdout_failure  # lazy
 
     show = getattr(e, "show", None)
     if show is not None:
@@ -130,7 +136,7 @@ def _usage_error(e: Exception, args: list[str], json_mode: bool) -> int:
     else:
         sys.stderr.write(f"attest: error: {e}\n")
     if json_mode:
-        from ..errors import CommonCode, InputError
+        from ..errors import CommonCode, InputError  # lazy
 
         message = getattr(e, "format_message", None)
         try:
@@ -142,18 +148,18 @@ def _usage_error(e: Exception, args: list[str], json_mode: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable
+    from ._streams import StdoutError, standard_streams, stdout_failure, stdout_unwritable  # lazy
 
     if argv is None:
         standard_streams()  # a closed descriptor: reserved, and the stream fails when written
         fast = _fast_answer(sys.argv[1:])
         if fast is not None:
             return fast
-    import typer
-    from typer.exceptions import TyperException
+    import typer  # lazy
+    from typer.exceptions import TyperException  # lazy
 
-    from ..errors import AttestError
-    from ._app import line_buffered, render_error
+    from ..errors import AttestError, CommonCode, InputError  # lazy
+    from ._app import error_text, line_buffered, render_error  # lazy
 
     line_buffered()
     args = list(sys.argv[1:] if argv is None else argv)
@@ -168,15 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             render_error(err, json_mode)
         except OSError as e:
-            from ._app import error_text
-
             sys.stderr.write(error_text(err))
             stdout_failure(e)
         return err.exit_code
 
     def internal(e: BaseException) -> int:
-        from ..errors import CommonCode, InputError
-
         render(InputError(CommonCode.INTERNAL, f"unexpected {type(e).__name__}: {e}"))
         return 2
 
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return internal(e)
     finally:
         if previous is not None:
-            import signal
+            import signal  # lazy
 
             signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]
     # click returns the code of a typer.Exit in non-standalone mode; commands return None.

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,11 +17,19 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import typer
 from typer.core import TyperCommand
 
-from ..errors import AttestError, Finding
+from .. import __version__
+from .._json import loads_strict
+from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
+from ._streams import write_stdout
 
 if TYPE_CHECKING:
     # typer vendors click (pinned in pyproject.toml); its classes are named here for annotations only.
     from typer._click import Context, HelpFormatter, Parameter
+
+# Lazy imports here (each `# lazy`): every command module imports this one, so its top-level imports are part of
+# building the app. rich (+51 ms) only draws progress on a terminal; attest._fs (its tempfile, +3 ms),
+# attest.git (+36 ms), attest.builder (+0.3 s) and attest.review.bootstrap (+0.29 s) are needed only by the
+# commands that call the helpers below (-X importtime after build_app(), median of 5).
 
 #: The version of the ``--json`` conventions (docs/json.md): every object a command prints carries
 #: it as ``"schema"``. Renaming or removing a key, or changing its meaning, increments it; adding a
@@ -109,8 +120,6 @@ def new_group(name: str, help: str) -> Typer:
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
-
         print(f"attest {__version__}")
         raise typer.Exit(0)
 
@@ -154,7 +163,6 @@ def print_json(obj: Mapping[str, object]) -> None:
     """Print a command's ``--json`` object, with ``"schema"`` (:data:`JSON_SCHEMA`)."""
     if obj.get("schema", JSON_SCHEMA) != JSON_SCHEMA:
         raise ValueError(f"a --json object names another schema: {obj['schema']!r}")
-    from ._streams import write_stdout
 
     # Valid UTF-8 always: a name that is not UTF-8 (decoded with surrogateescape) becomes a \\uDCxx
     # escape, never a raw byte that makes the whole line unparseable (or a UnicodeEncodeError).
@@ -218,8 +226,8 @@ def progress_bar(label: str, json_mode: bool) -> Iterator[Callable[[int, int], N
     if json_mode or not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.console import Console  # lazy
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # lazy
 
     # On stderr, the terminal it checked: rich's default console is stdout, where a piped
     # `attest inventory --digest` got the bar's closing newline ahead of the identity.
@@ -248,8 +256,8 @@ def working(label: str, json_mode: bool, *, every: float = 10.0) -> Iterator[Non
     if not sys.stderr.isatty():
         yield from _progress_lines(label, every)
         return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.console import Console  # lazy
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # lazy
 
     with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
         bar.add_task(label)
@@ -257,9 +265,6 @@ def working(label: str, json_mode: bool, *, every: float = 10.0) -> Iterator[Non
 
 
 def _progress_lines(label: str, every: float) -> Iterator[None]:
-    import threading
-    import time
-
     started = time.monotonic()
     stop = threading.Event()
 
@@ -320,8 +325,8 @@ def state_to_write(given: str | os.PathLike[str] | None) -> str:
     Raises:
         InputError: ``UNREADABLE`` for a path that names no directory a state could be (a file, an empty name).
     """
-    from .._fs import check_directory_path
-    from ..builder import default_state
+    from .._fs import check_directory_path  # lazy
+    from ..builder import default_state  # lazy
 
     state = os.fspath(given) if given is not None else default_state()
     check_directory_path(state, what="--state-dir")
@@ -343,8 +348,6 @@ def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str, decides
         InputError: ``UNREADABLE`` when the directory does not exist.
         VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``: a default state inside a git work tree.
     """
-    from ..errors import CommonCode, InputError
-
     state = state_to_write(given)
     if decides_review and given is None and not os.environ.get("ATTEST_STATE_DIR"):
         _default_state_outside_work_trees(state)
@@ -356,9 +359,8 @@ def state_to_read(given: str | os.PathLike[str] | None, *, made_by: str, decides
 
 
 def _default_state_outside_work_trees(state: str) -> None:
-    from ..errors import VerificationError
-    from ..git import enclosing_work_tree
-    from ..review.bootstrap import BootstrapCode
+    from ..git import enclosing_work_tree  # lazy
+    from ..review.bootstrap import BootstrapCode  # lazy
 
     tree = enclosing_work_tree(state)
     if tree is not None:
@@ -376,8 +378,8 @@ def state_outside_repository(state: str, repo: str | os.PathLike[str]) -> None:
     Raises:
         VerificationError: ``BOOTSTRAP_INPUT_IN_TREE``.
     """
-    from ..git import repository_locations
-    from ..review.bootstrap import verify_inputs_outside
+    from ..git import repository_locations  # lazy
+    from ..review.bootstrap import verify_inputs_outside  # lazy
 
     where = os.path.abspath(state)
     while not os.path.lexists(where) and os.path.dirname(where) != where:
@@ -388,8 +390,7 @@ def state_outside_repository(state: str, repo: str | os.PathLike[str]) -> None:
 
 def existing_directory(path: str | os.PathLike[str], *, what: str = "--state-dir") -> None:
     """Refuse, as bad usage, a directory option naming state the command reads but never creates."""
-    from .._fs import check_directory_path
-    from ..errors import CommonCode, InputError
+    from .._fs import check_directory_path  # lazy
 
     check_directory_path(path, what=what)
     if not os.path.isdir(path):
@@ -411,10 +412,6 @@ def checked_output(value: _OutputPath) -> _OutputPath:
     Raises:
         InputError: ``BAD_OUTPUT_PATH``.
     """
-    import stat
-
-    from ..errors import CommonCode, InputError
-
     if value is None:
         return value
     path = os.fspath(value)
@@ -435,8 +432,6 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 def digest_option(value: str | None, *, what: str) -> str | None:
     """A ``sha256:<64 lowercase hex>`` option value, or bad usage (a pin that can match nothing is a mistake)."""
-    from ..errors import CommonCode, InputError
-
     if value is not None and not _DIGEST.fullmatch(value):
         raise InputError(CommonCode.USAGE, f"{what} takes sha256:<64 lowercase hex>", value)
     return value
@@ -448,7 +443,6 @@ def json_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> No
     Only the outer document: its content is then verified by the library from its own read,
     so a signed but malformed payload inside stays a verification failure (exit 1).
     """
-    from .._fs import read_bounded
-    from .._json import loads_strict
+    from .._fs import read_bounded  # lazy
 
     loads_strict(read_bounded(path, what=what, max_bytes=max_bytes), what=what, max_bytes=max_bytes)

@@ -81,7 +81,7 @@ def wrap(
     """Turn the model's raw output into the exact-head review JSON; exit 1 after a diagnostic review."""
     # lazy: attest._fs, +5 ms, and attest.review.evidence, +80-100 ms, to building the whole app (-X importtime)
     from .._fs import write_atomic
-    from ..review.evidence import MAX_OUTPUT_BYTES, EvidenceCode, wrap_failure, wrap_output
+    from ..review.evidence import MAX_OUTPUT_BYTES, EvidenceCode, wrap_failure, wrap_output  # lazy
 
     try:
         if input_path is None:

@@ -22,9 +22,13 @@ console script builds an app of that module only instead of all of them.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import zlib
+from importlib.machinery import PathFinder
+
+from . import COMMAND_MODULES, build_app, main
 
 TYPE_CHECKING = False  # not typing's: the help path does not import typing (about 5 ms)
 if TYPE_CHECKING:
@@ -55,8 +59,6 @@ def _columns() -> int:
 
 def _typer_init() -> str | None:
     """The path of typer's ``__init__.py``, found on ``sys.path`` without importing typer."""
-    from importlib.machinery import PathFinder
-
     spec = PathFinder.find_spec("typer")
     return spec.origin if spec is not None and spec.origin else None
 
@@ -88,6 +90,7 @@ def cached_help(args: Sequence[str]) -> str | None:
     if not args or args[-1] not in _HELP_FLAGS:
         return None
     try:
+        # lazy: the generated cache may be missing (typer answers then), and docs/gen_cli.py imports this module to write it
         from . import _helptext
     except ImportError:
         return None
@@ -102,7 +105,7 @@ def cached_help(args: Sequence[str]) -> str | None:
 def command_module(name: str) -> str | None:
     """The command module that registers the top-level command ``name``, while the cache is current."""
     try:
-        from . import _helptext
+        from . import _helptext  # lazy: as in cached_help
     except ImportError:
         return None
     module = _helptext.MODULES.get(name)
@@ -116,9 +119,7 @@ def command_module(name: str) -> str | None:
 
 def command_modules() -> dict[str, str]:
     """Each top-level command (or group) name and the one command module that registers it."""
-    import typer
-
-    from . import COMMAND_MODULES, build_app
+    import typer  # lazy: typer (100-250 ms) only renders the cache, which exists so that the help path never imports it
 
     owner: dict[str, str] = {}
     for module in COMMAND_MODULES:
@@ -133,13 +134,10 @@ def command_modules() -> dict[str, str]:
 
 def render_all() -> dict[tuple[str, ...], str]:
     """Every command path's ``--help`` output, as typer prints it at :data:`RENDER_COLUMNS` columns."""
-    import contextlib
-    import io
+    import contextlib  # lazy: ~8 ms where site loaded nothing else (python -S -X importtime); only rendering needs it
 
-    import typer
-    from typer.core import TyperGroup
-
-    from . import build_app, main
+    import typer  # lazy: as in command_modules
+    from typer.core import TyperGroup  # lazy: as in command_modules
 
     root = typer.main.get_command(build_app())
     ctx_cls = type(root.make_context("attest", ["--help"], resilient_parsing=True))

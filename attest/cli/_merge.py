@@ -122,7 +122,7 @@ def merge(
 def _platform(github: str, pr: int, token_env: Optional[str], api_url: Optional[str]) -> GitHubPlatform:
     # lazy: +0.3 and +0.7 s to the whole app (see above)
     from ..review.bootstrap import GitHubIdentity, host_adapter
-    from ..review.platform import GitHubPlatform
+    from ..review.platform import GitHubPlatform  # lazy
 
     host = host_adapter(identity=None, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     assert isinstance(host, GitHubIdentity)  # --github given, so the adapter is GitHub's
@@ -136,9 +136,9 @@ def _run_gate(*, record: Path, policy: Path, ci: list[Path], require_check: list
     """The gate's decision (and its posted status): the one call of merge_gate_check for check and merge."""
     # lazy: +0.16 to +0.8 s to the whole app (see above); review.evidence adds nothing to review.merge's
     from ..attestation import load_policy
-    from ..review.bootstrap import BootstrapCode, host_adapter
-    from ..review.evidence import DEFAULT_API_URL, DEFAULT_JOB, DEFAULT_WORKFLOW, GitHubClient, HttpLimits, TrustConfig
-    from ..review.merge import github_trusted_producer, merge_gate_check
+    from ..review.bootstrap import BootstrapCode, host_adapter  # lazy
+    from ..review.evidence import DEFAULT_API_URL, DEFAULT_JOB, DEFAULT_WORKFLOW, GitHubClient, HttpLimits, TrustConfig  # lazy
+    from ..review.merge import github_trusted_producer, merge_gate_check  # lazy
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     state = state_to_read(state_dir, made_by="`attest review start` and `attest review serialize`", decides_review=True)  # before any host request
@@ -216,7 +216,7 @@ def ci_result(
     """Sign one CI check's result for an exact head and base, for `attest merge-gate check --ci`."""
     # lazy: +0.16 and +0.8 s to the whole app (see above)
     from ..attestation import load_signer
-    from ..review.merge import ci_result_predicate, sign_ci_result
+    from ..review.merge import ci_result_predicate, sign_ci_result  # lazy
 
     predicate = ci_result_predicate(repository_id=repository_id, full_name=full_name, head=head, base=base, check=check_name,
                                     conclusion=conclusion, run=run)

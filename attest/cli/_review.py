@@ -74,8 +74,8 @@ def start_review(
     """Verify the handoff and the host's identities, the merge base and changed surface; bind and retain the projections."""
     # lazy: +0.16 to +0.8 s to the whole app (see above)
     from ..attestation import load_policy
-    from ..review.bootstrap import host_adapter
-    from ..review.procedure import review_start
+    from ..review.bootstrap import host_adapter  # lazy
+    from ..review.procedure import review_start  # lazy
 
     host = host_adapter(identity=identity, github=github, pr=pr, token_env=token_env, api_url=api_url, environ=os.environ)
     state_outside_repository(state_to_write(state_dir), repo)
@@ -165,8 +165,8 @@ def exec_review(
     """Verify the handoff, run the reviewer confined, from its frozen images only, and keep its provider-neutral result."""
     # lazy: +80 ms to +0.8 s to the whole app (see above)
     from ..attestation import load_policy
-    from ..review.handoff import run_review_step
-    from ..review.procedure import run_review
+    from ..review.handoff import run_review_step  # lazy
+    from ..review.procedure import run_review  # lazy
 
     state = state_to_read(state_dir, made_by="`attest bootstrap`", decides_review=True)
     passed, setting = parse_env_options(env)
@@ -214,8 +214,8 @@ def serialize_review(
     """Recheck, then turn the review's result into a GitHub review payload and a signed review record for the exact head."""
     # lazy: +0.16 and +0.8 s to the whole app (see above); review.handoff adds nothing to review.procedure's
     from ..attestation import load_signer
-    from ..review.handoff import HandoffCode
-    from ..review.procedure import serialize_review as serialize
+    from ..review.handoff import HandoffCode  # lazy
+    from ..review.procedure import serialize_review as serialize  # lazy
 
     done = serialize(state_dir=state_to_read(state_dir, made_by="`attest review start`", decides_review=True), review=review, result=result, out=out, signer=load_signer(str(key)), record=record,
                      token_env=token_env, environ=os.environ)

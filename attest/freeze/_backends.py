@@ -39,6 +39,7 @@ from typing import ClassVar, Protocol
 
 from .._safefs import FS_IMMUTABLE_FL, O_NEW, clear_immutable, get_flags, set_flags
 from ..errors import EnvironmentFailure, InputError
+from . import _erofs
 from ._codes import FreezeCode
 
 _WRITE_BITS = 0o222
@@ -350,8 +351,6 @@ class ErofsBackend(ImmutableBackend):
         self.mkfs = mkfs if mkfs is not None else (system_tool("mkfs.erofs") or "mkfs.erofs")
 
     def probe(self, scratch_fd: int, scratch_path: str) -> None:
-        from . import _erofs
-
         super().probe(scratch_fd, scratch_path)
         if not os.path.isabs(self.mkfs):
             raise _unavailable(self.name, f"no mkfs.erofs in {TOOL_PATH}; install erofs-utils")

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .._fdio import write_all
-from .._safefs import O_DIR, O_FILE, O_NEW, read_regular_fd
+from .._safefs import FS_IMMUTABLE_FL, O_DIR, O_FILE, O_NEW, get_flags, read_regular_fd
 from ..errors import EnvironmentFailure, Finding, VerificationError
 from ._codes import FreezeCode
+from ._state import random_name, remove_tree
 
 T = TypeVar("T")
 
@@ -472,8 +473,6 @@ def probe_mount(scratch_fd: int, scratch_path: str, image: bytes) -> None:
 @contextmanager
 def _scratch(scratch_fd: int, prefix: str) -> Iterator[tuple[int, str]]:
     """A fresh private directory under ``scratch_fd``: ``(its descriptor, its name)``; removed with its contents after."""
-    from ._state import random_name, remove_tree  # the state layer imports the backends
-
     name = random_name(prefix)
     os.mkdir(name, 0o700, dir_fd=scratch_fd)
     try:
@@ -507,8 +506,6 @@ def image_file_problems(entry_fd: int, rec: ErofsRecord, where: str, *, flags: b
     Raises:
         Nothing: the problems are returned (``IMAGE_CHANGED``, ``IMAGE_NOT_IMMUTABLE``).
     """
-    from .._safefs import FS_IMMUTABLE_FL, get_flags
-
     try:
         fd = os.open(IMAGE_NAME, O_FILE, dir_fd=entry_fd)
     except OSError as e:

@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._digest import sha256_of
-from ..errors import Finding
+from .._json import loads_strict
+from .._safefs import O_FILE
+from ..errors import AttestError, Finding
 from ._codes import FreezeCode
+from ._erofs_image import read_image_file
 
 if TYPE_CHECKING:  # for annotations only: _image imports much of the package
     from ._image import Image
@@ -176,9 +179,6 @@ def declared_host_libraries(image: Image) -> tuple[HostLibrary, ...] | Finding:
         Nothing: a manifest that cannot be read, is not the inventory's, or is malformed is a
         returned ``HOST_LIBRARY_CHANGED`` finding.
     """
-    from .._json import loads_strict
-    from ..errors import AttestError
-
     inventory = getattr(image, "inventory", None)
     entry = next((e for e in inventory.entries if e.path == RUNTIME_MANIFEST), None) if inventory is not None else None
     if entry is None:
@@ -188,11 +188,7 @@ def declared_host_libraries(image: Image) -> tuple[HostLibrary, ...] | Finding:
     def bad(detail: str) -> Finding:
         return Finding(FreezeCode.HOST_LIBRARY_CHANGED, path, f"the runtime manifest {detail}; its host libraries cannot be checked")
 
-    from .._safefs import O_FILE
-
     if getattr(image, "erofs", None) is not None:  # read through a private mount of the (checked) image file
-        from ._erofs_image import read_image_file
-
         try:
             data = read_image_file(image, RUNTIME_MANIFEST, MAX_MANIFEST_BYTES)
         except AttestError as e:

@@ -49,6 +49,7 @@ import errno
 import operator
 import os
 import queue
+import resource
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -224,8 +225,6 @@ def _umask() -> int:
 def _default_open_dirs() -> int:
     """Copied directories wait, open, for the sealing pass: at most 128 of them, and never
     more than an eighth of the descriptors this process may open (each holds two)."""
-    import resource
-
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return 128 if soft == resource.RLIM_INFINITY else max(4, min(128, soft // 8))
 

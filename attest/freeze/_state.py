@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from .._safefs import O_DIR, O_OWN_RDWR
 from .._safefs import remove_tree as _remove_at
-from ..errors import EnvironmentFailure, VerificationError
+from ..errors import AttestError, CommonCode, EnvironmentFailure, InputError, VerificationError
 from ..inventory import open_root
 from ._codes import FreezeCode
 
@@ -102,8 +102,6 @@ def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int
         finally:
             os.close(pfd)
     elif not os.path.lexists(path):
-        from ..errors import CommonCode, InputError
-
         # Only read here: a missing state directory holds nothing to read, and is the caller's mistake.
         raise InputError(CommonCode.UNREADABLE, "the state directory does not exist (pass --state-dir, or set $ATTEST_STATE_DIR)", path)
     fd = _open_path(path)
@@ -116,8 +114,6 @@ def open_state(state_dir: str | os.PathLike[str], *, create: bool = True) -> int
 
 
 def _open_path(path: str) -> int:
-    from ..errors import AttestError
-
     try:
         return open_root(path)
     except AttestError as e:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import fcntl
 import hashlib
 import os
 import re
@@ -403,8 +404,6 @@ def _remove_abandoned(state_fd: int, where: str, *, dry_run: bool = False) -> tu
     (with ``dry_run``, the ones that would be, none removed) and a ``REMOVAL_FAILED`` finding
     for each entry that could not be removed entirely (the rest of it is).
     """
-    import fcntl
-
     try:
         held = open_sub(state_fd, HELD_STAGING, where, create=False)
     except EnvironmentFailure as e:

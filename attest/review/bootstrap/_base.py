@@ -365,7 +365,7 @@ def snapshot_base(repo: GitRepo, commit: str, state_dir: str | os.PathLike[str],
     """
     # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder._common import make_staging
-    from ...builder._outputs import remove_tree
+    from ...builder._outputs import remove_tree  # lazy: as above
 
     if resolve_backend(backend) == "erofs":  # its tree is a mount point: the id recomputation below would read nothing
         raise VerificationError(FreezeCode.EROFS_UNSUPPORTED, "the review bootstrap cannot freeze the base into an erofs image yet; "

@@ -69,7 +69,7 @@ class DeploymentPins:
     def from_bytes(cls, data: bytes, where: str) -> DeploymentPins:
         # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
         from ...builder import SkillPins
-        from ...builder._promote import parse_pins
+        from ...builder._promote import parse_pins  # lazy: as above
 
         def bad(detail: str) -> InputError:
             return InputError(BootstrapCode.BAD_RUNTIME_PINS, detail, where)

@@ -89,7 +89,7 @@ def establish_skill(installation: str | os.PathLike[str], policy: Policy, skill_
     """
     # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...builder import installed_root_of, verify_installation
-    from ...builder._install import installed_inventory
+    from ...builder._install import installed_inventory  # lazy: as above
 
     verified = verify_installation(installation, policy, skill_dir, pins.skill)
     # The installation must be the promoted skill image itself: a signature by any key of TRUST
@@ -154,7 +154,7 @@ def decide_authority(config: PolicyConfig, lock: PolicyLock) -> list[Finding]:
     """
     # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import CONFIG_PATH, LOCK_PATH, PolicyCode, check_agreement
-    from ...policy._render import planned_outputs
+    from ...policy._render import planned_outputs  # lazy: as above
 
     found = list(check_agreement(config, lock, planned_outputs(config)))
     for where, tc in ((CONFIG_PATH, config.toolchain), (LOCK_PATH, lock.toolchain)):
@@ -177,9 +177,9 @@ def read_authority(base: BaseSnapshot) -> Authority:
     """
     # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import CONFIG_PATH, LOCK_PATH, PathRole, PolicyConfig, PolicyLock
-    from ...policy._config import MAX_CONFIG_BYTES
-    from ...policy._lock import MAX_LOCK_BYTES
-    from ...policy._tree import RepositoryRoot
+    from ...policy._config import MAX_CONFIG_BYTES  # lazy: as above
+    from ...policy._lock import MAX_LOCK_BYTES  # lazy: as above
+    from ...policy._tree import RepositoryRoot  # lazy: as above
 
     with RepositoryRoot.open(base.path) as root:
         raw_config = root.read(CONFIG_PATH, PathRole.CONFIG, max_bytes=MAX_CONFIG_BYTES)
@@ -485,7 +485,7 @@ def check_procedure_paths(base: BaseSnapshot, reproduced: Sequence[ReproducedOut
     """
     # lazy: attest.policy, +25 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
     from ...policy import SKILL_DIR, PathRole, SkillFrontMatter
-    from ...policy._tree import RepositoryRoot
+    from ...policy._tree import RepositoryRoot  # lazy: as above
 
     skill_md = f"{SKILL_DIR}/SKILL.md"
     with RepositoryRoot.open(base.path) as root:

@@ -421,7 +421,7 @@ def confine_reviewer(readonly: Sequence[str], *, network: bool, record: list[Con
     """
     # lazy: attest.builder, +137 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...builder import confine_argv, give_to_uid, pick_step_uid
-    from ...builder._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool
+    from ...builder._sandbox import SYSTEM_PATHS, confined_roots, loopback_tool  # lazy: as above
 
     picked: list[int] = []
 
@@ -553,7 +553,7 @@ def reviewer_command(argv: Sequence[str], reviewer_path: str | None) -> list[str
     """
     # lazy: attest.freeze, +87 ms to the confined reviewer's start-up (review agent imports review.handoff for the result's parser)
     from ...freeze import FreezeCode
-    from ...freeze._exec import _IMAGE_REF, DEFAULT_PATH
+    from ...freeze._exec import _IMAGE_REF, DEFAULT_PATH  # lazy: as above
 
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")

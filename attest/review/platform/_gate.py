@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ...errors import Finding, VerificationError
+from ...errors import EnvironmentFailure, Finding, VerificationError
 from ..evidence._model import _printable
 from ..merge import MergeGateCode
-from ._api import GitHubPlatform, PostedStatus, PullRequestState, ReviewThread
+from ._api import GitHubPlatform, NoAnswer, PostedStatus, PullRequestState, ReviewThread
 from ._codes import PlatformCode as C
 
 if TYPE_CHECKING:
@@ -139,9 +139,6 @@ def publish_gate_status(gh: GitHubPlatform, sha: str, authorized: bool, findings
         EnvironmentFailure: ``PLATFORM_REQUEST_FAILED`` (a lost answer too: a status is posted
             again harmlessly by the next run, but this one is not known to be there).
     """
-    from ...errors import EnvironmentFailure
-    from ._api import NoAnswer
-
     state, description = decide_status(authorized, findings)
     try:
         posted: PostedStatus = gh.post_status(sha, state=state, description=description, context=STATUS_CONTEXT,

@@ -254,7 +254,7 @@ def review_surface(git: GitRepo, state_dir: str, merge_base: str, head: str) -> 
     """
     # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
-    from ...builder._outputs import remove_tree
+    from ...builder._outputs import remove_tree  # lazy: as above
 
     surface = changed_surface(git, merge_base, head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as scratch:
@@ -353,7 +353,7 @@ def prepare_change(git: GitRepo, state_dir: str, merge_base: str, head: str, hea
     """
     # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
-    from ...builder._outputs import remove_tree
+    from ...builder._outputs import remove_tree  # lazy: as above
 
     tree = read_head_tree(git, head_tree)
     entries: list[tuple[str, str, int, str | None]] = []
@@ -492,7 +492,7 @@ def freeze_change(git: GitRepo, state_dir: str, spec: ChangeSpec, prepared: Prep
     """
     # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._common import make_staging
-    from ...builder._outputs import remove_tree
+    from ...builder._outputs import remove_tree  # lazy: as above
 
     generated = generated_files(spec, prepared.diff, prepared.head)
     with make_staging(os.path.join(state_dir, HELD_STAGING)) as staging:

@@ -890,7 +890,7 @@ def check_run_options(state_dir: str, handoff: Handoff, argv: Sequence[str], *, 
 
     # lazy: attest.builder, +84 ms to importing review.procedure, which the merge gate imports (run records, the record's constants) and never needs it
     from ...builder._codes import BuildCode
-    from ...builder._sandbox import _TOOLS_PATH, _tools
+    from ...builder._sandbox import _TOOLS_PATH, _tools  # lazy: as above
 
     if not argv:
         raise InputError(FreezeCode.BAD_EXEC_ENV, "no command to run")

@@ -101,17 +101,19 @@ PROMOTING_MODULES = frozenset({"test_demo_chain.py", "test_tutorial.py", "test_r
                                "test_install_skill.py", "test_promotion_log_checkpoint.py"})
 
 
-# The longest test files, longest first (seconds of work each in a root run on two workers, 2026-12-03: the demo chain
-# about 68, the tutorial 56, the real agent CLI 42, release promotion 57 in all ...). `just test` hands out whole files
-# (`--dist loadfile --no-loadscope-reorder`) in collection order, so putting these first makes the two workers' ends
-# meet (longest processing time first) instead of one worker starting the demo chain when the other is nearly done.
-# A stale entry only costs time; a file not named here keeps its place after these and the other `slow` files.
-LONGEST_FILES = ("test_demo_chain.py", "test_tutorial.py", "review/test_real_agent_cli.py", "review/test_release_promotion.py",
-                 "builder/test_registry.py", "builder/test_interpreter_closure.py", "review/test_bootstrap_runtime.py",
-                 "cli/test_state_dir.py", "builder/test_build.py", "builder/test_hostile_steps.py",
-                 "review/test_attack_head_history.py", "builder/test_build_cli.py", "inventory/test_races.py",
-                 "policy/test_strict_reader_properties.py", "builder/test_promote.py", "test_attack_cli_backend_and_guard.py",
-                 "review/test_reviewer_root.py", "review/test_attack_boundary_review.py", "test_collection.py")
+# The longest test files, longest first (seconds of test time each in a root run on two workers, 2026-12-04, with two
+# helper sessions loading the machine: the demo chain about 91, the tutorial 79, the build tests 69, release promotion
+# 61 ...). `just test` hands out whole files (`--dist loadfile --no-loadscope-reorder`) in collection order, so putting
+# these first makes the workers' ends meet (longest processing time first) instead of one worker starting the demo chain
+# when the others are nearly done. A stale entry only costs time; a file not named here keeps its place after these and
+# the other `slow` files.
+LONGEST_FILES = ("test_demo_chain.py", "test_tutorial.py", "builder/test_build.py", "review/test_release_promotion.py",
+                 "review/test_real_agent_cli.py", "review/test_attack_head_history.py", "cli/test_state_dir.py",
+                 "builder/test_build_cli.py", "builder/test_hostile_steps.py", "builder/test_promote.py",
+                 "inventory/test_attack_fast_walker.py", "review/test_reviewer_root.py", "builder/test_registry.py",
+                 "test_attack_cli_backend_and_guard.py", "builder/test_attack_interpreter_startup_files.py",
+                 "review/test_reviewer_session.py", "policy/test_strict_reader_properties.py", "inventory/test_races.py",
+                 "builder/test_interpreter_closure.py", "test_collection.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,153 @@
+"""`just verify` with a no-op reviewer, every image already in the store, against its 2 s target (issue "Performance")."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ._harness import BenchArgs, Row, measure_alternating
+from .case_bootstrap import ROOT, _discard, _set_up
+
+DESCRIPTION = (
+    "the real `just verify REPO --identity FILE` (bootstrap, review start, review exec, review recheck, review serialize, "
+    "each the venv's `attest` as its own process) with a no-op reviewer (`echo` of a fixed result), every image already "
+    "in the store (each still verified), on the bootstrap case's promoted deployment and consumer: the total against the "
+    "2 s target, the five commands one by one as the recipe runs them, and the CLI's start-up alone"
+)
+
+TARGET_S = 2.0
+#: A reviewer that costs nothing: a valid, honest result (nothing analysed), no Python, no reading.
+NO_OP_RESULT = json.dumps({"complete": False, "limitations": ["bench: a no-op reviewer, nothing analysed"], "findings": []})
+NO_OP_REVIEWER = "echo '" + NO_OP_RESULT + "'"
+STEPS = ("bootstrap", "review start", "review exec", "review recheck", "review serialize")
+
+
+def _env(s: dict[str, Any], out: Path, backend: str) -> dict[str, str]:
+    """The recipe's environment: the deployment's files, the state, the review directory, the no-op reviewer."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ATTEST_")}
+    return {**base, "ATTEST_PINS": s["pins"], "ATTEST_TRUST": s["trust"], "ATTEST_SKILL": s["skill_dir"],
+            "ATTEST_INSTALLATION": s["installation"], "ATTEST_KEY": s["key"], "ATTEST_STATE_DIR": s["state"],
+            "ATTEST_REVIEW_DIR": str(out), "ATTEST_BACKEND": backend, "ATTEST_REVIEWER": NO_OP_REVIEWER}
+
+
+def _just() -> str | None:
+    here = Path(sys.executable).parent / "just"
+    return str(here) if here.exists() else shutil.which("just")
+
+
+def _steps(attest: str, s: dict[str, Any], out: Path, backend: str, env: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The five commands exactly as the recipe runs them (its defaults for the projections; no reviewer image)."""
+    handoff = str(out / "handoff.json")
+    host = ["--identity", s["identity"]]
+    return [
+        ("bootstrap", [attest, "bootstrap", "--pins", s["pins"], "--policy", s["trust"], "--state-dir", s["state"], "--skill",
+                       s["skill_dir"], "--installation", s["installation"], "--repo", s["consumer"], *host, "--key", s["key"],
+                       "--backend", backend, "-o", handoff]),
+        ("review start", [attest, "review", "start", "--handoff", handoff, "--policy", s["trust"], "--state-dir", s["state"],
+                          "--repo", s["consumer"], *host, "--semantic", "docs/review/policy-context.md",
+                          "--adapter", "docs/review/github-review.json", "--json"]),
+        ("review exec", [attest, "review", "exec", "--handoff", handoff, "--policy", s["trust"], "--state-dir", s["state"],
+                         "--review", "{review}", "-o", str(out / "result.json"), "--", "/bin/sh", "-c", env["ATTEST_REVIEWER"]]),
+        ("review recheck", [attest, "review", "recheck", "--state-dir", s["state"], "--review", "{review}"]),
+        ("review serialize", [attest, "review", "serialize", "--state-dir", s["state"], "--review", "{review}", "--result",
+                              str(out / "result.json"), "--key", s["key"], "-o", str(out / "payload.json"),
+                              "--record", str(out / "record.json")]),
+    ]
+
+
+def _run_steps(steps: list[tuple[str, list[str]]], env: dict[str, str], cwd: Path) -> dict[str, float]:
+    """Run the five commands in order, each timed on its own; the review id is taken from start's --json."""
+    times: dict[str, float] = {}
+    review = ""
+    for name, argv in steps:
+        argv = [a.replace("{review}", review) for a in argv]
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=cwd, check=False)
+        times[name] = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
+        if name == "review start":
+            review = json.loads(proc.stdout)["review"]
+    return times
+
+
+def run(work: Path, args: BenchArgs) -> list[Row]:
+    # As the bootstrap case: a temporary directory's sealed images are unsealed before the runner removes it.
+    temporary = work.parent == Path(tempfile.gettempdir()) and work.name.startswith("attest-bench-verify-")
+    try:
+        return _run(work, args)
+    finally:
+        if temporary:
+            _discard(work)
+
+
+def _run(work: Path, args: BenchArgs) -> list[Row]:
+    just = _just()
+    if just is None:
+        print("  skipped: no `just` (python3 bootstrap.py makes .venv/bin/just)")
+        return []
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    s = _set_up(work, sha)
+    if s is None:
+        return []
+    attest = str(args.attest)
+    caller = work / "caller"  # the directory `just verify` is called from (its review directory's default place)
+    caller.mkdir(exist_ok=True)
+    out = caller / "review-out"
+    backend = "immutable"
+    env = _env(s, out, backend)
+    recipe = [just, "--justfile", str(ROOT / "Justfile"), "verify", s["consumer"], "--identity", s["identity"]]
+    probe = subprocess.run(recipe, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, cwd=caller, check=False)
+    if probe.returncode != 0 and "BACKEND_UNAVAILABLE" in probe.stderr:
+        print("  the 'immutable' backend cannot be established here; measuring with 'readonly'")
+        backend = "readonly"
+        env = _env(s, out, backend)
+        probe = subprocess.run(recipe, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, cwd=caller, check=False)
+    if probe.returncode != 0:
+        raise RuntimeError(f"`just verify` exited {probe.returncode}: {probe.stderr[-3000:]}")
+    # The first run above froze what the promotion had not (the installed Skill's copy, the base, the bundle, the
+    # change image): every timed run is warm.
+    print(f"  consumer {s['consumer']} (base {s['base'][:12]}, head {s['head'][:12]}), backend {backend}; first run:")
+    print("".join(f"    {line}\n" for line in probe.stdout.splitlines()), end="")
+    steps = _steps(attest, s, out, backend, env)
+    per_step: list[dict[str, float]] = []
+
+    def verify() -> None:
+        proc = subprocess.run(recipe, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=caller, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"`just verify` exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
+
+    def one_by_one() -> None:
+        per_step.append(_run_steps(steps, env, caller))
+
+    py = sys.executable
+    samples: dict[str, list[float]] = {}
+    m = measure_alternating({
+        "just verify": verify,
+        "steps": one_by_one,
+        "attest --version": [attest, "--version"],
+        "python": [py, "-c", "pass"],
+        "app": [py, "-c", "import attest.cli._app"],
+    }, args.runs, samples=samples)
+    timed = per_step[1:]  # the first call was the untimed warm-up round
+    medians = {name: statistics.median(t[name] for t in timed) for name in STEPS}
+    case = "just verify, warm store"
+    rows = [Row(case, "total: `just verify`, no-op reviewer, vs the 2 s target", m["just verify"], TARGET_S, 1.0,
+                "'baseline' is the target itself; runs: " + ", ".join(f"{x:.2f}" for x in samples["just verify"]))]
+    rows += [Row(case, f"`attest {name}`", medians[name]) for name in STEPS]
+    rows.append(Row(case, "sum of the five command medians (the recipe adds bash, just and two `python -c` json reads)",
+                    sum(medians.values())))
+    rows.append(Row(case, "the CLI's start-up alone: `attest --version` (the interpreter, site, no typer)", m["attest --version"],
+                    note=f"five commands start the CLI five times: {5 * m['attest --version']:.2f} s of start-up alone"))
+    rows.append(Row(case, "the venv's `python -c pass`", m["python"]))
+    rows.append(Row(case, "`python -c 'import attest.cli._app'` (typer, click, the app's helpers)", m["app"],
+                    note="what every command but --help/--version imports before its own modules"))
+    return rows

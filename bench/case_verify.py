@@ -32,7 +32,10 @@ STEPS = ("bootstrap", "review start", "review exec", "review recheck", "review s
 
 def _env(s: dict[str, Any], out: Path, backend: str) -> dict[str, str]:
     """The recipe's environment: the deployment's files, the state, the review directory, the no-op reviewer."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ATTEST_")}
+    # Bytecode is written and reused, as in a deployment (pip compiles site-packages at install; the worktree's
+    # attest/ compiles on its first run): PYTHONDONTWRITEBYTECODE in the caller's environment would make every
+    # command compile its ~120 attest modules again (+0.1-0.3 s a command).
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ATTEST_") and k != "PYTHONDONTWRITEBYTECODE"}
     return {**base, "ATTEST_PINS": s["pins"], "ATTEST_TRUST": s["trust"], "ATTEST_SKILL": s["skill_dir"],
             "ATTEST_INSTALLATION": s["installation"], "ATTEST_KEY": s["key"], "ATTEST_STATE_DIR": s["state"],
             "ATTEST_REVIEW_DIR": str(out), "ATTEST_BACKEND": backend, "ATTEST_REVIEWER": NO_OP_REVIEWER}
@@ -128,15 +131,27 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
     def one_by_one() -> None:
         per_step.append(_run_steps(steps, env, caller))
 
+    from attest.cli._fasthelp import command_module
+    from attest.freeze import Store
+
+    if command_module("review") is None:
+        print("  NOTE: the help cache is stale (run `python docs/gen_cli.py`): every command builds the whole app, "
+              "which these figures then include")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("  PYTHONDONTWRITEBYTECODE is set here; the commands run without it (bytecode written and reused)")
+    runtime: str = json.loads((out / "start.json").read_bytes())["images"]["runtime"]
     py = sys.executable
-    samples: dict[str, list[float]] = {}
-    m = measure_alternating({
+    imports = [py, "-c", "import attest.cli._review, attest.review.procedure, attest.attestation"]
+    contenders: dict[str, Any] = {
         "just verify": verify,
         "steps": one_by_one,
         "attest --version": [attest, "--version"],
         "python": [py, "-c", "pass"],
-        "app": [py, "-c", "import attest.cli._app"],
-    }, args.runs, samples=samples)
+        "imports": imports,
+        "runtime": lambda: Store(s["state"]).get(runtime),
+    }
+    samples: dict[str, list[float]] = {}
+    m = measure_alternating(contenders, args.runs, samples=samples)
     timed = per_step[1:]  # the first call was the untimed warm-up round
     medians = {name: statistics.median(t[name] for t in timed) for name in STEPS}
     case = "just verify, warm store"
@@ -148,6 +163,8 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
     rows.append(Row(case, "the CLI's start-up alone: `attest --version` (the interpreter, site, no typer)", m["attest --version"],
                     note=f"five commands start the CLI five times: {5 * m['attest --version']:.2f} s of start-up alone"))
     rows.append(Row(case, "the venv's `python -c pass`", m["python"]))
-    rows.append(Row(case, "`python -c 'import attest.cli._app'` (typer, click, the app's helpers)", m["app"],
-                    note="what every command but --help/--version imports before its own modules"))
+    rows.append(Row(case, "`python -c 'import attest.cli._review, attest.review.procedure, attest.attestation'`", m["imports"],
+                    note="what a review command imports before any work (typer included; the pydantic its parameter conversion adds is not)"))
+    rows.append(Row(case, "one verification of the runtime image (Store.get, in-process: seal, every byte, seal)", m["runtime"],
+                    note=f"each of the five commands verifies it once: {5 * m['runtime']:.2f} s of the total"))
     return rows

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,16 @@ DESCRIPTION = (
     "the real `just verify REPO --identity FILE` (bootstrap, review start, review exec, review recheck, review serialize, "
     "each the venv's `attest` as its own process) with a no-op reviewer (`echo` of a fixed result), every image already "
     "in the store (each still verified), on the bootstrap case's promoted deployment and consumer: the total against the "
-    "2 s target, the five commands one by one as the recipe runs them, and the CLI's start-up alone"
+    "2 s target, the five commands one by one as the recipe runs them, and the CLI's start-up alone; with "
+    "ATTEST_BENCH_AGAINST=REV, the same runs alternated with the attest/ of REV (the baseline column)"
 )
 
 TARGET_S = 2.0
 #: A reviewer that costs nothing: a valid, honest result (nothing analysed), no Python, no reading.
 NO_OP_RESULT = json.dumps({"complete": False, "limitations": ["bench: a no-op reviewer, nothing analysed"], "findings": []})
 NO_OP_REVIEWER = "echo '" + NO_OP_RESULT + "'"
+#: A git revision whose attest/ the same runs are alternated with (its figures the baseline column).
+AGAINST_ENV = "ATTEST_BENCH_AGAINST"
 STEPS = ("bootstrap", "review start", "review exec", "review recheck", "review serialize")
 
 
@@ -120,17 +124,6 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
     # change image): every timed run is warm.
     print(f"  consumer {s['consumer']} (base {s['base'][:12]}, head {s['head'][:12]}), backend {backend}; first run:")
     print("".join(f"    {line}\n" for line in probe.stdout.splitlines()), end="")
-    steps = _steps(attest, s, out, backend, env)
-    per_step: list[dict[str, float]] = []
-
-    def verify() -> None:
-        proc = subprocess.run(recipe, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=caller, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"`just verify` exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
-
-    def one_by_one() -> None:
-        per_step.append(_run_steps(steps, env, caller))
-
     from attest.cli._fasthelp import command_module
     from attest.freeze import Store
 
@@ -139,27 +132,56 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
               "which these figures then include")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("  PYTHONDONTWRITEBYTECODE is set here; the commands run without it (bytecode written and reused)")
+    variants = {"": env}
+    against = os.environ.get(AGAINST_ENV)
+    if against:
+        label, code = _checkout_against(against, work)
+        variants[label] = {**env, "PYTHONPATH": code}
+        found = subprocess.run([sys.executable, "-c", "import attest; print(attest.__file__)"], capture_output=True, text=True,
+                               env=variants[label], cwd=caller, check=True).stdout.strip()
+        if not found.startswith(code + "/"):
+            raise RuntimeError(f"{AGAINST_ENV}: the commands would import {found}, not the attest/ of {label}")
+        print(f"  {AGAINST_ENV}={against}: every recipe run and command also runs with the attest/ of{label} ({code}) "
+              "on PYTHONPATH, ahead of the editable install, alternated round by round; the same venv and deployment")
+    per_step: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+
+    def verify(v: str) -> Callable[[], None]:
+        def run_recipe() -> None:
+            proc = subprocess.run(recipe, stdin=subprocess.DEVNULL, capture_output=True, env=variants[v], cwd=caller, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"`just verify` exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
+        return run_recipe
+
+    def one_by_one(v: str) -> Callable[[], None]:
+        return lambda: per_step[v].append(_run_steps(_steps(attest, s, out, backend, variants[v]), variants[v], caller))
+
     runtime: str = json.loads((out / "start.json").read_bytes())["images"]["runtime"]
     py = sys.executable
-    imports = [py, "-c", "import attest.cli._review, attest.review.procedure, attest.attestation"]
-    contenders: dict[str, Any] = {
-        "just verify": verify,
-        "steps": one_by_one,
+    contenders: dict[str, Any] = {}
+    for v in variants:
+        contenders[f"just verify{v}"] = verify(v)
+        contenders[f"steps{v}"] = one_by_one(v)
+    contenders.update({
         "attest --version": [attest, "--version"],
         "python": [py, "-c", "pass"],
-        "imports": imports,
+        "imports": [py, "-c", "import attest.cli._review, attest.review.procedure, attest.attestation"],
         "runtime": lambda: Store(s["state"]).get(runtime),
-    }
+    })
     samples: dict[str, list[float]] = {}
     m = measure_alternating(contenders, args.runs, samples=samples)
-    timed = per_step[1:]  # the first call was the untimed warm-up round
-    medians = {name: statistics.median(t[name] for t in timed) for name in STEPS}
+    medians = {v: {name: statistics.median(t[name] for t in per_step[v][1:]) for name in STEPS} for v in variants}  # [0]: warm-up
     case = "just verify, warm store"
     rows = [Row(case, "total: `just verify`, no-op reviewer, vs the 2 s target", m["just verify"], TARGET_S, 1.0,
                 "'baseline' is the target itself; runs: " + ", ".join(f"{x:.2f}" for x in samples["just verify"]))]
-    rows += [Row(case, f"`attest {name}`", medians[name]) for name in STEPS]
-    rows.append(Row(case, "sum of the five command medians (the recipe adds bash, just and two `python -c` json reads)",
-                    sum(medians.values())))
+    rows += [Row(case, f"`attest {name}`", medians[""][name]) for name in STEPS]
+    rows.append(Row(case, "sum of the five command medians (the recipe adds bash, just and a `python -c` json read)",
+                    sum(medians[""].values())))
+    for v in variants:
+        if v:
+            rows.append(Row(case, f"total: `just verify` vs the same with the attest/ of{v}", m["just verify"], m[f"just verify{v}"],
+                            note=f"runs of{v}: " + ", ".join(f"{x:.2f}" for x in samples[f"just verify{v}"])))
+            rows += [Row(case, f"`attest {name}` vs{v}", medians[""][name], medians[v][name]) for name in STEPS]
+            rows.append(Row(case, f"sum of the five vs{v}", sum(medians[""].values()), sum(medians[v].values())))
     rows.append(Row(case, "the CLI's start-up alone: `attest --version` (the interpreter, site, no typer)", m["attest --version"],
                     note=f"five commands start the CLI five times: {5 * m['attest --version']:.2f} s of start-up alone"))
     rows.append(Row(case, "the venv's `python -c pass`", m["python"]))
@@ -168,3 +190,16 @@ def _run(work: Path, args: BenchArgs) -> list[Row]:
     rows.append(Row(case, "one verification of the runtime image (Store.get, in-process: seal, every byte, seal)", m["runtime"],
                     note=f"each of the five commands verifies it once: {5 * m['runtime']:.2f} s of the total"))
     return rows
+
+
+def _checkout_against(rev: str, work: Path) -> tuple[str, str]:
+    """The attest/ package of ``rev`` (this repository's git objects), extracted once under ``work``: (label, directory)."""
+    full = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    where = work / f"against-{full[:12]}"
+    if not (where / "attest" / "__init__.py").is_file():
+        where.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", full, "attest"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return f" {full[:12]}", str(where)

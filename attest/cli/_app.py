@@ -326,9 +326,13 @@ def state_to_write(given: str | os.PathLike[str] | None) -> str:
         InputError: ``UNREADABLE`` for a path that names no directory a state could be (a file, an empty name).
     """
     from .._fs import check_directory_path  # lazy
-    from ..builder import default_state  # lazy
 
-    state = os.fspath(given) if given is not None else default_state()
+    if given is not None:
+        state = os.fspath(given)
+    else:
+        from ..builder import default_state  # lazy: attest.builder, +65 ms to every command given --state-dir
+
+        state = default_state()
     check_directory_path(state, what="--state-dir")
     return state
 

@@ -224,3 +224,17 @@ def test_a_default_state_in_any_git_work_tree_is_refused_by_a_command_that_decid
         words[cut:cut] = [] if how else ["--state-dir", str(checkout / ".attest-state")]
         rc, doc, _ = attest(words, checkout, **how)
         assert "BOOTSTRAP_INPUT_IN_TREE" not in [e["code"] for e in doc.get("errors", [])], doc  # type: ignore[union-attr]
+
+
+def test_a_given_state_directory_costs_no_import_of_the_builder(tmp_path: Path) -> None:
+    """`--state-dir DIR` is DIR: the builder package (65-85 ms, packaging's parsers with it) is imported for the default
+    only, which it defines. Every review command names its state, and review recheck and serialize need nothing else of it."""
+    script = ("import os, sys\n"
+              "from attest.cli._app import state_to_read, state_to_write\n"
+              "assert state_to_read(sys.argv[1], made_by='x') == sys.argv[1] and state_to_write(sys.argv[1]) == sys.argv[1]\n"
+              "assert 'attest.builder' not in sys.modules, 'a given state directory imported attest.builder'\n"
+              "os.environ['ATTEST_STATE_DIR'] = sys.argv[1] + '/env'\n"
+              "assert state_to_write(None) == sys.argv[1] + '/env' and 'attest.builder' in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=_env(),
+                         stdin=subprocess.DEVNULL, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -7,6 +7,7 @@ import random
 import stat
 import subprocess
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from attest.review.bootstrap import (
     encode_tree,
     recompute_tree,
     snapshot_base,
+    verify_base_ids,
     verify_base_snapshot,
     verify_tree_ids,
 )
@@ -261,6 +263,38 @@ def test_a_byte_changed_after_the_freeze_is_refused(tmp_path: Path, repo: tuple[
     fresh = _snapshot(path, commit, state, backend=backend)
     assert not fresh.image.reused and fresh.identity == snap.identity
     assert (Path(fresh.path) / "policy/core/evidence.md").read_bytes() == FILES["policy/core/evidence.md"]
+
+
+def test_an_image_store_get_just_verified_is_not_read_against_its_inventory_again(
+        tmp_path: Path, repo: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """review start takes the four images from the store (seal, every byte, seal), then recomputes the base's ids:
+    verify_base_ids checks the seal of that image instead of reading every byte against the inventory a second time.
+    An image without Store.get's mark is verified in full; a byte changed after the get is still refused."""
+    import attest.freeze._store as store_module
+
+    path, commit = repo
+    state = tmp_path / "state"
+    snap = _snapshot(path, commit, state)
+    reads: list[str] = []
+    real = store_module.verify_tree
+
+    def counting(root: str, *a: object, **k: object) -> object:
+        reads.append(os.fspath(root))
+        return real(root, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "verify_tree", counting)
+    taken = Store(state).get(snap.identity)
+    assert reads == [snap.path]
+    verify_base_ids(replace(snap, image=taken))
+    assert reads == [snap.path], "the bytes Store.get had just verified were read against the inventory again"
+    verify_base_snapshot(replace(snap, image=taken))  # the later use's full form reads them again
+    assert reads == [snap.path] * 2
+    verify_base_ids(replace(snap, image=replace(taken, verified=None)))  # no mark: in full
+    assert reads == [snap.path] * 3
+    _tamper(Path(snap.path), "policy/core/evidence.md", b"Evidence rules are optional.\n", BACKEND)
+    with pytest.raises(VerificationError) as ei:
+        verify_base_ids(replace(snap, image=taken))
+    assert ei.value.code == "IMAGE_CHANGED" and ("IMAGE_CHANGED", "policy/core/evidence.md") in _codes(ei.value)
 
 
 def test_an_entry_planted_after_the_freeze_is_refused(tmp_path: Path, repo: tuple[Path, str], fmt: ObjectFormat) -> None:

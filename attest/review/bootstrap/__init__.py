@@ -25,6 +25,7 @@ from ._base import (
     encode_tree,
     recompute_tree,
     snapshot_base,
+    verify_base_ids,
     verify_base_snapshot,
     verify_tree_ids,
 )
@@ -140,6 +141,7 @@ __all__ = [
     "recompute_tree",
     "run_managed_check",
     "snapshot_base",
+    "verify_base_ids",
     "verify_base_snapshot",
     "verify_inputs_outside",
     "verify_tree_ids",

@@ -58,6 +58,7 @@ from dataclasses import dataclass, replace
 from ..._safefs import Kind, UnsafeEntry, classify, open_dir_at, open_regular_at
 from ...errors import Finding, VerificationError
 from ...freeze import FreezeCode, Image, Store, check_image, freeze_tree, resolve_backend, verify_image
+from ...freeze._image import VERIFIED
 from ...freeze._state import open_state, state_lock
 from ...freeze._store import HELD_STAGING
 from ...git import GitCode, GitRepo, TreeEntry, object_id, verify_full_sha, verify_not_shallow
@@ -427,6 +428,30 @@ def verify_base_snapshot(snapshot: BaseSnapshot) -> None:
     _verify_after_seal(snapshot.image, fmt, snapshot.tree, None)
 
 
+def verify_base_ids(snapshot: BaseSnapshot) -> None:
+    """:func:`verify_base_snapshot` for a snapshot of the image :meth:`attest.freeze.Store.get` just returned.
+
+    For the caller that took the image from the store for this use, under the state lock it still
+    holds (``review start``): that verified it (seal, every byte, seal), so its seal is checked
+    again instead of every byte being read a second time against the inventory (as
+    :func:`attest.freeze.run_from_images` takes a verified image), then every object id is
+    recomputed from the frozen bytes and the seal must not have moved meanwhile (steps 6 and 7).
+    An image without the mark Store.get and freeze_tree set is verified in full.
+
+    Raises:
+        VerificationError: as :func:`verify_base_snapshot`.
+        InputError: ``UNKNOWN_BACKEND``, ``BAD_ROOT``.
+    """
+    if snapshot.image.verified is not VERIFIED:
+        verify_base_snapshot(snapshot)
+        return
+    problems = check_image(snapshot.image)
+    if problems:
+        raise VerificationError(findings=problems)
+    fmt: ObjectFormat = "sha256" if snapshot.object_format == "sha256" else "sha1"
+    _verify_after_seal(snapshot.image, fmt, snapshot.tree, None)
+
+
 __all__ = [
     "BaseSnapshot",
     "RecomputedTree",
@@ -435,6 +460,7 @@ __all__ = [
     "encode_tree",
     "recompute_tree",
     "snapshot_base",
+    "verify_base_ids",
     "verify_base_snapshot",
     "verify_tree_ids",
 ]

@@ -61,7 +61,7 @@ from ..bootstrap import (
     IdentityFile,
     ReproducedOutput,
     read_authority,
-    verify_base_snapshot,
+    verify_base_ids,
 )
 from ..handoff import IMAGE_NAMES, Handoff, HandoffCode, decide_images, parse_handoff
 from ._bindings import Bindings, bind_outputs, parse_reproduced_outputs
@@ -591,7 +591,7 @@ def review_start(
                 _raise(decide_images(h, images))
                 base_image = images["BASE"]
                 snapshot = BaseSnapshot(h.base_commit, h.base_tree, fmt, base_image, 0)
-                verify_base_snapshot(snapshot)
+                verify_base_ids(snapshot)  # Store.get just verified it: its seal, then every id from its bytes
                 # 4. The head: a full id of this repository's format, a commit in its objects.
                 verify_full_sha(now.head_sha, fmt, what="head commit")
                 git.read_object(now.head_sha, "commit", path="head")

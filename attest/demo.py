@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -620,8 +621,8 @@ def gate(c: Chain, head: str, record: Path, host: Path, tag: str) -> MergeGate:
     got = merge_gate_check(record=record, policy=c.policy, host=IdentityFile(str(host)), ci=[ci], required_checks=("test",),
                            state_dir=c.state)
     c.say(f"   merge gate (CI 'test' success for {head[:12]}): {'AUTHORIZED' if got.authorized else 'REFUSED'}")
-    for f in got.findings[:6]:
-        c.say(f"     {f.code}: {str(f.detail)[:150]}")
+    for f in got.findings[:6]:  # each whole (the lines wrap at word boundaries), a long one cut between words, marked
+        c.say(f"     {f.code}: {textwrap.shorten(str(f.detail), 400, placeholder=' [...]')}")
     return got
 
 

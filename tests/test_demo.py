@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from attest.cli import main
+from attest.cli._demo import heartbeat
 
 
 def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -41,3 +45,21 @@ def test_the_default_state_inside_another_repository_is_refused(tmp_path: Path, 
     from attest.demo import check_default_state
 
     assert check_default_state(tmp_path / "elsewhere" / ".attest-state") == tmp_path / "elsewhere" / ".attest-state"
+
+
+def test_a_silent_step_says_on_stderr_that_it_is_still_running(capsys: pytest.CaptureFixture[str]) -> None:
+    """Between two lines of the demo, a line on stderr at least every ``every`` seconds names the step and its time;
+    stdout holds the demo's own lines only, and the heartbeat stops with the demo."""
+    said: list[str] = []
+    err = ""
+    with heartbeat(said.append, every=0.2) as say:
+        say("11. promote the runtime")
+        deadline = time.monotonic() + 30  # the heartbeat thread may be slow to run on a loaded machine: wait for it
+        while "still running" not in err and time.monotonic() < deadline:
+            time.sleep(0.05)
+            err += capsys.readouterr().err
+        say("   promoted")
+    assert said == ["11. promote the runtime", "   promoted"]
+    lines = err.splitlines()
+    assert lines and all(re.fullmatch(r"attest: demo step 11: still running \(\d+ s\)", line) for line in lines), lines
+    assert not any(t.name == "attest-demo-heartbeat" for t in threading.enumerate())

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import sys
 import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -33,7 +39,49 @@ def demo(
         state_dir = check_default_state(Path(".attest-state"))
     check_directory_path(state_dir, what="--state-dir")
 
-    run_demo(state_dir, say_wrapped, offline=offline)
+    with heartbeat(say_wrapped) as say:
+        run_demo(state_dir, say, offline=offline)
+
+
+@contextmanager
+def heartbeat(say: Callable[[str], None], *, every: float = 10.0) -> Iterator[Callable[[str], None]]:
+    """``say``, and a line on stderr whenever the demo has said nothing for ``every`` seconds (a build, a rebuilder, a
+    promotion's rebuild check: each a minute at most, each silent on stdout while it runs).
+
+    The line names the step the demo is in and how long it has run: ``attest: demo step 11: still running (20 s)``.
+    Plain lines on a terminal and in a CI log alike; stdout keeps only the demo's own lines.
+    """
+    started = last = time.monotonic()
+    step = ""
+    stop = threading.Event()
+
+    def said(text: str) -> None:
+        nonlocal started, last, step
+        number = re.match(r"(\d+)\. ", text)
+        if number is not None:
+            step, started = number.group(1), time.monotonic()
+        say(text)
+        last = time.monotonic()
+
+    def beat() -> None:
+        nonlocal last
+        while not stop.wait(min(1.0, every / 2)):
+            now = time.monotonic()
+            if now - last >= every:
+                try:
+                    sys.stderr.write(f"attest: demo step {step or 'set-up'}: still running ({now - started:.0f} s)\n")
+                    sys.stderr.flush()
+                except (OSError, ValueError):  # a closed stderr: the demo goes on without these lines
+                    pass
+                last = now
+
+    thread = threading.Thread(target=beat, name="attest-demo-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield said
+    finally:
+        stop.set()
+        thread.join()
 
 
 WIDTH = 100

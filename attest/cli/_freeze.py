@@ -24,6 +24,7 @@ from ._app import (
     progress_bar,
     state_to_read,
     state_to_write,
+    working,
 )
 
 # The library modules are imported in the command that needs them (each `# lazy`): building the whole app (`attest`
@@ -193,7 +194,10 @@ def store_gc(
             raise InputError(CommonCode.UNREADABLE, "the keep file is not UTF-8", str(keep_file)) from e
         kept += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
-    result = Store(state).gc(keep=kept, recent=recent, dry_run=dry_run)
+    # Every kept image is verified (a pinned one that no longer holds is reported) and every removed one unsealed: seconds
+    # on a deployment's store, so it says it is working, as the builds do.
+    with working(f"{'checking' if dry_run else 'collecting'} the store of {state}", json_mode):
+        result = Store(state).gc(keep=kept, recent=recent, dry_run=dry_run)
     if json_mode:
         doc = {"ok": not result.broken, **result.to_json()}
         if result.broken:  # the collection ran; a kept (pinned) image no longer holds: exit 1

@@ -54,8 +54,13 @@ def test_freeze_exec_ls_gc_end_to_end(src: Path, state: Path, signed: tuple[Path
     assert [(i["identity"], i["holds"]) for i in listed["images"]] == [(out["identity"], True)]
     assert main(["store", "gc", "--state-dir", str(state), "--keep", out["identity"], "--recent", "0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] == []
+    assert main(["store", "gc", "--state-dir", str(state), "--dry-run", "--recent", "0"]) == 0
+    got = capsys.readouterr()  # text, piped: it says when it starts and ends (the kept images are verified: seconds)
+    assert got.out.startswith(f"would remove {out['identity']}\n"), got.out
+    assert got.err.startswith(f"attest: checking the store of {state}: started\n") and ": done after " in got.err, got.err
     assert main(["store", "gc", "--state-dir", str(state), "--recent", "0", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["removed"] == [out["identity"]]
+    got = capsys.readouterr()
+    assert json.loads(got.out)["removed"] == [out["identity"]] and got.err == ""  # --json: stdout only
     assert not Path(out["image"]).exists()
 
 

@@ -49,10 +49,9 @@ from .builder import (
     run_build_skill,
     run_fetch,
     run_rebuild,
-    run_rebuild_release,
     verify_promotion_log,
 )
-from .errors import CommonCode, EnvironmentFailure, InputError, VerificationError
+from .errors import CommonCode, EnvironmentFailure, Finding, InputError, VerificationError
 from .freeze import BACKEND_ENV, FreezeCode, freeze_attested, get_backend, resolve_backend, run_from_images
 from .inventory import check_tree, inventory_tree
 from .policy import generate_policy
@@ -402,22 +401,46 @@ def demo_release_policy(state: Path) -> Path:
 
 
 def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = "immutable") -> list[str]:
-    """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results."""
+    """Each demo rebuilder builds the candidate in its own state directory and signs a rebuild result; return the results.
 
-    out = []
+    The rebuilders are independent machines in a real release; here each is its own process (``attest rebuild-release``,
+    its own state directory, the shared wheel cache only read), and they run side by side: on two cores the demo's
+    first run waits for one rebuild instead of two.
+    """
     (state / "rebuilds").mkdir(mode=0o700, exist_ok=True)
-    for name in REBUILDERS:
-        key = state / "keys" / f"{name}.pem"
-        if not key.exists():
-            generate_key("ed25519", key)
-        done = run_rebuild_release(sha, str(key), str(state / "rebuilds" / f"{name}.json"),
-                                   runtime_recipe=str(repo / "builders" / "runtime.toml"), skill_recipe=str(repo / "builders" / "skill.toml"),
-                                   state=str(state / name), cache=str(state / "cache"), freeze_backend=backend)
-        verb = "reused its own earlier build" if done.runtime.reused else "rebuilt"
-        say(f"   {name} {verb}: runtime {done.subject.runtime.inventory.identity[:19]}…, skill "
-            f"{done.subject.skill.inventory.identity[:19]}…; signed {done.path}")
-        out.append(done.path)
-    return out
+    started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+    try:
+        for name in REBUILDERS:
+            key = state / "keys" / f"{name}.pem"
+            if not key.exists():
+                generate_key("ed25519", key)
+            log = state / "rebuilds" / f"{name}.log"  # its --json document (stdout) and anything it says on stderr
+            with open(log, "wb") as f:
+                argv = [sys.executable, "-m", "attest", "rebuild-release", "--toolchain-rev", sha, "--key", str(key),
+                        "-o", str(state / "rebuilds" / f"{name}.json"), "--runtime-recipe", str(repo / "builders" / "runtime.toml"),
+                        "--skill-recipe", str(repo / "builders" / "skill.toml"), "--state-dir", str(state / name),
+                        "--cache", str(state / "cache"), "--backend", backend, "--json"]
+                started.append((name, subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT), log))
+        return [_rebuilt(name, proc.wait(), log, say) for name, proc, log in started]
+    finally:
+        for _, proc, _ in started:  # an interrupted or failed demo leaves no rebuilder running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _rebuilt(name: str, rc: int, log: Path, say: Say) -> str:
+    """Say what rebuilder ``name`` did (its ``--json`` document in ``log``); raise its own errors if it failed."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    doc = next((json.loads(line) for line in text.splitlines() if line.startswith("{")), None)
+    if rc != 0 or not isinstance(doc, dict) or doc.get("ok") is not True:
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+        findings = [Finding(str(e.get("code")), e.get("path"), str(e.get("detail"))) for e in errors or [] if isinstance(e, dict)]
+        raise VerificationError(findings=findings or [Finding(CommonCode.INTERNAL, str(log), f"{name} exited {rc}: {text[-2000:]}")])
+    runtime, skill = doc["runtime"], doc["skill"]
+    verb = "reused its own earlier build" if runtime["reused"] else "rebuilt"
+    say(f"   {name} {verb}: runtime {runtime['identity'][:19]}…, skill {skill['identity'][:19]}…; signed {doc['output']}")
+    return str(doc["output"])
 
 
 # -- the trusted review chain: install, a consumer repository, `attest bootstrap` ------------------------

@@ -432,7 +432,14 @@ def demo_rebuilders(state: Path, repo: Path, sha: str, say: Say, backend: str = 
 def _rebuilt(name: str, rc: int, log: Path, say: Say) -> str:
     """Say what rebuilder ``name`` did (its ``--json`` document in ``log``); raise its own errors if it failed."""
     text = log.read_text(encoding="utf-8", errors="replace")
-    doc = next((json.loads(line) for line in text.splitlines() if line.startswith("{")), None)
+    doc: object = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                doc = None  # not its document: what it printed is reported below
+            break
     if rc != 0 or not isinstance(doc, dict) or doc.get("ok") is not True:
         errors = doc.get("errors") if isinstance(doc, dict) else None
         findings = [Finding(str(e.get("code")), e.get("path"), str(e.get("detail"))) for e in errors or [] if isinstance(e, dict)]

@@ -63,3 +63,33 @@ def test_a_silent_step_says_on_stderr_that_it_is_still_running(capsys: pytest.Ca
     lines = err.splitlines()
     assert lines and all(re.fullmatch(r"attest: demo step 11: still running \(\d+ s\)", line) for line in lines), lines
     assert not any(t.name == "attest-demo-heartbeat" for t in threading.enumerate())
+
+
+@pytest.mark.parametrize(("rc", "log", "codes"), [
+    (2, '{"ok": false, "errors": [{"code": "NOT_IN_CACHE", "path": "/c", "detail": "fetch first"}]}\n', ["NOT_IN_CACHE"]),
+    (1, "Traceback (most recent call last):\n  boom\n", ["INTERNAL"]),  # no document: what it printed, as INTERNAL
+    (0, '{"ok": false, "errors": []}\n', ["INTERNAL"]),  # exit 0 but not ok: still a failure
+    (0, "", ["INTERNAL"]),
+    (0, '{"ok": true, "output": \n', ["INTERNAL"]),  # a cut document
+])
+def test_a_failing_rebuilder_fails_the_demo_with_its_own_errors(tmp_path: Path, rc: int, log: str, codes: list[str]) -> None:
+    from attest.demo import _rebuilt
+    from attest.errors import VerificationError
+
+    path = tmp_path / "rebuilder-a.log"
+    path.write_text(log)
+    said: list[str] = []
+    with pytest.raises(VerificationError) as ei:
+        _rebuilt("rebuilder-a", rc, path, said.append)
+    assert [f.code for f in ei.value.findings] == codes and said == []
+
+
+def test_a_rebuilder_that_signed_says_what_it_built(tmp_path: Path) -> None:
+    from attest.demo import _rebuilt
+
+    path = tmp_path / "rebuilder-b.log"
+    path.write_text('{"ok": true, "output": "/r/b.json", "runtime": {"identity": "sha256:' + "a" * 64 + '", "reused": false}, '
+                    '"skill": {"identity": "sha256:' + "b" * 64 + '", "reused": false}}\n')
+    said: list[str] = []
+    assert _rebuilt("rebuilder-b", 0, path, said.append) == "/r/b.json"
+    assert said == ["   rebuilder-b rebuilt: runtime sha256:aaaaaaaaaaaa…, skill sha256:bbbbbbbbbbbb…; signed /r/b.json"]

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from .._plural import count
 from ..errors import CommonCode, InputError, VerificationError
 from ._app import (
     BackendOption,
@@ -114,7 +115,7 @@ def _print_build(result: object, json_mode: bool) -> None:
     else:
         print(f"built {result.kind} {result.name}")
     print(f"  image:        {result.store_path}")
-    print(f"  inventory:    {result.inventory.identity} ({len(result.inventory.entries)} entries)")
+    print(f"  inventory:    {result.inventory.identity} ({count(len(result.inventory.entries), 'entry')})")
     print(f"  immutability: {result.immutability}")
     if result.kind == "runtime":
         print(f"  network:      {'isolated (empty network namespace)' if result.network_isolated else 'NOT ISOLATED (accepted by --allow-network-unisolated)'}")

@@ -23,7 +23,7 @@ adapter := env_var_or_default("ATTEST_ADAPTER", "docs/review/github-review.json"
 default:
     @just --list
 
-# The end-to-end demonstration on embedded defaults (a local key, a store under {{state}}).
+# The end-to-end demonstration on embedded defaults (a local key, a store in $ATTEST_STATE_DIR, default .attest-state).
 demo:
     attest demo --state-dir {{state}}
 
@@ -39,6 +39,7 @@ demo:
 # ATTEST_BACKEND (default immutable). Relative paths are the caller's; a failing step prints its reason.
 # REPO and HOST reach attest as arguments, never as shell text.
 # (serialize rechecks again immediately before it writes.)
+
 # The trusted review of a pull request: bootstrap, start, the reviewer from four frozen images, recheck, serialize.
 [positional-arguments]
 [no-cd]
@@ -75,9 +76,10 @@ check:
     ruff check .
 
 # pytest's exit 5 (no tests collected) is a failure, as every non-zero exit is.
-# The static checks, then the whole test suite on three workers (on two cores: the tests wait on processes and the
-# disk about a tenth of the time; measured 459 s against 498 s with two), whole files each, longest first (tests/conftest.py),
-# with the slowest durations.
+# Three workers on two cores: the tests wait on processes and the disk about a tenth of the time (measured 459 s
+# against 498 s with two). Whole files each, longest first (tests/conftest.py).
+
+# The static checks, then the whole test suite on three workers, longest files first, with the ten slowest durations.
 [no-quiet]
 test *ARGS: check
     python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=10 {{ARGS}}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._fs import write_atomic
+from ._plural import count
 from ._safefs import O_DIR, remove_tree
 from .attestation import (
     CLOSED_TREE_PREDICATE,
@@ -109,7 +110,7 @@ def step_inventory(state: Path, say: Say) -> None:
     sample = write_sample(state / "sample")
     say(f"1. inventory the sample tree {sample}")
     inv = inventory_tree(sample)
-    say(f"   {len(inv.entries)} entries, identity {inv.identity}")
+    say(f"   {count(len(inv.entries), 'entry')}, identity {inv.identity}")
     copy = state / "sample-tampered"
     if copy.exists():
         shutil.rmtree(copy)
@@ -298,7 +299,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     skill = run_build_skill(str(repo / "builders" / "skill.toml"), sha, str(state), key=key, freeze_backend=backend)
     if backend != "immutable":
         say(f"   the skill is frozen with the {backend!r} backend, as every image of the demo is")
-    say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {len(skill.inventory.entries)} entries, {skill.inventory.identity}")
+    say(f"   {'reused' if skill.reused else 'built'} {skill.name}: {count(len(skill.inventory.entries), 'entry')}, {skill.inventory.identity}")
     # The promotion (step 11) rebuild-checks the skill and the runtime itself and refuses a difference; its reports are
     # printed there. Only a demo that stops before the promotion runs the skill's rebuild check here (the warm run used
     # to build each of them twice).
@@ -325,7 +326,7 @@ def step_build(state: Path, say: Say, *, offline: bool = False) -> tuple[str, st
     if backend != "immutable":
         say(f"   the runtime is frozen with the {backend!r} backend, as every image of the demo is")
     isolated = "in an empty network namespace" if runtime.network_isolated else "WITHOUT network isolation"
-    say(f"   {'reused' if runtime.reused else 'built'} {runtime.name} {isolated}: {len(runtime.inventory.entries)} entries")
+    say(f"   {'reused' if runtime.reused else 'built'} {runtime.name} {isolated}: {count(len(runtime.inventory.entries), 'entry')}")
     g = runtime.details.get("sandbox") or sandbox.guarantees()
     say(f"   confinement: {g.get('confinement', sandbox.confinement)} ({', '.join(g.get('namespaces', []))} namespaces; "
         f"uid {g.get('uid')}; capabilities {g.get('capabilities')})")

@@ -27,6 +27,9 @@ def test_demo_runs_end_to_end_and_is_rerunnable(tmp_path: Path, capfd: pytest.Ca
         # Wrapped at word boundaries to 100 columns: only a single word longer than that (a path) may overflow.
         assert all(len(line) <= 100 or len(line.split()) == 1 for line in out.splitlines()), out
         assert f"to remove {tmp_path / 'state'}, run `attest store gc --state-dir {tmp_path / 'state'} --recent 0`" in " ".join(out.split())
+        # The README: the clean-up commands come just before the last line.
+        tail = " ".join(out[out.rindex("(the store's images are immutable"):].split())
+        assert tail.endswith("then remove the directory) demo complete: every check ended as it must."), tail
 
 
 def test_the_default_state_inside_another_repository_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -53,6 +53,7 @@ from pathlib import Path
 from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
 from .._json import loads_strict
+from .._plural import count
 from .._safefs import O_DIR, remove_tree
 from ..attestation import (
     INSTALLATION_PREDICATE,
@@ -293,7 +294,7 @@ def installed_inventory(image: Inventory, root: str) -> tuple[Inventory, int]:
     prefix = root + "/"
     outside = [e.path for e in image.entries[1:] if not e.path.startswith(prefix)]
     if outside:
-        raise VerificationError(InstallCode.INSTALL_BAD_IMAGE, f"the image holds {len(outside)} entries outside {root!r}", outside[0])
+        raise VerificationError(InstallCode.INSTALL_BAD_IMAGE, f"the image holds {count(len(outside), 'entry')} outside {root!r}", outside[0])
     below = [dataclasses.replace(e, path=e.path[len(prefix):]) for e in image.entries[1:]]
     return Inventory.from_entries(below, image.ignore), image.entries[0].mode
 

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
+from .._plural import count
 from ..attestation import KeylessSigner, Policy, Signer, VerifiedStatement, load_policy, sign_statement, verify_attestation_file
 from ..errors import CommonCode, Finding, InputError, VerificationError
 from ..git import verify_full_sha
@@ -239,9 +240,9 @@ class PromotionResult:
         head = f"PROMOTED {rev} into {pins}" if self.changes else f"ALREADY PROMOTED {rev} in {pins} (no pin changed)"
         lines = [head,
                  f"  toolchain   {self.toolchain_repository} ({was})",
-                 f"  runtime     {self.runtime.name}: python {python}, {len(self.runtime.inventory.entries)} entries, "
+                 f"  runtime     {self.runtime.name}: python {python}, {count(len(self.runtime.inventory.entries), 'entry')}, "
                  f"{_short(self.runtime.inventory.identity)}",
-                 f"  skill       {self.skill.name}: {len(self.skill.inventory.entries)} entries, {_short(self.skill.inventory.identity)}"]
+                 f"  skill       {self.skill.name}: {count(len(self.skill.inventory.entries), 'entry')}, {_short(self.skill.inventory.identity)}"]
         verdict = self.rebuilders
         if verdict is not None and verdict.requirement is not None:
             lines.append(f"  rebuilders  {len(verdict.agreed)} of {len(verdict.requirement.identities)} agree (threshold "
@@ -257,7 +258,7 @@ class PromotionResult:
         else:
             tables = sorted({k.split(".")[0] for k, _, _ in self.changes})
             added = sum(1 for _, old, _ in self.changes if old is None)
-            what = f"{len(self.changes)} pins written" if added == len(self.changes) else f"{len(self.changes)} pins changed"
+            what = f"{count(len(self.changes), 'pin')} {'written' if added == len(self.changes) else 'changed'}"
             lines.append(f"  pins        {what} ({', '.join(tables)})")
         if self.log_entry is not None:
             lines.append(f"  log         entry {self.log_sequence}: {os.path.abspath(self.log_entry)}")

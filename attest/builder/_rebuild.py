@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._fs import write_atomic
+from .._plural import count
 from ..attestation import VSA_V1, KeylessSigner, ResourceRef, Signer, sign_statement, statement, subject, verification_summary
 from ..errors import Finding
 from ..inventory import diff_inventories
@@ -102,7 +103,7 @@ def compare(first: BuildResult, second: BuildResult, second_root: str) -> Rebuil
     if first.inventory.canonical != second.inventory.canonical:
         differences = diff_inventories(first.inventory, second.inventory)
         findings.append(Finding(BuildCode.NOT_REPRODUCIBLE, None,
-                                f"inventory {first.inventory.identity} vs {second.inventory.identity}: {len(differences)} entries differ"))
+                                f"inventory {first.inventory.identity} vs {second.inventory.identity}: {count(len(differences), 'entry')} {'differs' if len(differences) == 1 else 'differ'}"))
         findings.extend(differences)
         for f in differences:
             if f.code == "DIGEST_MISMATCH" and f.path is not None:

@@ -116,7 +116,7 @@ def parse_rebuilders(raw: object, signer_ids: Sequence[str], where: str) -> Rebu
                   f"{', '.join(signer_ids)})")
     threshold = raw["threshold"]
     if type(threshold) is not int or not 1 <= threshold <= len(identities):
-        raise bad(f"threshold {threshold!r} must be an integer from 1 to the {len(identities)} identities")
+        raise bad(f"threshold {threshold!r} must be an integer from 1 to the number of identities ({len(identities)})")
     return RebuildersRequirement(threshold, tuple(identities))
 
 

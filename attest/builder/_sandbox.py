@@ -326,6 +326,26 @@ def rootless_problem() -> str | None:
     return None
 
 
+def not_isolated_detail(why_not: str | None, *, net: bool, rootless: bool) -> str:
+    """The detail of ``NETWORK_NOT_ISOLATED`` (pure): what could not be made, and why when that is known.
+
+    ``why_not`` is :func:`rootless_problem`'s answer (the kernel's setting, a missing tool, a failed
+    ``unshare``); without it a probe failed, ``net`` saying whether the network namespace was made.
+    """
+    if why_not is not None:
+        missing = f"a rootless sandbox (a user namespace): {why_not}"
+    else:
+        if not net:
+            what = "a network namespace without interfaces" + (" in a user namespace" if rootless else "")
+        elif rootless:
+            what = "a confined mount/PID/IPC namespace in a user namespace (rootless)"
+        else:
+            what = "a confined mount/PID/IPC namespace as an unprivileged uid"
+        missing = f"{what} here (unshare, mount or setpriv failed)"
+    return (f"cannot create {missing}; pass --allow-network-unisolated to build anyway "
+            "(recorded in the output and the input address)")
+
+
 def readonly_roots(paths: Sequence[str], *, system: Sequence[str] = SYSTEM_PATHS) -> tuple[str, ...]:
     """Absolute, resolved, de-nested paths to expose read-only (``system`` paths always first)."""
     out: list[str] = []
@@ -615,19 +635,7 @@ class Sandbox:
                     except FileNotFoundError:
                         confined = False
         if not (net and confined) and not allow_unisolated_network:
-            if why_not is not None:
-                missing = f"a rootless sandbox (a user namespace): {why_not}"
-            elif not net:
-                missing = "a network namespace without interfaces" + (" in a user namespace" if rootless else "")
-            elif rootless:
-                missing = "a confined mount/PID/IPC namespace in a user namespace (rootless)"
-            else:
-                missing = "a confined mount/PID/IPC namespace as an unprivileged uid"
-            raise EnvironmentFailure(
-                BuildCode.NETWORK_NOT_ISOLATED,
-                f"cannot create {missing} here (unshare, mount or setpriv failed); "
-                "pass --allow-network-unisolated to build anyway (recorded in the output and the input address)",
-            )
+            raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, not_isolated_detail(why_not, net=net, rootless=rootless))
         return cls(net, net and confined, tools if net else None, umask, source_date_epoch, (), rootless and net)
 
     def with_umask(self, umask: int) -> Sandbox:

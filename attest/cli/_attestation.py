@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from .._digest import sha256_of
+from .._plural import count
 from ..errors import CommonCode, InputError
 from ._app import JsonOption, argument, checked_output, digest_option, flag, json_input, option, print_json, progress_bar
 
@@ -204,7 +205,7 @@ def verify(
             out["summary"] = result.summary
         print_json(out)
     else:
-        print(f"OK: {path} matches {result.inventory.identity} ({len(result.inventory.entries)} entries), signed by {', '.join(v.signers)}")
+        print(f"OK: {path} matches {result.inventory.identity} ({count(len(result.inventory.entries), 'entry')}), signed by {', '.join(v.signers)}")
         if result.summary is not None:
             print(f"wrote verification summary {result.summary}")
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from .._plural import count
 from ..errors import CommonCode, InputError, VerificationError
 from ._app import (
     BackendOption,
@@ -53,6 +54,7 @@ def _default_path(value: str, default: str) -> str:
         return value
     beside = Path(__file__).resolve().parents[2] / default
     return str(beside) if beside.exists() else value
+_RECIPES = ("builders/runtime.toml", "builders/skill.toml")  # the names `attest rebuild` finds in this checkout too
 SkillRevOption = option(None, "--skill-rev", metavar="SHA", help="Skill source SHA [default: --toolchain-rev].")
 InstallerRevOption = option(None, "--installer-rev", metavar="SHA", help="Installer SHA [default: --toolchain-rev].")
 
@@ -113,7 +115,7 @@ def _print_build(result: object, json_mode: bool) -> None:
     else:
         print(f"built {result.kind} {result.name}")
     print(f"  image:        {result.store_path}")
-    print(f"  inventory:    {result.inventory.identity} ({len(result.inventory.entries)} entries)")
+    print(f"  inventory:    {result.inventory.identity} ({count(len(result.inventory.entries), 'entry')})")
     print(f"  immutability: {result.immutability}")
     if result.kind == "runtime":
         print(f"  network:      {'isolated (empty network namespace)' if result.network_isolated else 'NOT ISOLATED (accepted by --allow-network-unisolated)'}")
@@ -172,7 +174,8 @@ def build_skill(
 
 
 def rebuild(
-    recipe: str = argument(metavar="RECIPE", help="The recipe to rebuild and compare (builders/runtime.toml, builders/skill.toml)."),
+    recipe: str = argument(metavar="RECIPE", help="The recipe to rebuild and compare, builders/runtime.toml or builders/skill.toml"
+                           " (each the current directory's, else this attest checkout's), or any recipe's path."),
     rev: str = option(..., "--rev", metavar="SHA", help="Full git SHA of the recipe's source (toolchain or skill source)."),
     state_dir: Optional[str] = StateDirOption,
     cache: Optional[str] = CacheOption,
@@ -188,6 +191,8 @@ def rebuild(
     """Build RECIPE again in another staging context; exit 0 only if the output is bit-identical to the stored build."""
     from ..builder import run_rebuild  # lazy
 
+    if recipe in _RECIPES:
+        recipe = _default_path(recipe, recipe)
     with working(f"rebuilding {recipe} at {rev[:12]}", json_mode):
         report, vsa_path = run_rebuild(recipe, rev, _state(state_dir), cache=cache, allow_unisolated_network=allow_network_unisolated,
                                        python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)

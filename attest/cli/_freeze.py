@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from .._plural import count
 from ..errors import AttestError, CommonCode, InputError, VerificationError
 from ._app import (
     BackendOption,
@@ -210,7 +211,7 @@ def store_gc(
         print(f"{verb} {ident}")
     for path in result.staging:
         print(f"{verb} staging {path}")
-    print(f"{verb} {len(result.removed)} image(s) and {len(result.staging)} leftover staging, kept {len(result.kept)}")
+    print(f"{verb} {count(len(result.removed), 'image')} and {len(result.staging)} leftover staging, kept {len(result.kept)}")
     if result.broken:
         sys.stdout.flush()
         raise VerificationError(findings=result.broken)

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from .._plural import count
 from ._app import JsonOption, StateDirOption, new_group, option, print_json, state_to_read
 
 # The library modules are imported in the command that needs them (each `# lazy`): building the whole app (`attest`
@@ -54,7 +55,7 @@ def install_skill(
     claim = result.claim
     print(f"INSTALLED {claim.name} at {result.installed_root}")
     print(f"  image:        {result.image}")
-    print(f"  inventory:    {claim.inventory.identity} ({len(claim.inventory.entries)} entries)")
+    print(f"  inventory:    {claim.inventory.identity} ({count(len(claim.inventory.entries), 'entry')})")
     print(f"  source:       {claim.source_repository} @ {claim.source_revision}")
     print(f"  installer:    {claim.installer_repository} @ {claim.installer_revision}")
     print(f"  attestation:  {result.attestation} ({result.attestation_digest})")

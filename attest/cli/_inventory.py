@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from .._plural import count
 from ..errors import VerificationError
 from ._app import JsonOption, argument, checked_output, flag, option, print_json, progress_bar
 from ._streams import write_stdout
@@ -49,7 +50,7 @@ def inventory(
     elif output is None:
         write_stdout(inv.canonical + b"\n")  # all of it or an error: a pipe's short write is not success
     else:
-        print(f"wrote {output}: {len(inv.entries)} entries, {inv.file_count} files, {inv.total_size} bytes, identity {inv.identity}")
+        print(f"wrote {output}: {count(len(inv.entries), 'entry')}, {count(inv.file_count, 'file')}, {count(inv.total_size, 'byte')}, identity {inv.identity}")
 
 
 def check(
@@ -69,7 +70,7 @@ def check(
     if json_mode:
         print_json({"ok": True, "identity": expected.identity, "entries": len(expected.entries)})
     else:
-        print(f"OK: {path} matches {expected.identity} ({len(expected.entries)} entries)")
+        print(f"OK: {path} matches {expected.identity} ({count(len(expected.entries), 'entry')})")
 
 
 __all__ = ["register"]

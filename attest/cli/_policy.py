@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from .._plural import count
 from ..errors import InputError
 from ._app import JsonOption, new_group, option, print_json
 
@@ -39,7 +40,7 @@ def generate(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
     for path in report.removed:
         print(f"removed {path}")
     lock = "wrote" if report.lock_written else "unchanged:"
-    print(f"{lock} .agent-policy.lock; {len(report.check.outputs)} outputs, {len(report.unchanged)} already current; check passed")
+    print(f"{lock} .agent-policy.lock; {count(len(report.check.outputs), 'output')}, {len(report.unchanged)} already current; check passed")
 
 
 def check(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
@@ -51,7 +52,7 @@ def check(root: Path = RootOption, json_mode: bool = JsonOption) -> None:
     if json_mode:
         print_json(report.to_json())
         return
-    print(f"OK: {report.to_json()['root']}: {len(report.inputs)} inputs and {len(report.outputs)} outputs reproduce byte for byte "
+    print(f"OK: {report.to_json()['root']}: {count(len(report.inputs), 'input')} and {count(len(report.outputs), 'output')} reproduce byte for byte "
           f"(toolchain {report.lock.toolchain.revision})")
 
 

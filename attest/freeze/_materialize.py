@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from .._plural import count
 from .._safefs import O_DIR, O_NEW, Drift, Kind, UnsafeEntry, classify, open_listed_at, open_regular_at
 from ..errors import EnvironmentFailure, Finding
 from ..inventory import Entry, EntryType, Inventory, InventoryCode, open_root
@@ -468,7 +469,7 @@ class _Materializer:
         try:
             if fst.st_size != size:
                 # Only ever a reason to fail: success is decided from the frozen copy alone.
-                return None, Finding(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {fst.st_size} bytes; the attested size is {size}")
+                return None, Finding(InventoryCode.DIGEST_MISMATCH, rel, f"the source file has {count(fst.st_size, 'byte')}; the attested size is {size}")
             # Rule 2: a new inode, never a link; rule 3: the attested mode.
             final = mode & ~self.mask
             try:

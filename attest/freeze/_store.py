@@ -184,16 +184,26 @@ class Store:
         """The stored image named by ``ref`` after :func:`verify_image` (seal, every byte, seal); raises otherwise."""
         hexid = self.resolve(ref)
         state_fd = open_state(self.state_dir, create=False)
+        image: Image | None = None
         try:
-            store_fd = open_sub(state_fd, "store", f"{self.state_dir}/store", create=False)
-            try:
-                image = self.load_record(store_fd, hexid)
-            finally:
-                os.close(store_fd)
+            try:  # a state directory nothing was frozen into (only fetched into, say) has no store: no image either
+                os.stat("store", dir_fd=state_fd, follow_symlinks=False)
+                stored = True
+            except FileNotFoundError:
+                stored = False
+            if stored:
+                store_fd = open_sub(state_fd, "store", f"{self.state_dir}/store", create=False)
+                try:
+                    image = self.load_record(store_fd, hexid)
+                finally:
+                    os.close(store_fd)
         finally:
             os.close(state_fd)
         if image is None:
-            raise VerificationError(FreezeCode.NOT_IN_STORE, "no such image in the store", ref)
+            state = os.path.abspath(self.state_dir)
+            where = f"in the store of {state}" if stored else f"in {state}: nothing was frozen into this state directory"
+            raise VerificationError(FreezeCode.NOT_IN_STORE, f"no such image {where}; freeze it first, or name the state "
+                                    "directory it was frozen into: --state-dir DIR or $ATTEST_STATE_DIR", ref)
         verify_image(image)
         return dataclasses.replace(image, verified=VERIFIED)
 

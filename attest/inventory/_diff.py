@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
+from .._plural import count
 from ..errors import CommonCode, EnvironmentFailure, Finding, VerificationError
 from ._codes import InventoryCode
 from ._gc import GcPaused
@@ -24,7 +25,7 @@ from ._walk import Progress, scan_against
 def _describe(e: Entry) -> str:
     if e.type is EntryType.DIR:
         return f"directory, mode {e.mode:04o}"
-    return f"file, mode {e.mode:04o}, {e.size} bytes"
+    return f"file, mode {e.mode:04o}, {count(e.size or 0, 'byte')}"
 
 
 def diff_entries(expected: Inventory, actual: list[Entry], suppressed: AbstractSet[str] = frozenset()) -> list[Finding]:
@@ -51,7 +52,7 @@ def _diff(want: Mapping[str, Entry], actual: list[Entry], suppressed: AbstractSe
         if got.mode != e.mode:
             out.append(Finding(InventoryCode.MODE_CHANGED, path, f"expected mode {e.mode:04o}, found {got.mode:04o}"))
         if e.type is EntryType.FILE and (got.sha256 != e.sha256 or got.size != e.size):
-            detail = f"expected sha256 {e.sha256} ({e.size} bytes), found {got.sha256} ({got.size} bytes)"
+            detail = f"expected sha256 {e.sha256} ({count(e.size or 0, 'byte')}), found {got.sha256} ({count(got.size or 0, 'byte')})"
             out.append(Finding(InventoryCode.DIGEST_MISMATCH, path, detail))
     for path, got in have.items():
         if path not in want:

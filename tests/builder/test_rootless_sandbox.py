@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from attest.builder._sandbox import ROOTLESS_PROFILE, USERNS_SYSCTLS, decide_confinement
+from attest.builder._sandbox import ROOTLESS_PROFILE, USERNS_SYSCTLS, decide_confinement, not_isolated_detail
 from attest.errors import EnvironmentFailure
 from attest.review.handoff import HandoffCode, verify_can_confine
 
@@ -60,6 +60,24 @@ def test_which_confinement_a_builder_tries(euid: int, sysctls: dict[str, str | N
         assert got_why is None
     else:
         assert got_why is not None and why in got_why
+
+
+_CLONE_OFF = "unprivileged user namespaces are disabled here (kernel.unprivileged_userns_clone = 0)"
+
+
+@pytest.mark.parametrize(("why_not", "net", "rootless", "detail"), [
+    # The kernel's reason is the whole reason: no "here" twice, no guessed tool failure after it.
+    (_CLONE_OFF, False, True, f"cannot create a rootless sandbox (a user namespace): {_CLONE_OFF}; pass --allow-network-unisolated"),
+    (None, False, True, "cannot create a network namespace without interfaces in a user namespace here (unshare, mount or "
+                        "setpriv failed); pass"),
+    (None, False, False, "cannot create a network namespace without interfaces here (unshare, mount or setpriv failed); pass"),
+    (None, True, True, "cannot create a confined mount/PID/IPC namespace in a user namespace (rootless) here (unshare"),
+    (None, True, False, "cannot create a confined mount/PID/IPC namespace as an unprivileged uid here (unshare"),
+])
+def test_the_sandbox_refusal_says_what_is_missing_and_why(why_not: str | None, net: bool, rootless: bool, detail: str) -> None:
+    got = not_isolated_detail(why_not, net=net, rootless=rootless)
+    assert got.startswith(detail), got
+    assert got.count(" here") == 1 and got.endswith("(recorded in the output and the input address)")
 
 
 @pytest.mark.parametrize(("euid", "unsafe", "rootless", "refused"), [

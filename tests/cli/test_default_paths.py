@@ -26,3 +26,16 @@ def test_a_path_the_user_named_is_never_replaced(tmp_path: Path, monkeypatch: py
     assert _default_path("recipes/runtime.toml", "builders/runtime.toml") == "recipes/runtime.toml"
     assert not os.path.exists("recipes/runtime.toml")
 
+
+
+@pytest.mark.parametrize("recipe", ["builders/runtime.toml", "builders/skill.toml"])
+def test_rebuild_finds_the_recipes_its_help_names_from_any_directory(recipe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capfd: pytest.CaptureFixture[str]) -> None:
+    """`attest rebuild builders/runtime.toml` outside the checkout reads this checkout's recipe, as `build runtime` does."""
+    from attest.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["rebuild", recipe, "--rev", "abc", "--state-dir", str(tmp_path / "state")]) == 2
+    err = capfd.readouterr().err
+    assert "NOT_FULL_SHA" in err and "UNREADABLE" not in err, err  # the recipe was read; the revision is what is wrong
+    assert str(ROOT / recipe) in err

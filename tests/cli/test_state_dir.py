@@ -101,6 +101,22 @@ def test_a_missing_state_is_unreadable_for_a_command_that_only_reads_it(command:
     assert not (tmp_path / ".attest-state").exists()
 
 
+@pytest.mark.parametrize("frozen_into", [False, True])
+def test_exec_of_an_image_the_state_does_not_hold_says_how_to_name_the_right_state(frozen_into: bool, tmp_path: Path) -> None:
+    """A state directory that exists but holds no store (only fetched into), or not that image: NOT_IN_STORE, and how to
+    name the state directory the image was frozen into, never a staging failure."""
+    state = tmp_path / ".attest-state"
+    state.mkdir(mode=0o700)
+    if frozen_into:
+        assert attest(["store", "gc"], tmp_path)[0] == 0  # makes the store, empty
+    rc, doc, _ = attest(["exec", "--image", f"a={ZERO}", "--", "true"], tmp_path)
+    assert rc == 125, doc
+    [error] = doc["errors"]  # type: ignore[misc]
+    assert error["code"] == "NOT_IN_STORE" and error["path"] == ZERO, error
+    assert (f"in the store of {state};" if frozen_into else f"in {state}: nothing was frozen into") in error["detail"], error
+    assert "--state-dir DIR or $ATTEST_STATE_DIR" in error["detail"], error
+
+
 def test_a_reader_takes_the_state_from_the_option_then_the_environment(given: Path, tmp_path: Path) -> None:
     rc, doc, _ = attest(["store", "ls", "--state-dir", str(tmp_path / "named")], tmp_path, ATTEST_STATE_DIR=str(tmp_path / "env"))
     assert rc == 2 and doc["errors"][0]["path"] == str(tmp_path / "named")  # type: ignore[index]

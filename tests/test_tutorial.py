@@ -84,7 +84,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     stdout = proc.stdout
     # The promotion happened once, with the rebuilder's result; the refusal before it built nothing.
     refusal = next(k for k, v in err.items() if "REBUILDERS_THRESHOLD_NOT_MET" in v)
-    assert "0 of the 1 required independent rebuilders gave a result of this candidate" in err[refusal]
+    assert "0 of the 1 required independent rebuilder gave a result of this candidate" in err[refusal]
     assert "attest promote" in blocks[int(refusal)] and "--rebuild-result" not in blocks[int(refusal)]
     assert re.search(r"^PROMOTED [0-9a-f]{40} into \S+/deployment/pins\.toml$", stdout, re.M), stdout
     assert re.search(r"^  rebuilders  1 of 1 agree \(threshold 1\): key:sha256:", stdout, re.M), stdout

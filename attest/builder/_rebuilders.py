@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from .._digest import sha256_of
 from .._fs import read_bounded, write_atomic
+from .._plural import count as count_of
 from ..attestation import (
     KeylessSigner,
     Policy,
@@ -349,7 +350,7 @@ def _claims_of(requirement: RebuildersRequirement, claims: Sequence[RebuildClaim
 def _threshold_not_met(requirement: RebuildersRequirement, count: Sequence[str], what: str) -> Finding:
     missing = [i for i in requirement.identities if i not in count]
     return Finding(PromotionCode.REBUILDERS_THRESHOLD_NOT_MET, None,
-                   f"{len(count)} of the {requirement.threshold} required independent rebuilders {what} ({', '.join(count) or 'none'}; "
+                   f"{len(count)} of the {count_of(requirement.threshold, 'required independent rebuilder')} {what} ({', '.join(count) or 'none'}; "
                    f"each identity counts once, however many results or signatures it gave); no agreeing result from "
                    f"{', '.join(missing)}")
 

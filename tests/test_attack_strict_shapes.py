@@ -1,0 +1,213 @@
+"""Attacks on the strict readers: each row an input the docs say is refused, and was accepted (or refused unnamed).
+
+For each reader: one valid document (the docs' shape), then a table of one-bad-field mutations,
+each asserting the exact reason code and that the message names the field by its dotted path.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from attest.errors import AttestError
+from attest.review.bootstrap import HostIdentity
+from attest.review.bootstrap._deploy import DeploymentPins
+from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+H = {n: str(i) * 64 for i, n in enumerate(IMAGE_NAMES, 1)}
+DROP = object()
+Path_ = tuple[str | int, ...]
+
+
+def mutated(doc: Any, at: Path_, value: Any) -> Any:
+    """A deep copy of ``doc`` with the field at ``at`` set to ``value`` (or removed: DROP)."""
+    out = copy.deepcopy(doc)
+    parent = out
+    for key in at[:-1]:
+        parent = parent[key]
+    if value is DROP:
+        del parent[at[-1]]
+    else:
+        parent[at[-1]] = value
+    return out
+
+
+def names(message: str, field: str) -> bool:
+    """Whether ``message`` names exactly ``field`` (not a longer path it is a prefix of)."""
+    return re.search(re.escape(field) + r"(?=[: ]|$)", message) is not None
+
+
+def refused(parse: Callable[[Any], object], doc: Any) -> tuple[str, str]:
+    try:
+        parse(doc)
+    except AttestError as e:
+        assert len(e.findings) == 1, e.findings
+        return e.code, e.detail
+    raise AssertionError("accepted")
+
+
+# -- the pins' [runtime] table (docs/formats.md "Pins": name is <32 hex>-<recipe>) -------------------------------------
+
+PINS = {
+    "runtime": {"attestation": "sha256:" + "6" * 64, "interpreter": "/usr/bin/python3.11", "interpreter_sha256": "f" * 64,
+                "inventory": "sha256:" + "3" * 64, "lock_sha256": "a" * 64, "name": "0dd3270e44d25b6d4a4d06276571b0f7-attest-runtime",
+                "provenance": "sha256:" + "8" * 64, "python": "3.11.7"},
+    "skill": {"attestation": "sha256:" + "7" * 64, "installer_repository": "https://github.com/attest-dev/attest",
+              "installer_revision": C, "inventory": "sha256:" + "5" * 64, "name": "94f793f7ba4825123f3507ea628ee5d5-attest-skill",
+              "provenance": "sha256:" + "6" * 64, "root": "agent-policy", "source_repository": "https://github.com/attest-dev/attest",
+              "source_revision": C},
+    "toolchain": {"repository": "https://github.com/attest-dev/attest", "revision": C},
+}
+
+
+def _toml(doc: dict[str, dict[str, str]]) -> bytes:
+    lines = []
+    for table, fields in doc.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {_toml_string(v)}" for k, v in fields.items()]
+    return "\n".join(lines).encode() + b"\n"
+
+
+def _toml_string(value: str) -> str:
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" for c in value) + '"'
+
+
+def _pins(doc: Any) -> object:
+    return DeploymentPins.from_bytes(_toml(doc), "/etc/attest/pins.toml")
+
+
+PINS_CASES = [
+    # runtime.name names the file STATE/builds/<name>.runtime.json the bootstrap reads: one input-addressed name.
+    (("runtime", "name"), "../../../tmp/evil", "BAD_RUNTIME_PINS", "runtime.name"),
+    (("runtime", "name"), "0dd3270e44d25b6d4a4d06276571b0f7-attest/runtime", "BAD_RUNTIME_PINS", "runtime.name"),
+    (("runtime", "name"), "attest-runtime", "BAD_RUNTIME_PINS", "runtime.name"),
+    (("runtime", "name"), " 0dd3270e44d25b6d4a4d06276571b0f7-attest-runtime", "BAD_RUNTIME_PINS", "runtime.name"),
+    (("runtime", "name"), "0dd3270e44d25b6d4a4d06276571b0f7-attest-runtime\n", "BAD_RUNTIME_PINS", "runtime.name"),
+    (("runtime", "name"), "0dd3270e44d25b6d4a4d06276571b0f7-attest\x00runtime", "BAD_RUNTIME_PINS", "runtime.name"),
+    # every value a non-empty string "without surrounding spaces", as [skill] reads them
+    (("runtime", "python"), " 3.11.7", "BAD_RUNTIME_PINS", "runtime.python"),
+    (("runtime", "interpreter"), "/usr/bin/python3.11\n", "BAD_RUNTIME_PINS", "runtime.interpreter"),
+    (("runtime", "interpreter"), "python3.11", "BAD_RUNTIME_PINS", "runtime.interpreter"),
+    (("runtime", "interpreter"), "/usr/bin/py\x00thon", "BAD_RUNTIME_PINS", "runtime.interpreter"),
+]
+
+# -- the identity file (docs/formats.md "Identity file": OWNER/NAME, as --github reads it) -----------------------------
+
+IDENTITY = {"repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
+            "base": {"sha": A}, "head": {"sha": C}}
+
+IDENTITY_CASES = [
+    (("repository", "full_name"), "acme/..", "BAD_IDENTITY", "identity.repository.full_name"),
+    (("repository", "full_name"), "acme/.", "BAD_IDENTITY", "identity.repository.full_name"),
+]
+
+# -- the handoff (docs/formats.md "Handoff") ---------------------------------------------------------------------------
+
+HANDOFF = {
+    "predicateType": HANDOFF_PREDICATE,
+    "subject": [{"name": n, "digest": {"sha256": H[n]}} for n in IMAGE_NAMES],
+    "predicate": {
+        "repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
+        "base": {"commit": A, "tree": B, "object_format": "sha1"},
+        "toolchain": {"repository": "https://github.com/attest-dev/attest", "revision": C},
+        "images": {n: {"identity": "sha256:" + H[n], "path": f"/var/lib/attest/store/{H[n]}/tree", "backend": "immutable"}
+                   for n in IMAGE_NAMES},
+        "installation": {"attestation_digest": "sha256:" + "4" * 64, "installed_root": "/home/ci/.agents/skills/agent-policy",
+                         "installer": {"repository": "https://github.com/attest-dev/attest", "revision": C},
+                         "source": {"repository": "https://github.com/attest-dev/attest", "revision": C}},
+        "runtime": {"name": "0dd3270e44d25b6d4a4d06276571b0f7-attest-runtime", "attestation_digest": "sha256:" + "6" * 64},
+        "config": {"path": ".agent-policy.yml", "sha256": "c" * 64}, "lock": {"path": ".agent-policy.lock", "sha256": "d" * 64},
+        "outputs": [{"context": None, "path": ".agents/skills/pr-review/SKILL.md", "renderer": "pr-review-skill-v1", "sha256": "e" * 64},
+                    {"context": "review", "path": "docs/review/policy-context.md", "renderer": "policy-context-md",
+                     "sha256": "f" * 64}],
+        "procedure": {"revision": C, "files": [{"path": "SKILL.md", "sha256": "e" * 64},
+                                               {"path": "references/procedure.md", "sha256": "a" * 64}]},
+        "time": "2026-09-02T12:00:00Z",
+    },
+}
+
+
+def _handoff(doc: Any) -> object:
+    return parse_handoff(doc, attestation_digest="sha256:" + "0" * 64, signers=("k",))
+
+
+P = ("predicate",)
+HANDOFF_CASES = [
+    # "the host's identities, as in the identity file": OWNER/NAME, JSON-safe positive integers
+    ((*P, "repository", "full_name"), "../x", "HANDOFF_MALFORMED", "handoff.repository.full_name"),
+    ((*P, "repository", "full_name"), "acme/..", "HANDOFF_MALFORMED", "handoff.repository.full_name"),
+    ((*P, "repository", "full_name"), "acme widgets", "HANDOFF_MALFORMED", "handoff.repository.full_name"),
+    ((*P, "repository", "full_name"), "acme/wid\x00gets", "HANDOFF_MALFORMED", "handoff.repository.full_name"),
+    ((*P, "repository", "id"), 2**53, "HANDOFF_MALFORMED", "handoff.repository.id"),
+    ((*P, "pull_request", "id"), 2**60, "HANDOFF_MALFORMED", "handoff.pull_request.id"),
+    ((*P, "pull_request", "number"), 2**53, "HANDOFF_MALFORMED", "handoff.pull_request.number"),
+    # images: "its absolute store path and its immutability backend"
+    ((*P, "images", "base", "path"), "/var/lib/attest/store/../../../etc/tree", "HANDOFF_MALFORMED", "handoff.images.base.path"),
+    ((*P, "images", "base", "path"), "/var/lib/attest/store/x\x00/tree", "HANDOFF_MALFORMED", "handoff.images.base.path"),
+    ((*P, "images", "base", "path"), "//var/lib/attest/store/x/tree", "HANDOFF_MALFORMED", "handoff.images.base.path"),
+    ((*P, "images", "base", "path"), "/var/lib/attest/./store/x/tree", "HANDOFF_MALFORMED", "handoff.images.base.path"),
+    ((*P, "images", "base", "path"), "/var/lib/attest/store/x/tree/", "HANDOFF_MALFORMED", "handoff.images.base.path"),
+    ((*P, "images", "runtime", "backend"), "writable", "HANDOFF_MALFORMED", "handoff.images.runtime.backend"),
+    ((*P, "images", "runtime", "backend"), "Immutable", "HANDOFF_MALFORMED", "handoff.images.runtime.backend"),
+    # installation.installed_root: a resolved absolute path
+    ((*P, "installation", "installed_root"), "skills/agent-policy", "HANDOFF_MALFORMED", "handoff.installation.installed_root"),
+    ((*P, "installation", "installed_root"), "/home/ci/../x", "HANDOFF_MALFORMED", "handoff.installation.installed_root"),
+    ((*P, "installation", "installed_root"), "/home/ci/x\x00", "HANDOFF_MALFORMED", "handoff.installation.installed_root"),
+    # runtime.name: the pinned runtime's input-addressed name
+    ((*P, "runtime", "name"), "attest-runtime", "HANDOFF_MALFORMED", "handoff.runtime.name"),
+    # the repositories are https:// URLs, as the pins hold them
+    ((*P, "toolchain", "repository"), "", "HANDOFF_MALFORMED", "handoff.toolchain.repository"),
+    ((*P, "toolchain", "repository"), "file:///srv/attest.git", "HANDOFF_MALFORMED", "handoff.toolchain.repository"),
+    ((*P, "installation", "source", "repository"), "x", "HANDOFF_MALFORMED", "handoff.installation.source.repository"),
+    # config and lock are the base's .agent-policy.yml and .agent-policy.lock
+    ((*P, "config", "path"), "/etc/passwd", "HANDOFF_MALFORMED", "handoff.config.path"),
+    ((*P, "lock", "path"), "../.agent-policy.lock", "HANDOFF_MALFORMED", "handoff.lock.path"),
+    # outputs and procedure files are repository- (bundle-) relative paths, by the inventory's name rules
+    ((*P, "outputs", 0, "path"), "../AGENTS.md", "HANDOFF_MALFORMED", "handoff.outputs[0].path"),
+    ((*P, "outputs", 1, "path"), "/docs/review/policy-context.md", "HANDOFF_MALFORMED", "handoff.outputs[1].path"),
+    ((*P, "outputs", 0, "path"), "docs/a\x00b", "HANDOFF_MALFORMED", "handoff.outputs[0].path"),
+    ((*P, "outputs", 0, "renderer"), "pr-review\nskill", "HANDOFF_MALFORMED", "handoff.outputs[0].renderer"),
+    ((*P, "outputs", 1, "context"), "", "HANDOFF_MALFORMED", "handoff.outputs[1].context"),
+    ((*P, "procedure", "files", 0, "path"), "../SKILL.md", "HANDOFF_MALFORMED", "handoff.procedure.files[0].path"),
+    ((*P, "procedure", "files", 0, "path"), "/SKILL.md", "HANDOFF_MALFORMED", "handoff.procedure.files[0].path"),
+    ((*P, "procedure", "files", 1, "path"), "references/./procedure.md", "HANDOFF_MALFORMED", "handoff.procedure.files[1].path"),
+    ((*P, "procedure", "files", 1, "path"), "references/pro\x00cedure.md", "HANDOFF_MALFORMED",
+     "handoff.procedure.files[1].path"),
+]
+
+PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
+    ("pins", _pins, PINS, PINS_CASES),
+    ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
+    ("handoff", _handoff, HANDOFF, HANDOFF_CASES),
+]
+
+ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")
+        for name, parse, doc, cases in PARSERS for at, value, code, field in cases]
+
+
+@pytest.mark.parametrize(("name", "parse", "doc"), [(n, p, d) for n, p, d, _ in PARSERS], ids=[n for n, *_ in PARSERS])
+def test_the_valid_document_parses(name: str, parse: Callable[[Any], object], doc: Any) -> None:
+    assert parse(copy.deepcopy(doc)) is not None, name
+
+
+@pytest.mark.parametrize(("parse", "doc", "at", "value", "code", "field"), ROWS)
+def test_one_bad_field_is_refused_with_its_code_naming_it(parse: Callable[[Any], object], doc: Any, at: Path_, value: Any,
+                                                          code: str, field: str) -> None:
+    got, message = refused(parse, mutated(doc, at, value))
+    assert got == code, message
+    assert names(message, field), message
+
+
+def test_the_handoff_backends_are_the_review_chains() -> None:
+    """The handoff reads backends without importing the freeze layer: its list is the freeze layer's, less erofs
+    (which the review chain refuses: EROFS_UNSUPPORTED), and the workflow's ``--backend`` choices."""
+    from attest.freeze import BACKENDS
+    from attest.review.handoff._handoff import BACKEND_NAMES
+    from attest.review.platform._workflow import BACKENDS as WORKFLOW_BACKENDS
+
+    assert BACKEND_NAMES == tuple(k for k in BACKENDS if k != "erofs") == WORKFLOW_BACKENDS

@@ -7,6 +7,7 @@ each asserting the exact reason code and that the message names the field by its
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
-from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff
+from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff, parse_result
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 H = {n: str(i) * 64 for i, n in enumerate(IMAGE_NAMES, 1)}
@@ -180,10 +181,53 @@ HANDOFF_CASES = [
      "handoff.procedure.files[1].path"),
 ]
 
+# -- the review result (docs/formats.md "Review result": the optional fields "may be left out", never null) ----------
+
+RESULT = {"complete": True, "limitations": [], "findings": [
+    {"id": "F1", "severity": "high", "blocking": True, "message": "eval() on input", "path": "src/calc.py", "line": 6, "side": "RIGHT"},
+    {"id": "F2", "severity": "low", "blocking": False, "message": "no test covers the new branch", "path": "src/calc.py"},
+    {"id": "F3", "severity": "info", "blocking": False, "message": "the change is otherwise clean"}]}
+
+
+def _result(doc: Any) -> object:
+    return parse_result(json.dumps(doc).encode())
+
+
+F = ("findings",)
+RESULT_CASES = [
+    # an optional field is left out or has a value: null is neither
+    ((*F, 2, "path"), None, "REVIEW_RESULT_INVALID", "result.findings[2].path"),
+    ((*F, 1, "line"), None, "REVIEW_RESULT_INVALID", "result.findings[1].line"),
+    ((*F, 0, "side"), None, "REVIEW_RESULT_INVALID", "result.findings[0].side"),
+    # every refusal names its field
+    ((*F, 1, "id"), "", "REVIEW_RESULT_INVALID", "result.findings[1].id"),
+    ((*F, 1, "id"), 7, "REVIEW_RESULT_INVALID", "result.findings[1].id"),
+    ((*F, 2, "message"), "", "REVIEW_RESULT_INVALID", "result.findings[2].message"),
+    ((*F, 0, "severity"), "HIGH", "REVIEW_RESULT_INVALID", "result.findings[0].severity"),
+    ((*F, 0, "blocking"), 1, "REVIEW_RESULT_INVALID", "result.findings[0].blocking"),
+    ((*F, 0, "blocking"), DROP, "REVIEW_RESULT_INVALID", "result.findings[0]"),
+    ((*F, 0, "column"), 3, "REVIEW_RESULT_INVALID", "result.findings[0]"),
+    ((*F, 0, "path"), "../etc/passwd", "REVIEW_RESULT_INVALID", "result.findings[0].path"),
+    ((*F, 0, "path"), 5, "REVIEW_RESULT_INVALID", "result.findings[0].path"),
+    ((*F, 0, "line"), True, "REVIEW_RESULT_INVALID", "result.findings[0].line"),
+    ((*F, 0, "line"), 0, "REVIEW_RESULT_INVALID", "result.findings[0].line"),
+    ((*F, 2, "line"), 3, "REVIEW_RESULT_INVALID", "result.findings[2].line"),  # a line without a path
+    ((*F, 1, "side"), "LEFT", "REVIEW_RESULT_INVALID", "result.findings[1].side"),  # a side without a line
+    ((*F, 0, "side"), "right", "REVIEW_RESULT_INVALID", "result.findings[0].side"),
+    (("limitations",), ["ran out of time", ""], "REVIEW_RESULT_INVALID", "result.limitations[1]"),
+    (("limitations",), ["ran out of time"], "REVIEW_RESULT_INVALID", "result.limitations"),  # complete with a limitation
+    (("complete",), "true", "REVIEW_RESULT_INVALID", "result.complete"),
+    (("findings",), {}, "REVIEW_RESULT_INVALID", "result.findings"),
+    (("findings",), [RESULT["findings"][2]] * 10_001, "REVIEW_RESULT_INVALID", "result.findings"),
+    (("extra",), 1, "REVIEW_RESULT_INVALID", "result"),
+    ((*F, 2, "message"), "clean\x1b[2J", "REVIEW_RESULT_INVALID", "result.findings[2].message"),
+]
+
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("pins", _pins, PINS, PINS_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
     ("handoff", _handoff, HANDOFF, HANDOFF_CASES),
+    ("review result", _result, RESULT, RESULT_CASES),
 ]
 
 ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")

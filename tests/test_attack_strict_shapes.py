@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 
+from attest._json import canonical_bytes
 from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
 from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff, parse_result
+from attest.review.procedure._recheck import parse_review_state
+from attest.review.procedure._start import STATE_FORMAT, review_id
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 H = {n: str(i) * 64 for i, n in enumerate(IMAGE_NAMES, 1)}
@@ -223,11 +226,83 @@ RESULT_CASES = [
     ((*F, 2, "message"), "clean\x1b[2J", "REVIEW_RESULT_INVALID", "result.findings[2].message"),
 ]
 
+# -- the review state (docs/formats.md "Review state": "Anything else is REVIEW_STATE_MALFORMED") -----------------------
+
+_PROJECTION = {"context": "review", "image": "sha256:" + H["base"], "renderer": "policy-context-md", "sha256": "6" * 64,
+               "retained": "sha256:" + "6" * 64, "path": "docs/review/policy-context.md"}
+STATE = {
+    "format": STATE_FORMAT, "handoff": {"path": "/home/ci/handoff.json", "digest": "sha256:" + "9" * 64},
+    "repo": "/srv/git/widgets.git", "host": {"adapter": "identity", "path": "/home/ci/identity.json"},
+    "repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
+    "base": {"commit": A, "tree": B, "object_format": "sha1"}, "head": C, "merge_base": A,
+    "images": copy.deepcopy(HANDOFF["predicate"]["images"]), "config": {"sha256": "c" * 64}, "lock": {"sha256": "d" * 64},
+    "context": "review",
+    "projections": {"semantic": _PROJECTION, "adapter": {**_PROJECTION, "path": "docs/review/github-review.json", "sha256": "7" * 64,
+                                                          "retained": "sha256:" + "7" * 64,
+                                                          "renderer": "github-review-json-adapter-v1"}},
+    "surface": {"base": A, "head": C, "base_tree": B, "head_tree": B, "paths": [{"path": ".agent-policy.yml", "status": "modified"}]},
+    "authority_changes": [{"path": ".agent-policy.yml", "status": "modified", "kind": "config"}],
+    "change_content": "sha256:" + "5" * 64,
+    "change": {"identity": "sha256:" + "8" * 64, "path": f"/var/lib/attest/store/{'8' * 64}/tree", "backend": "immutable"},
+}
+
+
+def _state(doc: Any) -> object:
+    rest = {k: v for k, v in doc.items() if k != "review"}
+    review = review_id(rest)
+    return parse_review_state(canonical_bytes({**rest, "review": review}), review, "/var/lib/attest/reviews/x.json")
+
+
+GITHUB_HOST = {"adapter": "github", "repository": "acme/widgets", "pr": 7, "api_url": "https://api.github.com"}
+STATE_CASES = [
+    # host: what recheck and serialize make the adapter from again (a null path was BAD_HOST_OPTIONS "no adapter")
+    (("host", "path"), None, "REVIEW_STATE_MALFORMED", "state.host.path"),
+    (("host", "path"), "identity.json", "REVIEW_STATE_MALFORMED", "state.host.path"),
+    (("host",), {**GITHUB_HOST, "pr": "7"}, "REVIEW_STATE_MALFORMED", "state.host.pr"),
+    (("host",), {**GITHUB_HOST, "pr": True}, "REVIEW_STATE_MALFORMED", "state.host.pr"),
+    (("host",), {**GITHUB_HOST, "repository": None}, "REVIEW_STATE_MALFORMED", "state.host.repository"),
+    (("host",), {**GITHUB_HOST, "api_url": None}, "REVIEW_STATE_MALFORMED", "state.host.api_url"),
+    # images: each {identity, path, backend} (a bare identity string was a TypeError in reestablish_root: INTERNAL)
+    (("images", "base"), "sha256:" + H["base"], "REVIEW_STATE_MALFORMED", "state.images.base"),
+    (("images", "runtime", "identity"), None, "REVIEW_STATE_MALFORMED", "state.images.runtime.identity"),
+    (("images", "runtime", "path"), "/var/lib/attest/store/../x/tree", "REVIEW_STATE_MALFORMED", "state.images.runtime.path"),
+    (("images", "procedure", "backend"), "erofs", "REVIEW_STATE_MALFORMED", "state.images.procedure.backend"),
+    (("images", "procedure", "extra"), 1, "REVIEW_STATE_MALFORMED", "state.images.procedure"),
+    # projections: each exactly {path, renderer, context, sha256, image, retained}
+    (("projections", "semantic"), 5, "REVIEW_STATE_MALFORMED", "state.projections.semantic"),
+    (("projections", "semantic"), {}, "REVIEW_STATE_MALFORMED", "state.projections.semantic"),
+    (("projections", "adapter", "path"), "../github-review.json", "REVIEW_STATE_MALFORMED", "state.projections.adapter.path"),
+    (("projections", "adapter", "path"), None, "REVIEW_STATE_MALFORMED", "state.projections.adapter.path"),
+    (("projections", "adapter", "sha256"), "sha256:" + "7" * 64, "REVIEW_STATE_MALFORMED", "state.projections.adapter.sha256"),
+    (("projections", "adapter", "image"), None, "REVIEW_STATE_MALFORMED", "state.projections.adapter.image"),
+    (("projections", "semantic", "retained"), "6" * 64, "REVIEW_STATE_MALFORMED", "state.projections.semantic.retained"),
+    (("projections", "semantic", "context"), "other", "REVIEW_STATE_MALFORMED", "state.projections.semantic.context"),
+    (("projections", "semantic", "renderer"), 1, "REVIEW_STATE_MALFORMED", "state.projections.semantic.renderer"),
+    # the rest of what the state records
+    (("handoff", "digest"), "x", "REVIEW_STATE_MALFORMED", "state.handoff.digest"),
+    (("handoff", "path"), None, "REVIEW_STATE_MALFORMED", "state.handoff.path"),
+    (("config", "sha256"), None, "REVIEW_STATE_MALFORMED", "state.config.sha256"),
+    (("lock", "sha256"), "D" * 64, "REVIEW_STATE_MALFORMED", "state.lock.sha256"),
+    (("context",), "Review Context", "REVIEW_STATE_MALFORMED", "state.context"),
+    (("change", "path"), "change", "REVIEW_STATE_MALFORMED", "state.change.path"),
+    (("change", "backend"), "dir", "REVIEW_STATE_MALFORMED", "state.change.backend"),
+    (("repo",), "/srv/git/../widgets.git", "REVIEW_STATE_MALFORMED", "state.repo"),
+    # authority_changes: refused by index and field, not "must each be exactly {path, status, kind}"
+    (("authority_changes",), {}, "REVIEW_STATE_MALFORMED", "state.authority_changes"),
+    (("authority_changes", 0, "kind"), "policy", "REVIEW_STATE_MALFORMED", "state.authority_changes[0].kind"),
+    (("authority_changes", 0, "status"), "renamed", "REVIEW_STATE_MALFORMED", "state.authority_changes[0].status"),
+    (("authority_changes", 0, "status"), "added", "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),  # not the surface's
+    (("authority_changes", 0, "source"), "x", "REVIEW_STATE_MALFORMED", "state.authority_changes[0]"),
+    (("authority_changes", 0, "path"), "src.txt", "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),
+    (("authority_changes", 0, "path"), None, "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),
+]
+
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("pins", _pins, PINS, PINS_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
     ("handoff", _handoff, HANDOFF, HANDOFF_CASES),
     ("review result", _result, RESULT, RESULT_CASES),
+    ("review state", _state, STATE, STATE_CASES),
 ]
 
 ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")

@@ -143,10 +143,13 @@ STATE = {
     "format": STATE_FORMAT, "handoff": {"path": "/h.json", "digest": D["base"]}, "repo": "/srv/repo.git",
     "host": {"adapter": "identity", "path": "/identity.json"}, "repository": {"id": 1, "full_name": "acme/widgets"},
     "pull_request": {"id": 2, "number": 3}, "base": {"commit": A, "tree": B, "object_format": "sha1"}, "head": C,
-    "merge_base": A, "images": dict(D), "config": {"sha256": "e" * 64}, "lock": {"sha256": "f" * 64}, "context": "ctx",
-    "projections": {"semantic": {}, "adapter": {}}, "surface": {"base": A, "head": C, "base_tree": B, "head_tree": B, "paths": []},
+    "merge_base": A, "images": {n: {"identity": D[n], "path": f"/images/{n}", "backend": "immutable"} for n in IMAGE_NAMES},
+    "config": {"sha256": "e" * 64}, "lock": {"sha256": "f" * 64}, "context": "ctx",
+    "projections": {role: {"path": f"docs/{role}", "renderer": "r", "context": "ctx", "sha256": "e" * 64, "image": D["base"],
+                           "retained": "sha256:" + "e" * 64} for role in ("semantic", "adapter")},
+    "surface": {"base": A, "head": C, "base_tree": B, "head_tree": B, "paths": []},
     "authority_changes": [],
-    "change_content": D["procedure"], "change": {"identity": D["runtime"], "path": "/images/change", "backend": "dir"},
+    "change_content": D["procedure"], "change": {"identity": D["runtime"], "path": "/images/change", "backend": "immutable"},
 }
 
 
@@ -202,7 +205,7 @@ RECORD = {
     "review": "0" * 32, "state_digest": D["base"], "generation": 0, "status": "complete",
     "repository": {"id": 1, "full_name": "a/b"}, "pull_request": {"id": 2, "number": 3}, "base": {"commit": A, "tree": B},
     "head": C, "merge_base": A, "handoff_digest": D["bootstrap"], "images": dict(D), "change": {"identity": D["runtime"]},
-    "projections": {}, "result": {"sha256": D["procedure"]}, "failure": None, "limitations": [], "authority_changes": [],
+    "projections": {r: {"path": f"docs/{r}", "sha256": D["procedure"]} for r in ("semantic", "adapter")}, "result": {"sha256": D["procedure"]}, "failure": None, "limitations": [], "authority_changes": [],
     "findings": {"total": 1, "blocking": 0, "inline": 1, "in_body": 0}, "event": "COMMENT",
     "confinement": {"confined": True}, "time": "2026-12-01T00:00:00Z",
 }

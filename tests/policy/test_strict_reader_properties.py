@@ -148,8 +148,12 @@ def _review_state() -> dict[str, Any]:
         "repo": "/srv/checkout", "host": {"adapter": "identity", "path": "/srv/identity.json"},
         "repository": {"id": 1296269, "full_name": "octo/hello"}, "pull_request": {"id": 2, "number": 7},
         "base": {"commit": _HEX40, "tree": "e" * 40, "object_format": "sha1"}, "head": head, "merge_base": merge_base,
-        "images": {n: "sha256:" + _HEX64 for n in IMAGE_NAMES}, "config": {"sha256": _HEX64}, "lock": {"sha256": _HEX64},
-        "context": "review", "projections": {"semantic": "sha256:" + _HEX64, "adapter": "sha256:" + _HEX64},
+        "images": {n: {"identity": "sha256:" + _HEX64, "path": f"/var/lib/attest/store/{_HEX64}/tree", "backend": "immutable"}
+                   for n in IMAGE_NAMES},
+        "config": {"sha256": _HEX64}, "lock": {"sha256": _HEX64}, "context": "review",
+        "projections": {role: {"path": f"docs/review/{role}.md", "renderer": renderer, "context": "review", "sha256": _HEX64,
+                               "image": "sha256:" + _HEX64, "retained": "sha256:" + _HEX64}
+                        for role, renderer in (("semantic", "policy-context-md"), ("adapter", "github-review-json-adapter-v1"))},
         "surface": {"base": merge_base, "head": head, "base_tree": "e" * 40, "head_tree": "d" * 40, "paths": ["attest/x.py"]},
         "authority_changes": [],
         "change_content": "sha256:" + _HEX64,

@@ -19,6 +19,7 @@ from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
 from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff, parse_result
+from attest.review.merge import parse_review_record
 from attest.review.procedure._recheck import parse_review_state
 from attest.review.procedure._start import STATE_FORMAT, review_id
 
@@ -297,12 +298,76 @@ STATE_CASES = [
     (("authority_changes", 0, "path"), None, "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),
 ]
 
+# -- the merge gate's review record (docs/formats.md "Review record"): each check refuses by the field's name ----------
+
+RECORD = {
+    "review": "7" * 32, "state_digest": "sha256:" + "e" * 64, "generation": 0, "status": "complete",
+    "repository": {"id": 4242, "full_name": "acme/widgets"}, "pull_request": {"id": 99001, "number": 7},
+    "base": {"commit": A, "tree": B}, "head": C, "merge_base": A, "handoff_digest": "sha256:" + "a" * 64,
+    "images": {n: "sha256:" + H[n] for n in IMAGE_NAMES}, "change": {"identity": "sha256:" + "4" * 64},
+    "projections": {"adapter": {"path": "docs/review/github-review.json", "sha256": "sha256:" + "a" * 64},
+                    "semantic": {"path": "docs/review/policy-context.md", "sha256": "sha256:" + "6" * 64}},
+    "result": {"sha256": "sha256:" + "b" * 64}, "failure": None, "limitations": [],
+    "authority_changes": [{"path": ".agent-policy.yml", "status": "modified", "kind": "config"}],
+    "findings": {"blocking": 4, "in_body": 5, "inline": 3, "total": 8}, "event": "REQUEST_CHANGES",
+    "confinement": {"confined": True}, "time": "2026-12-02T16:31:28Z",
+}
+FAILURE = {"code": "REVIEWER_FAILED", "detail": "exit 3"}
+
+
+def _record(doc: Any) -> object:
+    return parse_review_record(doc, "sha256:" + "9" * 64, "record.json")
+
+
+RECORD_CASES = [
+    # fields the gate did not read at all
+    (("state_digest",), "x", "MERGE_RECORD_MALFORMED", "record.state_digest"),
+    (("handoff_digest",), None, "MERGE_RECORD_MALFORMED", "record.handoff_digest"),
+    (("generation",), True, "MERGE_RECORD_MALFORMED", "record.generation"),
+    (("generation",), -1, "MERGE_RECORD_MALFORMED", "record.generation"),
+    (("generation",), "0", "MERGE_RECORD_MALFORMED", "record.generation"),
+    (("time",), "yesterday", "MERGE_RECORD_MALFORMED", "record.time"),
+    (("time",), None, "MERGE_RECORD_MALFORMED", "record.time"),
+    (("projections",), {}, "MERGE_RECORD_MALFORMED", "record.projections"),
+    (("projections", "semantic"), None, "MERGE_RECORD_MALFORMED", "record.projections.semantic"),
+    (("projections", "semantic", "sha256"), "6" * 64, "MERGE_RECORD_MALFORMED", "record.projections.semantic.sha256"),
+    (("projections", "adapter", "path"), 7, "MERGE_RECORD_MALFORMED", "record.projections.adapter.path"),
+    (("result",), "sha256:" + "b" * 64, "MERGE_RECORD_MALFORMED", "record.result"),
+    (("result",), {"sha256": "b" * 64}, "MERGE_RECORD_MALFORMED", "record.result.sha256"),
+    (("result",), {"sha256": "sha256:" + "b" * 64, "size": 1}, "MERGE_RECORD_MALFORMED", "record.result"),
+    (("failure",), 5, "MERGE_RECORD_MALFORMED", "record.failure"),
+    (("confinement",), 5, "MERGE_RECORD_MALFORMED", "record.confinement"),
+    # the contradictions: each by the field that contradicts (was one "the review record contradicts itself")
+    (("event",), "COMMENT", "MERGE_RECORD_MALFORMED", "record.event"),
+    (("event",), "APPROVE", "MERGE_RECORD_MALFORMED", "record.event"),
+    (("findings", "inline"), 4, "MERGE_RECORD_MALFORMED", "record.findings.total"),
+    (("findings", "blocking"), 9, "MERGE_RECORD_MALFORMED", "record.findings.blocking"),
+    (("findings", "blocking"), 0, "MERGE_RECORD_MALFORMED", "record.findings.blocking"),  # < its one authority change
+    (("findings",), {"blocking": 4, "in_body": 0, "inline": 8, "total": 8}, "MERGE_RECORD_MALFORMED", "record.findings.in_body"),
+    (("limitations",), ["analysed nothing"], "MERGE_RECORD_MALFORMED", "record.limitations"),  # complete, limited
+    (("status",), "limited", "MERGE_RECORD_MALFORMED", "record.limitations"),  # limited, no limitation
+    (("result",), None, "MERGE_RECORD_MALFORMED", "record.result"),  # complete, no result
+    (("failure",), FAILURE, "MERGE_RECORD_MALFORMED", "record.failure"),  # complete, failed
+    (("status",), "failed", "MERGE_RECORD_MALFORMED", "record.result"),  # failed, with a result
+]
+FAILED = {**RECORD, "status": "failed", "result": None, "failure": FAILURE, "confinement": None,
+          "findings": {"blocking": 1, "in_body": 1, "inline": 0, "total": 1}}
+FAILED_CASES = [
+    (("failure",), None, "MERGE_RECORD_MALFORMED", "record.failure"),
+    (("failure",), {"code": "REVIEWER_FAILED"}, "MERGE_RECORD_MALFORMED", "record.failure"),
+    (("failure", "code"), "", "MERGE_RECORD_MALFORMED", "record.failure.code"),
+    (("failure", "detail"), None, "MERGE_RECORD_MALFORMED", "record.failure.detail"),
+    (("findings",), {"blocking": 2, "in_body": 2, "inline": 0, "total": 2}, "MERGE_RECORD_MALFORMED", "record.findings.total"),
+]
+
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("pins", _pins, PINS, PINS_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
     ("handoff", _handoff, HANDOFF, HANDOFF_CASES),
     ("review result", _result, RESULT, RESULT_CASES),
     ("review state", _state, STATE, STATE_CASES),
+    ("review record", _record, RECORD, RECORD_CASES),
+    ("failed review record", _record, FAILED, FAILED_CASES),
 ]
 
 ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")

@@ -10,11 +10,13 @@ import copy
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from attest._json import canonical_bytes
+from attest.builder import load_recipe
 from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
@@ -395,3 +397,36 @@ def test_the_handoff_backends_are_the_review_chains() -> None:
     from attest.review.platform._workflow import BACKENDS as WORKFLOW_BACKENDS
 
     assert BACKEND_NAMES == tuple(k for k in BACKENDS if k != "erofs") == WORKFLOW_BACKENDS
+
+
+# -- the recipe (docs/build.md "Recipes": entry points "must exist in bin/ after the install") --------------------------
+
+RECIPE = ('schema = "attest-recipe/v1"\nkind = "runtime"\nname = "attest-runtime"\n[toolchain]\nrepository = "https://github.com/attest-dev/attest"\n'
+          'source = ".."\n[lock]\npath = "pylock.toml"\n[interpreter]\nrequires = "==3.11.*"\n[expose]\nentry_points = [{}]\n')
+
+RECIPE_CASES = [
+    # os.path.join(root, "bin", "/bin/sh") is /bin/sh: the host's file was taken as an exposed entry point
+    ('"attest", "/bin/sh"', "recipe.expose.entry_points[1]"),
+    ('"../lib/python3.11/site-packages/attest/__init__.py"', "recipe.expose.entry_points[0]"),
+    ('"bin/attest"', "recipe.expose.entry_points[0]"),
+    ('".."', "recipe.expose.entry_points[0]"),
+    ('"attest\\u0000"', "recipe.expose.entry_points[0]"),
+]
+
+
+@pytest.mark.parametrize(("entry_points", "field"), RECIPE_CASES, ids=[c[0] for c in RECIPE_CASES])
+def test_a_recipe_entry_point_is_one_name_in_bin(tmp_path: Path, entry_points: str, field: str) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(RECIPE.replace("{}", '"attest"'))
+    assert load_recipe(path).name == "attest-runtime"
+    path.write_text(RECIPE.replace("{}", entry_points))
+    got, message = refused(load_recipe, path)
+    assert got == "BAD_RECIPE", message
+    assert names(message, field), message
+
+
+def test_a_recipe_of_another_kind_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "runtime.toml"
+    path.write_text(RECIPE.replace("{}", '"attest"').replace('kind = "runtime"', 'kind = "image"'))
+    got, message = refused(load_recipe, path)
+    assert got == "BAD_RECIPE" and names(message, "recipe.kind"), message

@@ -17,6 +17,7 @@ import pytest
 
 from attest._json import canonical_bytes
 from attest.builder import load_recipe
+from attest.builder._lock import parse_pylock
 from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
@@ -362,6 +363,48 @@ FAILED_CASES = [
     (("findings",), {"blocking": 2, "in_body": 2, "inline": 0, "total": 2}, "MERGE_RECORD_MALFORMED", "record.findings.total"),
 ]
 
+# -- the PEP 751 lock (docs/build.md "Locks"): names, exact versions, specifiers, each refusal by its field ------------
+
+WHEEL = "foo-1.0-py3-none-any.whl"
+PYLOCK = {"lock-version": "1.0", "requires-python": ">=3.11", "packages": [
+    {"name": "foo", "version": "1.0", "requires-python": ">=3.11", "marker": "python_version >= '3.11'", "wheels": [
+        {"name": WHEEL, "url": f"https://files.example/{WHEEL}", "size": 10, "hashes": {"sha256": "a" * 64}}]}]}
+
+
+def _inline_toml(doc: dict[str, Any]) -> bytes:
+    """``doc`` as TOML, every table inline (what tomllib reads back as the same dict)."""
+    def value(v: Any) -> str:
+        if isinstance(v, (bool, int, str)):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return "{" + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + "}"
+
+    return "".join(f"{json.dumps(k)} = {value(v)}\n" for k, v in doc.items()).encode()
+
+
+def _pylock(doc: Any) -> object:
+    return parse_pylock(_inline_toml(doc), where="pylock.toml")
+
+
+PK, WH = ("packages", 0), ("packages", 0, "wheels", 0)
+PYLOCK_CASES = [
+    ((*PK, "name"), "../foo", "BAD_LOCK", "lock.packages[0].name"),
+    ((*PK, "name"), "foo/bar", "BAD_LOCK", "lock.packages[0].name"),
+    ((*PK, "name"), " foo", "BAD_LOCK", "lock.packages[0].name"),
+    ((*PK, "name"), "foo\n", "BAD_LOCK", "lock.packages[0].name"),
+    ((*PK, "name"), "bar", "BAD_LOCK", "lock.packages[0].wheels[0].name"),  # the wheel is another distribution's
+    ((*PK, "version"), ">=1.0", "LOCK_NOT_PINNED", "lock.packages[0].version"),
+    ((*PK, "version"), "1.0 ", "LOCK_NOT_PINNED", "lock.packages[0].version"),
+    ((*PK, "marker"), "python_version >", "BAD_LOCK", "lock.packages[0].marker"),
+    ((*PK, "requires-python"), ">=>3", "BAD_LOCK", "lock.packages[0].requires-python"),
+    (("requires-python",), ">=>3", "BAD_LOCK", "lock.requires-python"),
+    ((*WH, "name"), "foo-2.0-py3-none-any.whl", "BAD_LOCK", "lock.packages[0].wheels[0].name"),
+    ((*WH, "name"), f"../{WHEEL}", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
+    ((*WH, "name"), "foo-1.0.tar.gz", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
+    ((*WH, "name"), "foo-1.0-x.whl", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
+]
+
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("pins", _pins, PINS, PINS_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
@@ -370,6 +413,7 @@ PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("review state", _state, STATE, STATE_CASES),
     ("review record", _record, RECORD, RECORD_CASES),
     ("failed review record", _record, FAILED, FAILED_CASES),
+    ("pylock", _pylock, PYLOCK, PYLOCK_CASES),
 ]
 
 ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")

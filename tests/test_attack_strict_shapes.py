@@ -102,6 +102,14 @@ PINS_CASES = [
     (("runtime", "interpreter"), "/usr/bin/python3.11\n", "BAD_RUNTIME_PINS", "runtime.interpreter"),
     (("runtime", "interpreter"), "python3.11", "BAD_RUNTIME_PINS", "runtime.interpreter"),
     (("runtime", "interpreter"), "/usr/bin/py\x00thon", "BAD_RUNTIME_PINS", "runtime.interpreter"),
+    # a control character in a pin reaches a terminal as it is (`install skill` prints the repositories)
+    (("runtime", "python"), "3.11.7\x1b[2J", "BAD_RUNTIME_PINS", "runtime.python"),
+    (("skill", "source_repository"), "https://github.com/attest-dev/attest\x1b[2J", "BAD_PINS", "skill.source_repository"),
+    (("skill", "installer_repository"), "https://github.com/attest-dev/\nattest", "BAD_PINS", "skill.installer_repository"),
+    # [toolchain] repository: "an https:// URL" (what the lock's toolchain must equal), not just its first 8 characters
+    (("toolchain", "repository"), "https://", "BAD_RUNTIME_PINS", "toolchain.repository"),
+    (("toolchain", "repository"), "https://github.com/attest dev/attest", "BAD_RUNTIME_PINS", "toolchain.repository"),
+    (("toolchain", "repository"), "https://github.com/attest-dev/../x", "BAD_RUNTIME_PINS", "toolchain.repository"),
 ]
 
 # -- the identity file (docs/formats.md "Identity file": OWNER/NAME, as --github reads it) -----------------------------

@@ -23,6 +23,7 @@ from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
 from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff, parse_result
 from attest.review.merge import parse_review_record
+from attest.review.procedure import parse_reproduced_outputs
 from attest.review.procedure._recheck import parse_review_state
 from attest.review.procedure._start import STATE_FORMAT, review_id
 
@@ -413,6 +414,17 @@ PYLOCK_CASES = [
     ((*WH, "name"), "foo-1.0-x.whl", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
 ]
 
+# parse_reproduced_outputs, the review's own reader of the handoff's outputs: each refusal named (it was one sentence,
+# "each of the handoff's outputs must be {path, renderer, context, sha256}", and a sha256 of any 64 characters passed)
+OUTPUTS_CASES = [
+    (("outputs", 1, "sha256"), "F" * 64, "HANDOFF_MALFORMED", "handoff.outputs[1].sha256"),
+    (("outputs", 1, "sha256"), "sha256:" + "f" * 57, "HANDOFF_MALFORMED", "handoff.outputs[1].sha256"),
+    (("outputs", 0, "renderer"), None, "HANDOFF_MALFORMED", "handoff.outputs[0].renderer"),
+    (("outputs", 0, "context"), DROP, "HANDOFF_MALFORMED", "handoff.outputs[0]"),
+    (("outputs", 0, "path"), 7, "HANDOFF_MALFORMED", "handoff.outputs[0].path"),
+    (("outputs",), {}, "HANDOFF_MALFORMED", "handoff.outputs"),
+]
+
 PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("pins", _pins, PINS, PINS_CASES),
     ("identity file", lambda d: HostIdentity.from_json(d, "identity.json"), IDENTITY, IDENTITY_CASES),
@@ -422,6 +434,7 @@ PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("review record", _record, RECORD, RECORD_CASES),
     ("failed review record", _record, FAILED, FAILED_CASES),
     ("pylock", _pylock, PYLOCK, PYLOCK_CASES),
+    ("reproduced outputs", parse_reproduced_outputs, HANDOFF["predicate"], OUTPUTS_CASES),
 ]
 
 ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")

@@ -109,17 +109,16 @@ def handoff_evidence(statement: Mapping[str, object], handoff: Handoff, path: st
         VerificationError: ``HANDOFF_MALFORMED`` (a config or lock digest that is not a
             SHA-256, or outputs that are not ``{path, renderer, context, sha256}``).
     """
-    pred = statement["predicate"]
-    if not isinstance(pred, dict):
-        raise VerificationError(HandoffCode.HANDOFF_MALFORMED, "the handoff's predicate is not an object", path)
-    digests: list[str] = []
-    for key in ("config", "lock"):
-        value = pred.get(key)
-        sha = value.get("sha256") if isinstance(value, dict) else None
-        if not isinstance(sha, str) or not _HEX64.match(sha):
-            raise VerificationError(HandoffCode.HANDOFF_MALFORMED, f"the handoff's {key}.sha256 is not a SHA-256", path)
-        digests.append(sha)
-    return HandoffEvidence(handoff, path, parse_reproduced_outputs(pred), digests[0], digests[1])
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail, path)
+
+    pred = Shape(statement.get("predicate"), "handoff", bad)
+    digests = [pred.at(key).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits") for key in ("config", "lock")]
+    try:
+        outputs = parse_reproduced_outputs(pred.object().value)
+    except VerificationError as e:
+        raise bad(e.detail) from e
+    return HandoffEvidence(handoff, path, outputs, digests[0], digests[1])
 
 
 def verify_handoff_evidence(path: str | os.PathLike[str], policy: Policy) -> HandoffEvidence:

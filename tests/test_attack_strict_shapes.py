@@ -253,7 +253,11 @@ STATE = {
     "projections": {"semantic": _PROJECTION, "adapter": {**_PROJECTION, "path": "docs/review/github-review.json", "sha256": "7" * 64,
                                                           "retained": "sha256:" + "7" * 64,
                                                           "renderer": "github-review-json-adapter-v1"}},
-    "surface": {"base": A, "head": C, "base_tree": B, "head_tree": B, "paths": [{"path": ".agent-policy.yml", "status": "modified"}]},
+    "surface": {"base": A, "head": C, "base_tree": B, "head_tree": B, "paths": [
+        {"path": ".agent-policy.yml", "status": "modified", "old_mode": "100644", "new_mode": "100644", "old_oid": "1" * 40,
+         "new_oid": "2" * 40, "content": "text", "hunks": [{"left": {"start": 1, "count": 1}, "right": {"start": 1, "count": 1}}]},
+        {"path": "notes.txt", "status": "added", "old_mode": None, "new_mode": "100644", "old_oid": None, "new_oid": "3" * 40,
+         "content": "text", "hunks": [{"left": {"start": 0, "count": 0}, "right": {"start": 1, "count": 3}}]}]},
     "authority_changes": [{"path": ".agent-policy.yml", "status": "modified", "kind": "config"}],
     "change_content": "sha256:" + "5" * 64,
     "change": {"identity": "sha256:" + "8" * 64, "path": f"/var/lib/attest/store/{'8' * 64}/tree", "backend": "immutable"},
@@ -308,6 +312,23 @@ STATE_CASES = [
     (("authority_changes", 0, "source"), "x", "REVIEW_STATE_MALFORMED", "state.authority_changes[0]"),
     (("authority_changes", 0, "path"), "src.txt", "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),
     (("authority_changes", 0, "path"), None, "REVIEW_STATE_MALFORMED", "state.authority_changes[0].path"),
+    (("refresh",), None, "REVIEW_STATE_MALFORMED", "state.refresh"),  # only after a refresh, and then an object
+    # surface.paths: serialize read them later, as "the review state's changed surface is malformed: KeyError('hunks')"
+    (("surface", "paths", 1), "notes.txt", "REVIEW_STATE_MALFORMED", "state.surface.paths[1]"),
+    (("surface", "paths", 1, "hunks"), DROP, "REVIEW_STATE_MALFORMED", "state.surface.paths[1]"),
+    (("surface", "paths", 1, "path"), "../notes.txt", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].path"),
+    (("surface", "paths", 1, "path"), ".agent-policy.yml", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].path"),  # twice
+    (("surface", "paths", 1, "path"), ".a", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].path"),  # out of order
+    (("surface", "paths", 1, "status"), "renamed", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].status"),
+    (("surface", "paths", 1, "status"), "modified", "REVIEW_STATE_MALFORMED", "state.surface.paths[1]"),  # no old side
+    (("surface", "paths", 1, "old_mode"), "644", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].old_mode"),
+    (("surface", "paths", 1, "new_oid"), "3" * 64, "REVIEW_STATE_MALFORMED", "state.surface.paths[1].new_oid"),
+    (("surface", "paths", 1, "content"), "binary", "REVIEW_STATE_MALFORMED", "state.surface.paths[1]"),  # hunks, not text
+    (("surface", "paths", 1, "content"), "source", "REVIEW_STATE_MALFORMED", "state.surface.paths[1].content"),
+    (("surface", "paths", 1, "hunks", 0, "right", "count"), -1, "REVIEW_STATE_MALFORMED",
+     "state.surface.paths[1].hunks[0].right.count"),
+    (("surface", "paths", 1, "hunks", 0, "right", "start"), 0, "REVIEW_STATE_MALFORMED", "state.surface.paths[1].hunks[0]"),
+    (("surface", "paths", 1, "hunks", 0, "left"), None, "REVIEW_STATE_MALFORMED", "state.surface.paths[1].hunks[0].left"),
 ]
 
 # -- the merge gate's review record (docs/formats.md "Review record"): each check refuses by the field's name ----------

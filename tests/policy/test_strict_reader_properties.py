@@ -154,7 +154,9 @@ def _review_state() -> dict[str, Any]:
         "projections": {role: {"path": f"docs/review/{role}.md", "renderer": renderer, "context": "review", "sha256": _HEX64,
                                "image": "sha256:" + _HEX64, "retained": "sha256:" + _HEX64}
                         for role, renderer in (("semantic", "policy-context-md"), ("adapter", "github-review-json-adapter-v1"))},
-        "surface": {"base": merge_base, "head": head, "base_tree": "e" * 40, "head_tree": "d" * 40, "paths": ["attest/x.py"]},
+        "surface": {"base": merge_base, "head": head, "base_tree": "e" * 40, "head_tree": "d" * 40, "paths": [
+            {"path": "attest/x.py", "status": "modified", "old_mode": "100644", "new_mode": "100644", "old_oid": "1" * 40,
+             "new_oid": "2" * 40, "content": "text", "hunks": [{"left": {"start": 42, "count": 1}, "right": {"start": 42, "count": 1}}]}]},
         "authority_changes": [],
         "change_content": "sha256:" + _HEX64,
         "change": {"identity": "sha256:" + _HEX64, "path": "/var/lib/attest/store/x/tree", "backend": "immutable"},

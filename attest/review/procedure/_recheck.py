@@ -34,7 +34,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict, cast
 
 from ..._digest import sha256_of
 from ..._json import canonical_bytes, loads_strict
@@ -43,7 +43,7 @@ from ..._shape import MAX_SAFE_INT, Shape
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ...freeze import FreezeCode
 from ...freeze._state import open_state, open_sub
-from ...git import GitCode, GitRepo, best_common_ancestors, is_full_sha, verify_full_sha
+from ...git import ChangedPath, GitCode, GitRepo, Hunk, best_common_ancestors, is_full_sha, verify_full_sha
 from ...inventory import check_path
 from ..bootstrap import BootstrapCode, HostAdapter, host_adapter
 from ..bootstrap._identity import FULL_NAME
@@ -66,6 +66,7 @@ from ._start import (
 )
 
 if TYPE_CHECKING:
+    from ...git._surface import Content, Status
     from ..bootstrap import CommitTreeDoc, PullRequestDoc, RepositoryDoc
 
 RECHECKS_DIR = "rechecks"
@@ -248,6 +249,47 @@ def _image(image: Shape, identity: str = "sha256:<64 hex>") -> None:
     image.one_of("backend", BACKEND_NAMES)
 
 
+_SURFACE_PATH_KEYS = ("path", "status", "old_mode", "new_mode", "old_oid", "new_oid", "content", "hunks")
+_GIT_MODE = re.compile(r"(?:100644|100755|120000|160000)\Z")  # what a changed (non-tree) entry can be
+
+
+def _surface_paths(paths: list[Shape], fmt: Literal["sha1", "sha256"]) -> None:
+    """The surface's changed paths (docs/git-ancestry.md "The changed surface"): each of exactly its fields, consistent
+    as a ``ChangedPath`` is, sorted by path bytes, none twice."""
+    last: bytes | None = None
+    for p in paths:
+        p.object(_SURFACE_PATH_KEYS)
+        path = p.string("path")
+        problem = check_path(path)
+        if problem is not None:
+            p.fail(f"a repository-relative path ({problem[1]})", "path")
+        key = path.encode("utf-8", "surrogateescape")
+        p.check(last is None or key > last, "sorted by path bytes, each path once", "path")
+        last = key
+        modes = [p.optional_string(k, pattern=_GIT_MODE, expected="a file mode of git's or null", present=True)
+                 for k in ("old_mode", "new_mode")]
+        oids = []
+        for k in ("old_oid", "new_oid"):
+            oid = p.optional_string(k, expected=f"a full {fmt} object id or null", present=True)
+            p.check(oid is None or is_full_sha(oid, fmt), f"a full {fmt} object id or null", k)
+            oids.append(oid)
+        hunks = []
+        for h in p.list_of("hunks"):
+            h.object(("left", "right"))
+            sides = [h.nested(side, ("start", "count")) for side in ("left", "right")]
+            numbers = [s.non_negative_int(k, maximum=MAX_SAFE_INT) for s in sides for k in ("start", "count")]
+            try:
+                hunks.append(Hunk(*numbers))
+            except ValueError:
+                h.fail("a hunk (@@ -l,s +r,t @@: a side with lines starts at 1, one side has lines)")
+        status = cast("Status", p.one_of("status", ("added", "deleted", "modified", "type-changed")))
+        content = cast("Content", p.one_of("content", ("text", "binary", "non-utf8", "oversized", "too-complex", "not-a-file")))
+        try:
+            ChangedPath(path, status, modes[0], modes[1], oids[0], oids[1], content, tuple(hunks))
+        except ValueError:
+            p.fail("a consistent changed path (modes and ids on the sides its status has, hunks only for text)")
+
+
 def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     """Parse a review state file's bytes strictly (pure): canonical JSON, its id its content's and ``review``, the documented shape.
 
@@ -315,7 +357,7 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     surface = state.nested("surface", ("base", "head", "base_tree", "head_tree", "paths"))
     for tree in (surface.at("base_tree"), surface.at("head_tree")):
         tree.check(isinstance(tree.value, str) and is_full_sha(tree.value, fmt), f"a full {fmt} object id")
-    surface.list_of("paths")
+    _surface_paths(surface.list_of("paths"), fmt)
     surface.check((surface.optional_string("base"), surface.optional_string("head")) == (doc["merge_base"], doc["head"]),
                   "the changed surface from the state's merge_base to its head")
     authority = parse_authority_changes(doc["authority_changes"], doc["surface"], where)

@@ -195,6 +195,8 @@ HANDOFF_CASES = [
     ((*P, "procedure", "files", 1, "path"), "references/./procedure.md", "HANDOFF_MALFORMED", "handoff.procedure.files[1].path"),
     ((*P, "procedure", "files", 1, "path"), "references/pro\x00cedure.md", "HANDOFF_MALFORMED",
      "handoff.procedure.files[1].path"),
+    ((*P, "time"), "2026-02-31T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),  # a day that does not exist
+    ((*P, "time"), "2025-02-29T12:00:00Z", "HANDOFF_MALFORMED", "handoff.time"),
 ]
 
 # -- the review result (docs/formats.md "Review result": the optional fields "may be left out", never null) ----------
@@ -361,6 +363,7 @@ RECORD_CASES = [
     (("generation",), "0", "MERGE_RECORD_MALFORMED", "record.generation"),
     (("time",), "yesterday", "MERGE_RECORD_MALFORMED", "record.time"),
     (("time",), None, "MERGE_RECORD_MALFORMED", "record.time"),
+    (("time",), "2026-04-31T16:31:28Z", "MERGE_RECORD_MALFORMED", "record.time"),
     (("projections",), {}, "MERGE_RECORD_MALFORMED", "record.projections"),
     (("projections", "semantic"), None, "MERGE_RECORD_MALFORMED", "record.projections.semantic"),
     (("projections", "semantic", "sha256"), "6" * 64, "MERGE_RECORD_MALFORMED", "record.projections.semantic.sha256"),
@@ -473,6 +476,11 @@ def test_one_bad_field_is_refused_with_its_code_naming_it(parse: Callable[[Any],
     got, message = refused(parse, mutated(doc, at, value))
     assert got == code, message
     assert names(message, field), message
+
+
+def test_a_leap_day_is_a_time() -> None:
+    doc = mutated(HANDOFF, (*P, "time"), "2028-02-29T23:59:59Z")
+    assert _handoff(doc) is not None
 
 
 def test_the_handoff_backends_are_the_review_chains() -> None:

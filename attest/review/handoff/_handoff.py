@@ -42,8 +42,6 @@ _CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
 #: The freeze layer's immutability backends (attest.freeze.BACKENDS; a test keeps the two equal).
 BACKEND_NAMES = ("immutable", "readonly", "ro-bind")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex object id"
-# ASCII digits only (a str pattern's \\d matches every Unicode digit), each field in its range.
-_TIME = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +187,7 @@ def parse_handoff(statement: Mapping[str, object], *, attestation_digest: str, s
         runtime_attestation_digest=runtime.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>"),
         images=images,
         procedure_files=tuple(parsed),
-        time=pred.string("time", pattern=_TIME, expected="a UTC time YYYY-MM-DDTHH:MM:SSZ"),
+        time=pred.utc_time("time"),
     )
 
 

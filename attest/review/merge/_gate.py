@@ -139,7 +139,6 @@ _RECORD_KEYS = frozenset({"review", "state_digest", "generation", "status", "rep
                           "authority_changes", "findings", "event", "confinement", "time"})
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _REVIEW_ID = re.compile(r"[0-9a-f]{32}\Z")
-_TIME = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z\Z")
 
 
 def parse_review_record(predicate: object, digest: str, where: str | None = None) -> ReviewRecord:
@@ -186,7 +185,7 @@ def parse_review_record(predicate: object, digest: str, where: str | None = None
     rec.string("state_digest", pattern=_DIGEST, expected="sha256:<64 hex>")
     rec.string("handoff_digest", pattern=_DIGEST, expected="sha256:<64 hex>")
     rec.non_negative_int("generation", maximum=MAX_SAFE_INT)
-    rec.string("time", pattern=_TIME, expected="a UTC time YYYY-MM-DDTHH:MM:SSZ")
+    rec.utc_time("time")
     projections = rec.nested("projections", ("semantic", "adapter"))
     for role in ("semantic", "adapter"):
         projection = projections.nested(role, ("path", "sha256"))

@@ -524,3 +524,38 @@ def test_a_recipe_of_another_kind_names_the_field(tmp_path: Path) -> None:
     path.write_text(RECIPE.replace("{}", '"attest"').replace('kind = "runtime"', 'kind = "image"'))
     got, message = refused(load_recipe, path)
     assert got == "BAD_RECIPE" and names(message, "recipe.kind"), message
+
+
+# -- .agent-policy.yml (docs/formats.md): a module refused by its index, not by the list --------------------------------
+
+CONFIG_YML = """schema: 2
+toolchain:
+  repository: https://github.com/attest-dev/attest
+  revision: 84ef0981e95899769f21df15c6f36b9299763f97
+skills:
+  enabled: [pr-review]
+contexts:
+  review:
+    modules:
+      - policy/core/evidence.md
+      - policy/core/layers.md
+outputs:
+  - {path: docs/review/policy-context.md, renderer: policy-context-md, context: review, enabled: true}
+"""
+
+CONFIG_CASES = [
+    ("policy/core/layers.md", "../layers.md", "PATH_NOT_NORMAL", "contexts.review.modules[1]"),
+    ("policy/core/layers.md", "/etc/passwd", "PATH_ABSOLUTE", "contexts.review.modules[1]"),
+    ("policy/core/layers.md", '"policy/core/lay\\x1bers.md"', "PATH_BAD_NAME", "contexts.review.modules[1]"),
+    ("policy/core/layers.md", "policy/core/evidence.md", "PATH_CONFLICT", "contexts.review.modules[1]"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "code", "field"), CONFIG_CASES, ids=[c[1] for c in CONFIG_CASES])
+def test_a_config_refusal_names_the_module_by_its_index(old: str, new: str, code: str, field: str) -> None:
+    from attest.policy import PolicyConfig
+
+    assert PolicyConfig.from_bytes(CONFIG_YML.encode()) is not None
+    got, message = refused(PolicyConfig.from_bytes, CONFIG_YML.replace(old, new, 1).encode())
+    assert got == code, message
+    assert names(message, field), message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -559,3 +560,52 @@ def test_a_config_refusal_names_the_module_by_its_index(old: str, new: str, code
     got, message = refused(PolicyConfig.from_bytes, CONFIG_YML.replace(old, new, 1).encode())
     assert got == code, message
     assert names(message, field), message
+
+
+# -- the recheck record (docs/review.md: {"review", "state", "outcome", "reason": CODE, "superseded_by": NEW_ID|null}) --
+
+def _closed_review(tmp_path: Path, record: dict[str, Any]) -> tuple[str, str]:
+    from attest._digest import sha256_of
+    from attest.review.procedure._recheck import RECHECKS_DIR
+    from attest.review.procedure._start import REVIEWS_DIR, write_review_state, write_state_file
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    review, path = write_review_state(str(state_dir), {k: v for k, v in STATE.items() if k != "review"})
+    digest = sha256_of(Path(path).read_bytes())
+    assert os.path.dirname(path).endswith(REVIEWS_DIR)
+    doc = {"review": review, "state": digest, "outcome": "refresh", "reason": "REVIEW_HEAD_MOVED", "superseded_by": "f" * 32,
+           **record}
+    write_state_file(str(state_dir), RECHECKS_DIR, f"{review}.json", canonical_bytes(doc))
+    return str(state_dir), review
+
+
+RECHECK_RECORD_CASES = [
+    ({"superseded_by": "\x1b[2J" + "f" * 28}, "recheck_record.superseded_by"),  # printed in the refusal as it is
+    ({"superseded_by": None}, "recheck_record.superseded_by"),  # a refresh names the review that replaced it
+    ({"superseded_by": 7}, "recheck_record.superseded_by"),
+    ({"outcome": "fail", "reason": "HOST_MISMATCH", "superseded_by": "f" * 32}, "recheck_record.superseded_by"),  # null
+    ({"reason": ""}, "recheck_record.reason"),
+    ({"reason": "head moved\nREVIEW_UNCHANGED"}, "recheck_record.reason"),
+]
+
+
+@pytest.mark.parametrize(("record", "field"), RECHECK_RECORD_CASES, ids=[repr(r)[:40] for r, _ in RECHECK_RECORD_CASES])
+def test_a_recheck_record_of_another_shape_is_malformed_by_its_field(tmp_path: Path, record: dict[str, Any], field: str) -> None:
+    from attest.review.procedure._recheck import load_review_state
+
+    state_dir, review = _closed_review(tmp_path, record)
+    got, message = refused(lambda _: load_review_state(state_dir, review), None)
+    assert got == "REVIEW_STATE_MALFORMED", message
+    assert names(message, field), message
+
+
+def test_a_well_formed_recheck_record_closes_the_review(tmp_path: Path) -> None:
+    from attest.review.procedure._recheck import load_review_state
+
+    state_dir, review = _closed_review(tmp_path, {})
+    assert refused(lambda _: load_review_state(state_dir, review), None)[0] == "REVIEW_SUPERSEDED"
+    (tmp_path / "b").mkdir()
+    state_dir, review = _closed_review(tmp_path / "b", {"outcome": "restart", "reason": "REVIEW_BASE_TREE_MISMATCH",
+                                                        "superseded_by": None})
+    assert refused(lambda _: load_review_state(state_dir, review), None)[0] == "REVIEW_DISCARDED"

@@ -75,6 +75,7 @@ MAX_RECORD_BYTES = 64 << 10
 Outcome = Literal["proceed", "refresh", "restart", "fail"]
 OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # ascending precedence
 _ID = re.compile(r"[0-9a-f]{32}\Z")
+_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,99}\Z")  # a reason code
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
@@ -439,8 +440,13 @@ def load_review_state(state_dir: str | os.PathLike[str], review: str) -> ReviewS
         rec.object(_RECORD_KEYS)
         rec.one_of("review", (review,))
         rec.one_of("state", (parsed.digest,))
-        rec.one_of("outcome", _CLOSED)
-        rec.string("reason", empty=True)
+        outcome = rec.one_of("outcome", _CLOSED)
+        rec.string("reason", pattern=_CODE, expected="a reason code")
+        if outcome == "refresh":  # the review that replaced it; a closed one (restart, fail) has none
+            rec.string("superseded_by", pattern=_ID, expected="the review id that replaced it (32 lowercase hex digits)")
+        else:
+            rec.check(rec.get("superseded_by") is None, "null: a review closed by a restart or a failure has no successor",
+                      "superseded_by")
         then = f"an earlier recheck decided {doc['outcome']} ({doc['reason']})"
         if doc["outcome"] == "refresh":
             then += f"; the current review is {doc['superseded_by']}"

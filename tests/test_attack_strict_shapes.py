@@ -609,3 +609,17 @@ def test_a_well_formed_recheck_record_closes_the_review(tmp_path: Path) -> None:
     state_dir, review = _closed_review(tmp_path / "b", {"outcome": "restart", "reason": "REVIEW_BASE_TREE_MISMATCH",
                                                         "superseded_by": None})
     assert refused(lambda _: load_review_state(state_dir, review), None)[0] == "REVIEW_DISCARDED"
+
+
+def test_the_result_writer_leaves_an_absent_optional_field_out() -> None:
+    """The writer side of "left out, never null": what review exec and the agent write reads back as itself."""
+    from attest.review.handoff import ResultFinding, ReviewResult
+
+    result = ReviewResult(False, ("ran out of time",), (ResultFinding("F1", "low", False, "m"),
+                                                        ResultFinding("F2", "high", True, "m", "src/a.py"),
+                                                        ResultFinding("F3", "high", True, "m", "src/a.py", 3)))
+    doc = result.to_json()
+    assert [sorted(f) for f in doc["findings"]] == [["blocking", "id", "message", "severity"],
+                                                    ["blocking", "id", "message", "path", "severity"],
+                                                    ["blocking", "id", "line", "message", "path", "severity"]]
+    assert parse_result(json.dumps(doc).encode()) == result

@@ -462,7 +462,8 @@ PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("reproduced outputs", parse_reproduced_outputs, HANDOFF["predicate"], OUTPUTS_CASES),
 ]
 
-ROWS = [pytest.param(parse, doc, at, value, code, field, id=f"{name}: {'.'.join(map(str, at))}={value!r:.40}")
+ROWS = [pytest.param(parse, doc, at, value, code, field,
+                     id=f"{name}: {'.'.join(map(str, at))}={'DROP' if value is DROP else repr(value)[:40]}")
         for name, parse, doc, cases in PARSERS for at, value, code, field in cases]
 
 

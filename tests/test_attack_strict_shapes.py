@@ -624,3 +624,41 @@ def test_the_result_writer_leaves_an_absent_optional_field_out() -> None:
                                                     ["blocking", "id", "message", "path", "severity"],
                                                     ["blocking", "id", "line", "message", "path", "severity"]]
     assert parse_result(json.dumps(doc).encode()) == result
+
+
+# -- the promotion-log checkpoint (docs/formats.md "Promotion-log checkpoint"): each refusal by its field --------------
+
+CHECKPOINT = {"digest": "sha256:" + "5" * 64, "format": "https://attest.dev/promotion-log-checkpoint/v1",
+              "pins": "/etc/attest/pins.toml", "sequence": 1}
+
+CHECKPOINT_CASES = [
+    (("sequence",), 0, "checkpoint.sequence"),
+    (("sequence",), True, "checkpoint.sequence"),
+    (("sequence",), "1", "checkpoint.sequence"),
+    (("digest",), "5" * 64, "checkpoint.digest"),
+    (("format",), "https://attest.dev/promotion-log-checkpoint/v2", "checkpoint.format"),
+    (("pins",), "/etc/attest/other.toml", "checkpoint.pins"),
+    (("head",), 1, "checkpoint"),
+]
+
+
+@pytest.mark.parametrize(("at", "value", "field"), CHECKPOINT_CASES, ids=[f"{a[0]}={v!r}" for a, v, _ in CHECKPOINT_CASES])
+def test_a_remembered_checkpoint_is_refused_by_its_field(tmp_path: Path, at: Path_, value: Any, field: str) -> None:
+    from attest.builder._promolog import checkpoint_path, read_checkpoint
+
+    state = tmp_path / "state"
+    pins = "/etc/attest/pins.toml"
+    where = Path(checkpoint_path(state, pins))
+    where.parent.mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    for doc, ok in ((CHECKPOINT, True), (mutated(CHECKPOINT, at, value), False)):
+        where.unlink(missing_ok=True)
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, canonical_bytes(doc))
+        os.close(fd)
+        if ok:
+            assert read_checkpoint(state, pins) is not None
+            continue
+        got, message = refused(lambda _: read_checkpoint(state, pins), None)
+        assert got == "PROMOTION_LOG_CHECKPOINT_INVALID", message
+        assert names(message, field), message

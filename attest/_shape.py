@@ -15,6 +15,7 @@ so the exception type and reason code stay the parser's, only the detail gains t
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Collection
 from typing import NoReturn
@@ -29,6 +30,8 @@ ErrorFactory = Callable[[str], Exception]
 
 
 _END = "\\Z"
+# ASCII digits only (a str pattern's \d matches every Unicode digit), each field in its range; strptime then refuses 02-31.
+_UTC_TIME = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z\Z")
 
 
 def _describe(pattern: re.Pattern[str]) -> str:
@@ -150,6 +153,20 @@ class Shape:
         if not isinstance(value, str) or (not value and not empty) or (pattern is not None and not pattern.match(value)):
             s.fail(expected or (_describe(pattern) if pattern is not None else "a string" if empty else "a non-empty string"))
         return value
+
+    def utc_time(self, key: str | None = None) -> str:
+        """A UTC time ``YYYY-MM-DDTHH:MM:SSZ`` of a day that exists (not 2026-02-31)."""
+        s = self._of(key)
+        value = s.value
+        ok = isinstance(value, str) and _UTC_TIME.match(value) is not None
+        if ok:
+            try:
+                datetime.datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                ok = False
+        if not ok:
+            s.fail("a UTC time YYYY-MM-DDTHH:MM:SSZ")
+        return str(value)
 
     def optional_string(self, key: str, *, pattern: re.Pattern[str] | None = None, expected: str | None = None,
                         empty: bool = True, present: bool = False) -> str | None:

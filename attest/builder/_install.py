@@ -148,8 +148,8 @@ class SkillPins:
         values: dict[str, str] = {}
         for key in _PIN_FIELDS:
             value = table[key]
-            if not isinstance(value, str) or not value or value != value.strip():
-                raise bad(f"skill.{key} must be a non-empty string without surrounding spaces")
+            if not isinstance(value, str) or not value or value != value.strip() or not value.isprintable():
+                raise bad(f"skill.{key} must be a non-empty printable string without surrounding spaces")
             values[key] = value
         if not _BUILD_NAME.match(values["name"]):
             raise bad(f"skill.name {values['name'][:100]!r} is not an input-addressed build name (<32 hex>-<recipe>)")

@@ -20,6 +20,7 @@ from typing import Literal
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -37,6 +38,7 @@ _TOP_KEYS = {"lock-version", "environments", "requires-python", "extras", "depen
 _PKG_KEYS = {"name", "version", "marker", "requires-python", "dependencies", "index", "vcs", "directory",
              "archive", "sdist", "wheels", "attestation-identities", "tool"}
 _WHEEL_KEYS = {"name", "upload-time", "url", "path", "size", "hashes"}
+_DIST_NAME = re.compile(r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")  # PEP 508
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,7 @@ def parse_pylock(data: bytes, *, where: str = "pylock.toml") -> Lock:
     lock = Shape(doc, "lock", _refuse(BuildCode.BAD_LOCK, where)).object(allowed=_TOP_KEYS)
     lock.check(doc.get("lock-version") == "1.0", "'1.0'", "lock-version")
     raw_packages = lock.list_of("packages", non_empty=True, maximum=MAX_PACKAGES)
-    rp = lock.string("requires-python", empty=True) if lock.has("requires-python") else None
+    rp = _requires_python(lock)
     packages = tuple(_pylock_package(p, where) for p in raw_packages)
     _check_duplicates(packages, where)
     return Lock("pylock", hashlib.sha256(data).hexdigest(), packages, rp, data)
@@ -137,17 +139,28 @@ def _pylock_package(raw: Shape, where: str) -> LockedPackage:
     if not isinstance(raw.value, dict):
         raw.fail("a table")
     raw.object(allowed=_PKG_KEYS)
-    name = raw.string("name")
-    at = f"{where}: {name}"
+    name = raw.string("name", pattern=_DIST_NAME, expected="a distribution name (PEP 508)")
     pkg = raw.with_error(_refuse(BuildCode.BAD_LOCK, where, name))
     for source in ("sdist", "vcs", "directory", "archive"):
         if pkg.has(source):
             pkg.with_error(_refuse(BuildCode.LOCK_NOT_WHEEL, where, name)).refuse(
                 "is refused; only hashed wheels are built from", source)
-    version = pkg.with_error(_refuse(BuildCode.LOCK_NOT_PINNED, where, name)).string("version", empty=True,
-                                                                                        expected="an exact version")
-    _version(version, at)
-    marker = _marker(pkg.string("marker", empty=True), at) if pkg.has("marker") else None
+    pinned = pkg.with_error(_refuse(BuildCode.LOCK_NOT_PINNED, where, name))
+    version = pinned.string("version", empty=True, expected="an exact version")
+    try:
+        Version(version)
+        ok = version == version.strip()
+    except (InvalidVersion, ValueError):  # ValueError: a release number of more than 4300 digits
+        ok = False
+    pinned.check(ok, "an exact version (PEP 440)", "version")
+    marker = None
+    if pkg.has("marker"):
+        text = pkg.string("marker", empty=True)
+        try:
+            marker = str(Marker(text))
+        except InvalidMarker as e:
+            pkg.refuse(f"{text!r} is invalid: {e}", "marker")
+    _requires_python(pkg)
     wheels = []
     for w in pkg.with_error(_refuse(BuildCode.LOCK_NOT_WHEEL, where, name)).list_of("wheels", non_empty=True):
         w = w.with_error(_refuse(BuildCode.BAD_LOCK, where, name))
@@ -163,7 +176,8 @@ def _pylock_package(raw: Shape, where: str) -> LockedPackage:
             filename = source.rsplit("/", 1)[-1]
         if not isinstance(filename, str) or not filename:
             w.fail("a file name", "name")
-        _wheel_filename(filename, name, version, at)
+        _wheel_filename(w, w.with_error(_refuse(BuildCode.LOCK_NOT_WHEEL, where, name)),
+                        "name" if w.has("name") else "url" if url is not None else "path", filename, name, version)
         if path is not None:
             path = w.string("path", empty=True)
             w.check(not path.startswith("/") and ".." not in path.split("/"), "a path relative to the lock, without '..'",
@@ -183,22 +197,31 @@ def _version(version: str, at: str) -> None:
         raise _bad(BuildCode.LOCK_NOT_PINNED, f"{at}: version {version!r} is invalid") from e
 
 
-def _marker(marker: str, at: str) -> str:
+def _requires_python(t: Shape) -> str | None:
+    """The table's ``requires-python``, a PEP 440 specifier set (None when absent)."""
+    if not t.has("requires-python"):
+        return None
+    spec = t.string("requires-python", empty=True)
     try:
-        return str(Marker(marker))
-    except InvalidMarker as e:
-        raise _bad(BuildCode.BAD_LOCK, f"{at}: marker {marker!r} is invalid: {e}") from e
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        t.fail("a version specifier set (PEP 440)", "requires-python")
+    return spec
 
 
-def _wheel_filename(filename: str, name: str, version: str, at: str) -> None:
+def _wheel_filename(w: Shape, not_wheel: Shape, key: str, filename: str, name: str, version: str) -> None:
+    """The wheel's file name (its ``name``, else the last part of its ``url`` or ``path``): a wheel of ``name`` ``version``.
+
+    ``not_wheel`` refuses a name that is no wheel's (``LOCK_NOT_WHEEL``), ``w`` a wheel of another distribution (``BAD_LOCK``).
+    """
     if not filename.endswith(".whl") or "/" in filename or filename.startswith("."):
-        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a wheel file name")
+        not_wheel.refuse(f"{filename!r} is not a wheel file name", key)
     try:
         wname, wversion, _, _ = parse_wheel_filename(filename)
     except (InvalidWheelFilename, ValueError) as e:  # ValueError: a version number of more than 4300 digits
-        raise _bad(BuildCode.LOCK_NOT_WHEEL, f"{at}: {filename!r} is not a valid wheel file name: {e}") from e
+        not_wheel.refuse(f"{filename!r} is not a valid wheel file name: {e}", key)
     if wname != canonicalize_name(name) or wversion != Version(version):
-        raise _bad(BuildCode.BAD_LOCK, f"{at}: wheel {filename!r} is not {name} {version}")
+        w.refuse(f"{filename!r} is not a wheel of {name} {version}", key)
 
 
 def _check_duplicates(packages: tuple[LockedPackage, ...], where: str) -> None:

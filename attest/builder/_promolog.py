@@ -46,6 +46,7 @@ from .._digest import sha256_of
 from .._fs import read_bounded
 from .._json import canonical_bytes, loads_strict
 from .._safefs import O_DIR, O_OWN_RDWR, UnsafeEntry, create_at, open_regular_at, replace_at
+from .._shape import Shape
 from ..attestation import Policy, StatementDoc, load_policy, statement, subject, verify_attestation_bytes
 from ..errors import AttestError, CommonCode, Finding, InputError, VerificationError
 from ._promotion_codes import PromotionCode
@@ -524,14 +525,12 @@ def _read_checkpoint_at(dfd: int, path: str, pins_path: str) -> LogCheckpoint | 
         doc = loads_strict(data, what="promotion-log checkpoint", max_bytes=MAX_CHECKPOINT_BYTES, max_depth=2)
     except AttestError as e:
         raise _invalid(f"the remembered checkpoint is not JSON ({e.findings[0].detail if e.findings else e})", path) from e
-    if not isinstance(doc, dict) or set(doc) != _CHECKPOINT_FIELDS or doc["format"] != CHECKPOINT_FORMAT:
-        raise _invalid(f"the remembered checkpoint is not a {CHECKPOINT_FORMAT} object of exactly {sorted(_CHECKPOINT_FIELDS)}", path)
-    if doc["pins"] != os.path.abspath(pins_path):
-        raise _invalid(f"the remembered checkpoint is of the pins {str(doc['pins'])[:200]!r}, not of these", path)
-    sequence, digest = doc["sequence"], doc["digest"]
-    if type(sequence) is not int or not 1 <= sequence <= MAX_LOG_ENTRIES or not (isinstance(digest, str) and _DIGEST.match(digest)):
-        raise _invalid("the remembered checkpoint's sequence or digest is malformed", path)
-    return LogCheckpoint(sequence, digest)
+    cp = Shape(doc, "checkpoint", lambda d: _invalid(f"the remembered checkpoint: {d}", path)).object(_CHECKPOINT_FIELDS)
+    cp.one_of("format", (CHECKPOINT_FORMAT,))
+    pins = os.path.abspath(pins_path)
+    cp.check(doc["pins"] == pins, f"{pins!r}, these pins (it is of {str(doc['pins'])[:200]!r})", "pins")
+    sequence = cp.integer("sequence", minimum=1, maximum=MAX_LOG_ENTRIES)
+    return LogCheckpoint(sequence, cp.string("digest", pattern=_DIGEST, expected="sha256:<64 hex>"))
 
 
 def read_checkpoint(state_dir: str | os.PathLike[str], pins_path: str | os.PathLike[str]) -> LogCheckpoint | None:

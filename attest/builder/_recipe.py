@@ -94,7 +94,7 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
     recipe.check(doc.get("schema") == SCHEMA, repr(SCHEMA), "schema")
     base = os.path.dirname(os.path.abspath(where))
     digest = hashlib.sha256(data).hexdigest()
-    kind = doc.get("kind")
+    kind = recipe.one_of("kind", ("runtime", "skill"))
     name = recipe.string("name", pattern=_NAME, expected="one safe file-name component (letters, digits, . _ + -; not .. )")
     if kind == "runtime":
         recipe.object(allowed={"schema", "kind", "name", "toolchain", "lock", "interpreter", "expose", "options"})
@@ -112,6 +112,11 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
         ipath = it.string("path") if it.has("path") else None
         it.check(ipath is None or os.path.isabs(ipath), "an absolute path", "path")
         lock_ref = lk.string("path")
+        entry_points = _strs(ex, "entry_points")
+        for i, ep in enumerate(entry_points):  # bin/<name>: one name, never a path out of bin/ (or an absolute one)
+            problem = check_name(ep)
+            if problem is not None:
+                ex.fail(f"one file name in bin/ ({problem[1]})", f"entry_points[{i}]")
         return RuntimeRecipe(
             name=name,
             toolchain_repository=tc.string("repository"),
@@ -121,7 +126,7 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
             build_only=_strs(lk, "build_only"),
             interpreter_requires=requires,
             interpreter_path=ipath,
-            entry_points=_strs(ex, "entry_points"),
+            entry_points=entry_points,
             bytecode="checked-hash" if bytecode == "checked-hash" else "none",
             digest=digest,
             path=where,
@@ -143,4 +148,4 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
             digest=digest,
             path=where,
         )
-    raise InputError(BuildCode.BAD_RECIPE, f"kind {kind!r} is not 'runtime' or 'skill'", where)
+    recipe.fail("'runtime' or 'skill'", "kind")

@@ -246,12 +246,14 @@ def _contexts(p: _Problems, value: object) -> tuple[Context, ...]:
         total += len(modules)
         if "modules" in c and not modules:
             p.add(PolicyCode.CONFIG_BAD_VALUE, f"{where}.modules is empty: a context without policy is refused")
-        for module in modules:
+        first: dict[str, int] = {}
+        for i, module in enumerate(modules):
             problem = check_authority_path(module, PathRole.MODULE)
             if problem is not None:
-                p.add(PolicyCode(problem.code), f"{where}.modules: {problem.detail}", problem.path)
-        if len(set(modules)) != len(modules):
-            p.add(PolicyCode.PATH_CONFLICT, f"{where}.modules names a module twice")
+                p.add(PolicyCode(problem.code), f"{where}.modules[{i}]: {problem.detail}", problem.path)
+            if module in first:
+                p.add(PolicyCode.PATH_CONFLICT, f"{where}.modules[{i}] names the module of {where}.modules[{first[module]}] again")
+            first.setdefault(module, i)
         out.append(Context(name, tuple(modules)))
     if total > MAX_MODULES:
         p.add(PolicyCode.CONFIG_BAD_VALUE, f"the contexts name {total} modules; the limit is {MAX_MODULES}")

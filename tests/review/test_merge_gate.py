@@ -258,7 +258,7 @@ GOOD_RECORD: dict[str, Any] = {
     "merge_base": A, "handoff_digest": "sha256:" + "1" * 64,
     "images": {n: "sha256:" + "2" * 64 for n in ("bootstrap", "runtime", "base", "procedure")},
     "change": {"identity": "sha256:" + "3" * 64},
-    "projections": {}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [], "authority_changes": [],
+    "projections": {r: {"path": f"docs/{r}", "sha256": "sha256:" + "3" * 64} for r in ("semantic", "adapter")}, "result": {"sha256": "sha256:" + "3" * 64}, "failure": None, "limitations": [], "authority_changes": [],
     "findings": {"total": 1, "blocking": 0, "inline": 1, "in_body": 0}, "event": "COMMENT",
     "confinement": {"confined": True}, "time": "2026-12-01T00:00:00Z"}
 

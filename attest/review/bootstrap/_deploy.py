@@ -69,7 +69,9 @@ class DeploymentPins:
     def from_bytes(cls, data: bytes, where: str) -> DeploymentPins:
         # lazy: attest.builder, +75 ms to importing review.bootstrap (the merge gate imports it for the host adapter alone)
         from ...builder import SkillPins
+        from ...builder._install import _BUILD_NAME  # lazy: as above
         from ...builder._promote import parse_pins  # lazy: as above
+        from ...policy._config import is_repository_url  # lazy: as above
 
         def bad(detail: str) -> InputError:
             return InputError(BootstrapCode.BAD_RUNTIME_PINS, detail, where)
@@ -80,8 +82,8 @@ class DeploymentPins:
         tc = doc.get("toolchain")
         if not isinstance(tc, dict) or set(tc) != {"repository", "revision"}:
             raise bad("the pins need a [toolchain] table of exactly repository and revision (run `attest promote`)")
-        if not isinstance(tc["repository"], str) or not tc["repository"].startswith("https://"):
-            raise bad("toolchain.repository must be an https:// repository URL")
+        if not is_repository_url(tc["repository"]):
+            raise bad("toolchain.repository must be an https:// repository URL (a host and a path, no '.' or '..' segment)")
         if not isinstance(tc["revision"], str) or not is_full_sha(tc["revision"]):
             raise bad("toolchain.revision must be a full lowercase commit SHA")
         rt = doc.get("runtime")
@@ -89,8 +91,14 @@ class DeploymentPins:
             got = sorted(rt) if isinstance(rt, dict) else None
             raise bad(f"the pins need a [runtime] table of exactly {list(_RUNTIME_FIELDS)}; it has {got}")
         for key in _RUNTIME_FIELDS:
-            if not isinstance(rt[key], str) or not rt[key]:
-                raise bad(f"runtime.{key} must be a non-empty string")
+            if not isinstance(rt[key], str) or not rt[key] or rt[key] != rt[key].strip() or not rt[key].isprintable():
+                raise bad(f"runtime.{key} must be a non-empty printable string without surrounding spaces")
+        # The name is a file name (STATE/builds/<name>.runtime.json): the input-addressed build name, never a path.
+        if not _BUILD_NAME.match(rt["name"]):
+            raise bad(f"runtime.name {rt['name'][:100]!r} is not an input-addressed build name (<32 hex>-<recipe>)")
+        interpreter = rt["interpreter"]
+        if not os.path.isabs(interpreter) or os.path.normpath(interpreter) != interpreter or not interpreter.isprintable():
+            raise bad(f"runtime.interpreter {interpreter[:200]!r} is not a normalized absolute path")
         for key in ("inventory", "attestation", "provenance"):
             if not _IDENTITY.match(rt[key]):
                 raise bad(f"runtime.{key} is not sha256:<64 lowercase hex>")

@@ -33,7 +33,8 @@ from ._codes import BootstrapCode
 
 MAX_IDENTITY_BYTES = 64 * 1024
 MAX_ID = (1 << 53) - 1  # JSON-safe integers only
-FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}\Z")
+# OWNER/NAME; a NAME of "." or ".." is no repository's (GitHub refuses both) and would be another path.
+FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/(?!\.\.?\Z)[A-Za-z0-9_.-]{1,100}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex commit id"
 _SHAPE = {"repository": {"id", "full_name"}, "pull_request": {"id", "number"}, "base": {"sha"}, "head": {"sha"}}

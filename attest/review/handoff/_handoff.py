@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..._shape import Shape
+from ..._shape import MAX_SAFE_INT, Shape
 from ...errors import VerificationError
+from ...inventory import check_path
 from ._codes import HandoffCode
 
 if TYPE_CHECKING:
@@ -31,10 +32,16 @@ _PREDICATE_KEYS = frozenset({"repository", "pull_request", "base", "images", "in
 _IDENTITY = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")  # one path component, never '..'
+# The pinned runtime's input-addressed build name (docs/formats.md "Pins"): one path component, never '..'.
+_BUILD_NAME = re.compile(r"[0-9a-f]{32}-[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+# OWNER/NAME as the identity file has it (bootstrap._identity.FULL_NAME, not imported: this module stays light).
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/(?!\.\.?\Z)[A-Za-z0-9_.-]{1,100}\Z")
+_REPOSITORY = re.compile(r"https://[!-~]+\Z")  # an https:// URL of printable ASCII, no space
+_RENDERER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+_CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
+#: The freeze layer's immutability backends (attest.freeze.BACKENDS; a test keeps the two equal).
+BACKEND_NAMES = ("immutable", "readonly", "ro-bind")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex object id"
-# ASCII digits only (a str pattern's \\d matches every Unicode digit), each field in its range.
-_TIME = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,24 +93,41 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail)
 
 
+def _absolute(s: Shape, key: str) -> str:
+    """A normalized absolute path (no '.', '..', '//' or trailing '/', no NUL): one spelling of one place."""
+    path = s.string(key)
+    s.check(os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//") and "\0" not in path,
+            "a normalized absolute path", key)
+    return path
+
+
+def _relative(s: Shape, key: str) -> str:
+    """A relative path by the inventory's name rules (no '..', '.', empty component, control character, ...)."""
+    path = s.string(key)
+    problem = check_path(path)
+    if problem is not None:
+        s.fail(f"a relative path ({problem[1]})", key)
+    return path
+
+
 def _check_recorded_inputs(pred: Shape) -> None:
     """The fields the handoff records but the review does not read: each of its documented shape, no field more."""
-    for key in ("config", "lock"):
+    for key, name in (("config", ".agent-policy.yml"), ("lock", ".agent-policy.lock")):
         recorded = pred.nested(key, ("path", "sha256"))
-        recorded.string("path")
+        recorded.one_of("path", (name,))
         recorded.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
     installation = pred.nested("installation", ("attestation_digest", "installed_root", "installer", "source"))
     installation.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>")
-    installation.string("installed_root")
+    _absolute(installation, "installed_root")
     for key in ("installer", "source"):
         party = installation.nested(key, ("repository", "revision"))
-        party.string("repository")
+        party.string("repository", pattern=_REPOSITORY, expected="an https:// URL")
         party.string("revision", pattern=_SHA, expected=_SHA_EXPECTED)
     for output in pred.list_of("outputs"):
         output.object(("context", "path", "renderer", "sha256"))
-        output.optional_string("context")  # null: an output of no context
-        output.string("path")
-        output.string("renderer")
+        output.optional_string("context", pattern=_CONTEXT, expected="a context name or null", present=True)  # null: no context
+        _relative(output, "path")
+        output.string("renderer", pattern=_RENDERER, expected="a renderer name")
         output.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
 
 
@@ -121,11 +145,12 @@ def parse_handoff(statement: Mapping[str, object], *, attestation_digest: str, s
                                 f"the statement's predicate type is {str(statement.get('predicateType'))[:200]!r}, not {HANDOFF_PREDICATE}")
     pred = Shape(statement.get("predicate"), "handoff", _bad).object(_PREDICATE_KEYS)
     repo = pred.nested("repository", ("id", "full_name"))
+    repo.string("full_name", pattern=_FULL_NAME, expected="OWNER/NAME")
     pr = pred.nested("pull_request", ("id", "number"))
     base = pred.nested("base", ("commit", "tree", "object_format"))
     base.one_of("object_format", ("sha1", "sha256"))
     toolchain = pred.nested("toolchain", ("repository", "revision"))
-    toolchain.string("repository")
+    toolchain.string("repository", pattern=_REPOSITORY, expected="an https:// URL")
     procedure = pred.nested("procedure", ("revision", "files"))
     procedure.check(procedure.get("revision") == toolchain.get("revision"), "the toolchain's revision", "revision")
     runtime = pred.nested("runtime", ("name", "attestation_digest"))
@@ -134,10 +159,9 @@ def parse_handoff(statement: Mapping[str, object], *, attestation_digest: str, s
     images: dict[str, HandoffImage] = {}
     for name in IMAGE_NAMES:
         entry = raw_images.nested(name, ("identity", "path", "backend"))
-        path = entry.string("path")
-        entry.check(os.path.isabs(path), "an absolute path", "path")
+        path = _absolute(entry, "path")
         images[name] = HandoffImage(entry.string("identity", pattern=_IDENTITY, expected="sha256:<64 hex>"), path,
-                                    entry.string("backend"))
+                                    entry.one_of("backend", BACKEND_NAMES))
     # The subjects are what was signed over: exactly the four images, each once, by identity.
     subjects = statement.get("subject")
     named = {s.get("name"): s.get("digest") for s in subjects if isinstance(s, dict)} if isinstance(subjects, list) else {}
@@ -145,25 +169,25 @@ def parse_handoff(statement: Mapping[str, object], *, attestation_digest: str, s
     if not isinstance(subjects, list) or len(subjects) != len(IMAGE_NAMES) or named != want:
         raise VerificationError(HandoffCode.HANDOFF_SUBJECT_MISMATCH,
                                 "the statement's subjects are not exactly the four images of the predicate")
-    parsed = [(f.string("path"), f.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits"))
+    parsed = [(_relative(f, "path"), f.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits"))
               for f in (f.object(("path", "sha256")) for f in procedure.list_of("files", non_empty=True))]
     procedure.check(sorted(parsed) == parsed and len({p for p, _ in parsed}) == len(parsed), "sorted by path, each path once",
                     "files")
     return Handoff(
         attestation_digest=attestation_digest,
         signers=signers,
-        repository_id=repo.positive_int("id"),
+        repository_id=repo.positive_int("id", maximum=MAX_SAFE_INT),
         full_name=repo.string("full_name"),
-        pull_request_id=pr.positive_int("id"),
-        number=pr.positive_int("number"),
+        pull_request_id=pr.positive_int("id", maximum=MAX_SAFE_INT),
+        number=pr.positive_int("number", maximum=MAX_SAFE_INT),
         base_commit=base.string("commit", pattern=_SHA, expected=_SHA_EXPECTED),
         base_tree=base.string("tree", pattern=_SHA, expected=_SHA_EXPECTED),
         toolchain_revision=toolchain.string("revision", pattern=_SHA, expected=_SHA_EXPECTED),
-        runtime_name=runtime.string("name", pattern=_SAFE_NAME, expected="one safe path component"),
+        runtime_name=runtime.string("name", pattern=_BUILD_NAME, expected="an input-addressed build name (<32 hex>-<recipe>)"),
         runtime_attestation_digest=runtime.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>"),
         images=images,
         procedure_files=tuple(parsed),
-        time=pred.string("time", pattern=_TIME, expected="a UTC time YYYY-MM-DDTHH:MM:SSZ"),
+        time=pred.utc_time("time"),
     )
 
 

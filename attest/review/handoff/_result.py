@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..._json import loads_strict
+from ..._shape import Shape
 from ...errors import AttestError, VerificationError
 from ...inventory import check_path
 from ._codes import HandoffCode
@@ -68,32 +69,33 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.REVIEW_RESULT_INVALID, detail)
 
 
-def _finding(i: int, doc: object) -> ResultFinding:
-    where = f"findings[{i}]"
-    if not isinstance(doc, dict) or not _REQUIRED <= set(doc) or set(doc) - _REQUIRED - _OPTIONAL:
-        raise _bad(f"{where} must have {sorted(_REQUIRED)} and may have {sorted(_OPTIONAL)}, nothing else")
-    if not isinstance(doc["id"], str) or not doc["id"] or not isinstance(doc["message"], str) or not doc["message"]:
-        raise _bad(f"{where}: id and message must be non-empty strings")
-    if doc["severity"] not in SEVERITIES:
-        raise _bad(f"{where}: severity must be one of {list(SEVERITIES)}")
-    if type(doc["blocking"]) is not bool:
-        raise _bad(f"{where}: blocking must be true or false")
-    path, line, side = doc.get("path"), doc.get("line"), doc.get("side")
-    if path is not None:
-        problem = check_path(path) if isinstance(path, str) else (None, "not a string")
+def _finding(f: Shape) -> ResultFinding:
+    """One finding: its required fields, and each optional one either left out or of a value (never null)."""
+    f.object(allowed=_REQUIRED | _OPTIONAL, required=_REQUIRED)
+    for key in sorted(_OPTIONAL):
+        f.check(f.get(key) is not None or not f.has(key), "left out or of a value, never null", key)
+    path: str | None = None
+    line: int | None = None
+    side: str | None = None
+    if f.has("path"):
+        path = f.string("path", expected="a repository-relative path")
+        problem = check_path(path)
         if problem is not None:  # the inventory's name rules: no '..', '.', empty component, control character ...
-            raise _bad(f"{where}: path must be a repository-relative path ({problem[1]})")
-    if line is not None and (type(line) is not int or line <= 0 or path is None):
-        raise _bad(f"{where}: line must be a positive integer, with a path")
-    if side is not None and (side not in SIDES or line is None):
-        raise _bad(f"{where}: side must be LEFT or RIGHT, with a line")
-    return ResultFinding(doc["id"], doc["severity"], doc["blocking"], doc["message"], path, line, side)
+            f.fail(f"a repository-relative path ({problem[1]})", "path")
+    if f.has("line"):
+        f.check(path is not None, "only with a path", "line")
+        line = f.positive_int("line")
+    if f.has("side"):
+        f.check(line is not None, "only with a line", "side")
+        side = f.one_of("side", SIDES)
+    return ResultFinding(f.string("id"), f.one_of("severity", SEVERITIES), f.boolean("blocking"), f.string("message"),
+                         path, line, side)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _control_character(value: object, where: str = "the result") -> str | None:
+def _control_character(value: object, where: str = "result") -> str | None:
     """Where a string of ``value`` holds a C0/C1 control character other than tab and newline, or None (pure)."""
     if isinstance(value, str):
         return where if _CONTROL.search(value) else None
@@ -117,22 +119,16 @@ def parse_result(data: bytes) -> ReviewResult:
         doc = loads_strict(data, what="the review result", max_bytes=MAX_RESULT_BYTES, max_depth=6)
     except AttestError as e:
         raise _bad(f"the reviewer's output is not one strict JSON object: {e.findings[0].detail}") from e
-    if not isinstance(doc, dict) or set(doc) != {"complete", "limitations", "findings"}:
-        raise _bad("the result must be an object of exactly complete, limitations, findings")
+    result = Shape(doc, "result", _bad).object(("complete", "limitations", "findings"))
     where = _control_character(doc)
     if where is not None:
         raise _bad(f"{where} holds a control character (only tab and newline are text): the reviewer's words reach a "
                    "terminal and the review body as they are")
-    if type(doc["complete"]) is not bool:
-        raise _bad("complete must be true or false")
-    limits, findings = doc["limitations"], doc["findings"]
-    if not isinstance(limits, list) or not all(isinstance(x, str) and x for x in limits):
-        raise _bad("limitations must be a list of non-empty strings")
-    if not isinstance(findings, list) or len(findings) > MAX_FINDINGS:
-        raise _bad(f"findings must be a list of at most {MAX_FINDINGS}")
-    if doc["complete"] and limits:
-        raise _bad("a complete review has no limitations")
-    return ReviewResult(doc["complete"], tuple(limits), tuple(_finding(i, f) for i, f in enumerate(findings)))
+    complete = result.boolean("complete")
+    limits = result.strings("limitations")
+    findings = result.list_of("findings", maximum=MAX_FINDINGS)
+    result.check(not (complete and limits), "empty: a complete review has no limitations", "limitations")
+    return ReviewResult(complete, limits, tuple(_finding(f) for f in findings))
 
 
 __all__ = ["MAX_RESULT_BYTES", "SEVERITIES", "SIDES", "ResultFinding", "ReviewResult", "parse_result"]

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from ..._digest import sha256_of
 from ..._fs import write_atomic
-from ..._shape import Shape
+from ..._shape import MAX_SAFE_INT, Shape
 from ...attestation import AttestationCode, sign_statement, statement, verify_attestation_file
 from ...errors import Finding, InputError, VerificationError
 from ...freeze._state import open_state, open_sub
@@ -182,20 +182,42 @@ def parse_review_record(predicate: object, digest: str, where: str | None = None
         images.string(name, pattern=_DIGEST, expected="sha256:<64 hex>")
     rec.nested("change", ("identity",)).string("identity", pattern=_DIGEST, expected="sha256:<64 hex>")
     limitations = rec.strings("limitations")
+    rec.string("state_digest", pattern=_DIGEST, expected="sha256:<64 hex>")
+    rec.string("handoff_digest", pattern=_DIGEST, expected="sha256:<64 hex>")
+    rec.non_negative_int("generation", maximum=MAX_SAFE_INT)
+    rec.utc_time("time")
+    projections = rec.nested("projections", ("semantic", "adapter"))
+    for role in ("semantic", "adapter"):
+        projection = projections.nested(role, ("path", "sha256"))
+        projection.string("path")
+        projection.string("sha256", pattern=_DIGEST, expected="sha256:<64 hex>")
     confinement = rec.optional("confinement")
     if confinement is not None:
         confinement.object()
-    status, result, failure = record.status, rec.get("result"), rec.get("failure")
+    status = record.status
+    result, failure = rec.optional("result"), rec.optional("failure")
+    if result is not None:
+        result.object(("sha256",)).string("sha256", pattern=_DIGEST, expected="sha256:<64 hex>")
+    if failure is not None:
+        failure.object(("code", "detail"))
+        failure.string("code")
+        failure.string("detail", empty=True)
+    # Each contradiction refused by the field that contradicts the others (the status decides result and failure).
+    rec.check((result is None) == (status == "failed"), f"{'null' if status == 'failed' else '{sha256}'} for a {status} record",
+              "result")
+    rec.check((failure is None) == (status != "failed"), f"{'{code, detail}' if status == 'failed' else 'null'} for a {status} "
+              "record", "failure")
     total, blocking, inline, in_body = counts
     n = len(changes)  # attest's authority findings: each blocking, each in the body
-    consistent = (blocking <= total and inline + in_body == total and blocking >= n and in_body >= n
-                  and rec.get("event") == ("REQUEST_CHANGES" if blocking else "COMMENT")
-                  and (result is None) == (failure is not None) == (status == "failed")
-                  and (status != "complete" or not limitations) and (status != "limited" or bool(limitations))
-                  and (status != "partial" or not limitations) and (status != "failed" or total == n))
-    if not consistent:
-        raise _bad("the review record contradicts itself (its status, result, failure, limitations, authority changes, "
-                   "counts and event do not agree)", where)
+    rec.check(inline + in_body == total, "total = inline + in_body", "findings.total")
+    rec.check(blocking <= total, "at most findings.total", "findings.blocking")
+    rec.check(blocking >= n, f"at least {n}: each authority change is a blocking finding", "findings.blocking")
+    rec.check(in_body >= n, f"at least {n}: each authority change is a finding in the body", "findings.in_body")
+    rec.check(status != "failed" or total == n, f"{n}, the authority changes: a failed run has no reviewer finding", "findings.total")
+    event = "REQUEST_CHANGES" if blocking else "COMMENT"
+    rec.check(rec.get("event") == event, f"{event!r}, as findings.blocking is {blocking}", "event")
+    rec.check(bool(limitations) == (status == "limited") or status == "failed",
+              f"{'non-empty' if status == 'limited' else 'empty'} for a {status} record", "limitations")
     return record
 
 

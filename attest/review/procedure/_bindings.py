@@ -13,10 +13,12 @@ guessed from a name, no path is normalized, no output is chosen among several.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..._shape import Shape
 from ...errors import Finding, VerificationError
 from ...inventory._names import collision_key
 from ..bootstrap import ReproducedOutput
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 SUPPORTED_ADAPTERS = frozenset({"github-review-json-adapter-v1"})
 SEMANTIC_RENDERER = "policy-context-md"
 ROLES = ("semantic", "adapter")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +71,14 @@ def parse_reproduced_outputs(predicate: object) -> tuple[ReproducedOutput, ...]:
         VerificationError: ``HANDOFF_MALFORMED`` unless it is a list of ``{path, renderer, context, sha256}``.
     """
 
-    raw = predicate.get("outputs") if isinstance(predicate, dict) else None
-    if not isinstance(raw, list):
-        raise VerificationError(HandoffCode.HANDOFF_MALFORMED, "the handoff's outputs must be a list")
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail)
+
     out: list[ReproducedOutput] = []
-    for o in raw:
-        if (not isinstance(o, dict) or set(o) != {"path", "renderer", "context", "sha256"} or not isinstance(o["path"], str)
-                or not isinstance(o["renderer"], str) or not (o["context"] is None or isinstance(o["context"], str))
-                or not isinstance(o["sha256"], str) or len(o["sha256"]) != 64):
-            raise VerificationError(HandoffCode.HANDOFF_MALFORMED, "each of the handoff's outputs must be {path, renderer, context, sha256}")
-        out.append(ReproducedOutput(o["path"], o["renderer"], o["context"], o["sha256"]))
+    for o in Shape(predicate, "handoff", bad).list_of("outputs"):
+        o.object(("path", "renderer", "context", "sha256"))
+        out.append(ReproducedOutput(o.string("path"), o.string("renderer"), o.optional_string("context", present=True),
+                                    o.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")))
     return tuple(out)
 
 

@@ -34,18 +34,21 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict, cast
 
 from ..._digest import sha256_of
 from ..._json import canonical_bytes, loads_strict
 from ..._safefs import UnsafeEntry, open_regular_at
-from ..._shape import Shape
+from ..._shape import MAX_SAFE_INT, Shape
 from ...errors import AttestError, EnvironmentFailure, Finding, InputError, VerificationError
 from ...freeze import FreezeCode
 from ...freeze._state import open_state, open_sub
-from ...git import GitCode, GitRepo, best_common_ancestors, is_full_sha, verify_full_sha
+from ...git import ChangedPath, GitCode, GitRepo, Hunk, best_common_ancestors, is_full_sha, verify_full_sha
+from ...inventory import check_path
 from ..bootstrap import BootstrapCode, HostAdapter, host_adapter
+from ..bootstrap._identity import FULL_NAME
 from ..handoff import IMAGE_NAMES
+from ..handoff._handoff import BACKEND_NAMES
 from ._change import ChangeSpec, CheckedDoc, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
@@ -63,6 +66,7 @@ from ._start import (
 )
 
 if TYPE_CHECKING:
+    from ...git._surface import Content, Status
     from ..bootstrap import CommitTreeDoc, PullRequestDoc, RepositoryDoc
 
 RECHECKS_DIR = "rechecks"
@@ -71,7 +75,12 @@ MAX_RECORD_BYTES = 64 << 10
 Outcome = Literal["proceed", "refresh", "restart", "fail"]
 OUTCOMES: tuple[Outcome, ...] = ("proceed", "refresh", "restart", "fail")  # ascending precedence
 _ID = re.compile(r"[0-9a-f]{32}\Z")
+_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,99}\Z")  # a reason code
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
+_RENDERER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+_HTTPS_URL = re.compile(r"https?://[!-~]+\Z")  # --api-url, which host_adapter judges again
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
                          "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
                          "change_content", "change"})
@@ -226,6 +235,62 @@ def _strict_doc(data: bytes, what: str, where: str, max_bytes: int) -> CheckedDo
     return doc
 
 
+def _absolute(s: Shape, key: str) -> str:
+    """A normalized absolute path (no '.', '..', '//' or trailing '/', no NUL), as the writers record them (abspath)."""
+    path = s.string(key)
+    s.check(os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//") and "\0" not in path,
+            "a normalized absolute path", key)
+    return path
+
+
+def _image(image: Shape, identity: str = "sha256:<64 hex>") -> None:
+    """``{identity, path, backend}`` of a frozen image: its identity, its store path, a backend of the review chain's."""
+    image.string("identity", pattern=_DIGEST, expected=identity)
+    _absolute(image, "path")
+    image.one_of("backend", BACKEND_NAMES)
+
+
+_SURFACE_PATH_KEYS = ("path", "status", "old_mode", "new_mode", "old_oid", "new_oid", "content", "hunks")
+_GIT_MODE = re.compile(r"(?:100644|100755|120000|160000)\Z")  # what a changed (non-tree) entry can be
+
+
+def _surface_paths(paths: list[Shape], fmt: Literal["sha1", "sha256"]) -> None:
+    """The surface's changed paths (docs/git-ancestry.md "The changed surface"): each of exactly its fields, consistent
+    as a ``ChangedPath`` is, sorted by path bytes, none twice."""
+    last: bytes | None = None
+    for p in paths:
+        p.object(_SURFACE_PATH_KEYS)
+        path = p.string("path")
+        problem = check_path(path)
+        if problem is not None:
+            p.fail(f"a repository-relative path ({problem[1]})", "path")
+        key = path.encode("utf-8", "surrogateescape")
+        p.check(last is None or key > last, "sorted by path bytes, each path once", "path")
+        last = key
+        modes = [p.optional_string(k, pattern=_GIT_MODE, expected="a file mode of git's or null", present=True)
+                 for k in ("old_mode", "new_mode")]
+        oids = []
+        for k in ("old_oid", "new_oid"):
+            oid = p.optional_string(k, expected=f"a full {fmt} object id or null", present=True)
+            p.check(oid is None or is_full_sha(oid, fmt), f"a full {fmt} object id or null", k)
+            oids.append(oid)
+        hunks = []
+        for h in p.list_of("hunks"):
+            h.object(("left", "right"))
+            sides = [h.nested(side, ("start", "count")) for side in ("left", "right")]
+            numbers = [s.non_negative_int(k, maximum=MAX_SAFE_INT) for s in sides for k in ("start", "count")]
+            try:
+                hunks.append(Hunk(*numbers))
+            except ValueError:
+                h.fail("a hunk (@@ -l,s +r,t @@: a side with lines starts at 1, one side has lines)")
+        status = cast("Status", p.one_of("status", ("added", "deleted", "modified", "type-changed")))
+        content = cast("Content", p.one_of("content", ("text", "binary", "non-utf8", "oversized", "too-complex", "not-a-file")))
+        try:
+            ChangedPath(path, status, modes[0], modes[1], oids[0], oids[1], content, tuple(hunks))
+        except ValueError:
+            p.fail("a consistent changed path (modes and ids on the sides its status has, hunks only for text)")
+
+
 def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     """Parse a review state file's bytes strictly (pure): canonical JSON, its id its content's and ``review``, the documented shape.
 
@@ -258,26 +323,42 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     shas = [base.at("commit"), base.at("tree"), state.at("head"), state.at("merge_base")]
     for sha in shas:
         sha.check(isinstance(sha.value, str) and is_full_sha(sha.value, fmt), f"a full {fmt} object id")
-    state.nested("handoff", ("path", "digest"))
-    state.nested("config", ("sha256",))
-    state.nested("lock", ("sha256",))
-    state.nested("images", IMAGE_NAMES)
-    state.nested("projections", ("semantic", "adapter"))
-    change = state.nested("change", ("identity", "path", "backend"))
-    change.string("identity", pattern=_DIGEST, expected="sha256:<hex> of the change image")
-    change.string("path")
-    change.string("backend")
+    handoff = state.nested("handoff", ("path", "digest"))
+    _absolute(handoff, "path")
+    handoff.string("digest", pattern=_DIGEST, expected="sha256:<64 hex>")
+    for key in ("config", "lock"):
+        state.nested(key, ("sha256",)).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
+    images = state.nested("images", IMAGE_NAMES)
+    for name in IMAGE_NAMES:
+        _image(images.nested(name, ("identity", "path", "backend")))
+    context = state.string("context", pattern=_CONTEXT, expected="a context name")
+    projections = state.nested("projections", ("semantic", "adapter"))
+    for role in ("semantic", "adapter"):
+        kept = projections.nested(role, ("path", "renderer", "context", "sha256", "image", "retained"))
+        problem = check_path(kept.string("path"))
+        if problem is not None:
+            kept.fail(f"a repository-relative path ({problem[1]})", "path")
+        kept.string("renderer", pattern=_RENDERER, expected="a renderer name")
+        kept.check(kept.get("context") == context, "the state's context", "context")
+        kept.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
+        kept.string("image", pattern=_DIGEST, expected="sha256:<64 hex>")
+        kept.string("retained", pattern=_DIGEST, expected="sha256:<64 hex>")
+    _image(state.nested("change", ("identity", "path", "backend")), "sha256:<hex> of the change image")
     state.string("change_content", pattern=_DIGEST, expected="the sha256:<hex> of the change image's head tree and diff")
-    state.string("context")
-    repo = state.string("repo")
-    state.check(os.path.isabs(repo), "an absolute path", "repo")
+    repo = _absolute(state, "repo")
     host = state.at("host").object()
     adapter = host.string("adapter", empty=True)
     host.object(_HOST_KEYS.get(adapter, {"adapter"}))
+    if adapter == "identity":
+        _absolute(host, "path")
+    elif adapter == "github":
+        host.string("repository", pattern=FULL_NAME, expected="OWNER/NAME")
+        host.positive_int("pr", maximum=MAX_SAFE_INT)
+        host.string("api_url", pattern=_HTTPS_URL, expected="an http(s) URL")
     surface = state.nested("surface", ("base", "head", "base_tree", "head_tree", "paths"))
     for tree in (surface.at("base_tree"), surface.at("head_tree")):
         tree.check(isinstance(tree.value, str) and is_full_sha(tree.value, fmt), f"a full {fmt} object id")
-    surface.list_of("paths")
+    _surface_paths(surface.list_of("paths"), fmt)
     surface.check((surface.optional_string("base"), surface.optional_string("head")) == (doc["merge_base"], doc["head"]),
                   "the changed surface from the state's merge_base to its head")
     authority = parse_authority_changes(doc["authority_changes"], doc["surface"], where)
@@ -359,8 +440,13 @@ def load_review_state(state_dir: str | os.PathLike[str], review: str) -> ReviewS
         rec.object(_RECORD_KEYS)
         rec.one_of("review", (review,))
         rec.one_of("state", (parsed.digest,))
-        rec.one_of("outcome", _CLOSED)
-        rec.string("reason", empty=True)
+        outcome = rec.one_of("outcome", _CLOSED)
+        rec.string("reason", pattern=_CODE, expected="a reason code")
+        if outcome == "refresh":  # the review that replaced it; a closed one (restart, fail) has none
+            rec.string("superseded_by", pattern=_ID, expected="the review id that replaced it (32 lowercase hex digits)")
+        else:
+            rec.check(rec.get("superseded_by") is None, "null: a review closed by a restart or a failure has no successor",
+                      "superseded_by")
         then = f"an earlier recheck decided {doc['outcome']} ({doc['reason']})"
         if doc["outcome"] == "refresh":
             then += f"; the current review is {doc['superseded_by']}"

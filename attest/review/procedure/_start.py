@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ..._json import canonical_bytes
 from ..._safefs import replace_at
+from ..._shape import Shape
 from ...attestation import verify_attestation_file
 from ...errors import EnvironmentFailure, Finding, VerificationError
 from ...freeze import Store, retain_file
@@ -108,17 +109,16 @@ def handoff_evidence(statement: Mapping[str, object], handoff: Handoff, path: st
         VerificationError: ``HANDOFF_MALFORMED`` (a config or lock digest that is not a
             SHA-256, or outputs that are not ``{path, renderer, context, sha256}``).
     """
-    pred = statement["predicate"]
-    if not isinstance(pred, dict):
-        raise VerificationError(HandoffCode.HANDOFF_MALFORMED, "the handoff's predicate is not an object", path)
-    digests: list[str] = []
-    for key in ("config", "lock"):
-        value = pred.get(key)
-        sha = value.get("sha256") if isinstance(value, dict) else None
-        if not isinstance(sha, str) or not _HEX64.match(sha):
-            raise VerificationError(HandoffCode.HANDOFF_MALFORMED, f"the handoff's {key}.sha256 is not a SHA-256", path)
-        digests.append(sha)
-    return HandoffEvidence(handoff, path, parse_reproduced_outputs(pred), digests[0], digests[1])
+    def bad(detail: str) -> VerificationError:
+        return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail, path)
+
+    pred = Shape(statement.get("predicate"), "handoff", bad)
+    digests = [pred.at(key).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits") for key in ("config", "lock")]
+    try:
+        outputs = parse_reproduced_outputs(pred.object().value)
+    except VerificationError as e:
+        raise bad(e.detail) from e
+    return HandoffEvidence(handoff, path, outputs, digests[0], digests[1])
 
 
 def verify_handoff_evidence(path: str | os.PathLike[str], policy: Policy) -> HandoffEvidence:
@@ -291,24 +291,22 @@ def parse_authority_changes(value: object, surface: object, where: str | None = 
     """
 
     def bad(detail: str) -> VerificationError:
-        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, f"the review state's {detail}", where)
+        return VerificationError(RecheckCode.REVIEW_STATE_MALFORMED, detail, where)
 
     paths = surface.get("paths") if isinstance(surface, dict) else None
-    if not isinstance(value, list) or not isinstance(paths, list):
-        raise bad("authority_changes must be a list")
+    if not isinstance(paths, list):
+        raise bad("state.surface.paths: expected a list")
     order = {p["path"]: (i, p.get("status")) for i, p in enumerate(paths) if isinstance(p, dict) and isinstance(p.get("path"), str)}
     out: list[AuthorityChange] = []
     last = -1
-    for c in value:
-        if not isinstance(c, dict) or set(c) != {"path", "status", "kind"}:
-            raise bad("authority_changes must each be exactly {path, status, kind}")
-        if c["kind"] not in AUTHORITY_KINDS or c["status"] not in AUTHORITY_STATUSES:
-            raise bad(f"authority_changes: kind must be one of {list(AUTHORITY_KINDS)}, status one of {list(AUTHORITY_STATUSES)}")
-        at = order.get(c["path"]) if isinstance(c["path"], str) else None
-        if at is None or at[1] != c["status"] or at[0] <= last:
-            raise bad("authority_changes must be paths of its surface, with their status, in its order, none twice")
+    for c in Shape(value, "state.authority_changes", bad).list_of():
+        c.object(("path", "status", "kind"))
+        path, status, kind = c.string("path"), c.one_of("status", AUTHORITY_STATUSES), c.one_of("kind", AUTHORITY_KINDS)
+        at = order.get(path)
+        if at is None or at[1] != status or at[0] <= last:
+            c.fail("a path of the state's surface, with its status, in its order, none twice", "path")
         last = at[0]
-        out.append(AuthorityChange(c["path"], c["status"], c["kind"]))
+        out.append(AuthorityChange(path, status, kind))
     return tuple(out)
 
 

@@ -521,6 +521,35 @@ def test_a_recipe_entry_point_is_one_name_in_bin(tmp_path: Path, entry_points: s
     assert names(message, field), message
 
 
+REPOSITORY_CASES = [
+    ("runtime", "toolchain", "file:///srv/toolchain.git"),
+    ("runtime", "toolchain", "https://"),
+    ("runtime", "toolchain", "https://github.com/acme/../other"),
+    ("runtime", "toolchain", "/srv/toolchain.git"),
+    ("skill", "source", "git@github.com:acme/skill.git"),
+    ("skill", "installer", "https://github.com/acme/tool chain"),
+]
+
+
+@pytest.mark.parametrize(("kind", "table", "value"), REPOSITORY_CASES, ids=[f"{c[1]}-{c[2]}" for c in REPOSITORY_CASES])
+def test_a_recipe_repository_is_an_https_url(tmp_path: Path, kind: str, table: str, value: str) -> None:
+    """What a promotion writes into the pins the bootstrap reads (BAD_RUNTIME_PINS otherwise): refused at the recipe."""
+    good = "https://github.com/attest-dev/attest"
+    skill = ('schema = "attest-recipe/v1"\nkind = "skill"\nname = "attest-skill"\n[source]\nrepository = "{source}"\npath = ".."\n'
+             'subtree = "docs"\n[install]\nroot = "agent-policy"\n[installer]\nrepository = "{installer}"\n')
+    def recipe(bad: str) -> str:
+        if kind == "runtime":
+            return RECIPE.replace("{}", '"attest"').replace(good, bad)
+        return skill.format(source=bad if table == "source" else good, installer=bad if table == "installer" else good)
+
+    path = tmp_path / "recipe.toml"
+    path.write_text(recipe(good))
+    assert load_recipe(path).name in ("attest-runtime", "attest-skill")
+    path.write_text(recipe(value))
+    got, message = refused(load_recipe, path)
+    assert got == "BAD_RECIPE" and names(message, f"recipe.{table}.repository"), message
+
+
 def test_a_recipe_of_another_kind_names_the_field(tmp_path: Path) -> None:
     path = tmp_path / "runtime.toml"
     path.write_text(RECIPE.replace("{}", '"attest"').replace('kind = "runtime"', 'kind = "image"'))

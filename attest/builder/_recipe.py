@@ -21,6 +21,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .._fs import read_bounded
 from .._shape import Shape
 from ..errors import InputError
+from ..git import is_repository_url
 from ..inventory import check_name
 from ._codes import BuildCode
 
@@ -73,6 +74,13 @@ def _path(t: Shape, key: str) -> str:
     return t.string(key) if t.has(key) else "."
 
 
+def _repository(t: Shape, key: str) -> str:
+    """A repository's name as attestations, pins and the bootstrap record it: an https URL (the bootstrap refuses others)."""
+    value = t.string(key)
+    t.check(is_repository_url(value), "an https:// repository URL (a host and a path, no '.' or '..' segment)", key)
+    return value
+
+
 def _strs(t: Shape, key: str) -> tuple[str, ...]:
     return t.strings(key) if t.has(key) else ()
 
@@ -119,7 +127,7 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
                 ex.fail(f"one file name in bin/ ({problem[1]})", f"entry_points[{i}]")
         return RuntimeRecipe(
             name=name,
-            toolchain_repository=tc.string("repository"),
+            toolchain_repository=_repository(tc, "repository"),
             toolchain_source=os.path.normpath(os.path.join(base, _path(tc, "source"))),
             lock_path=os.path.normpath(os.path.join(base, lock_ref)),
             lock_ref=lock_ref,
@@ -140,11 +148,11 @@ def load_recipe(path: str | os.PathLike[str]) -> RuntimeRecipe | SkillRecipe:
         ins.check(check_name(root) is None, "a single safe name", "root")
         return SkillRecipe(
             name=name,
-            source_repository=src.string("repository"),
+            source_repository=_repository(src, "repository"),
             source_path=os.path.normpath(os.path.join(base, _path(src, "path"))),
             subtree=src.string("subtree"),
             root=root,
-            installer_repository=inr.string("repository"),
+            installer_repository=_repository(inr, "repository"),
             digest=digest,
             path=where,
         )

@@ -44,6 +44,7 @@ from ._surface import (
     diff_trees,
     split_lines,
 )
+from ._url import is_repository_url
 
 __all__ = [
     "DEFAULT_MAX_COMMITS",
@@ -64,6 +65,7 @@ __all__ = [
     "enclosing_work_tree",
     "git_env",
     "is_full_sha",
+    "is_repository_url",
     "merge_bases",
     "object_id",
     "parse_commit_header",

@@ -16,10 +16,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TypeGuard
 
 from ..errors import Finding, InputError
-from ..git import is_full_sha
+from ..git import is_full_sha, is_repository_url
 from ..inventory import sort_key
 from ..inventory._names import collision_key
 from ._codes import PolicyCode
@@ -42,16 +41,6 @@ PR_REVIEW = "pr-review"
 KNOWN_SKILLS = frozenset({PR_REVIEW})
 
 _CONTEXT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
-_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
-_REPOSITORY = re.compile(rf"https://{_HOST}(?::[0-9]{{1,5}})?(?:/[A-Za-z0-9._~-]+)+\Z")
-
-
-def is_repository_url(value: object) -> TypeGuard[str]:
-    """Whether ``value`` is a toolchain repository URL: https, host, optional port, no '.' or '..' segment."""
-    return (isinstance(value, str) and _REPOSITORY.match(value) is not None
-            and not any(s in (".", "..") for s in value.split("/")[3:]))
-
-
 @dataclass(frozen=True, slots=True)
 class Toolchain:
     """The toolchain a repository's authority names: a repository URL and a full commit SHA."""

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from .._json import canonical_bytes, loads_strict
 from ..errors import CommonCode, Finding, InputError
-from ..git import is_full_sha
+from ..git import is_full_sha, is_repository_url
 from ..inventory import sort_key
 from ._codes import PolicyCode
-from ._config import _CONTEXT_NAME, OUTPUT_RENDERERS, PR_REVIEW_SKILL_V1, SCHEMA, PolicyConfig, Toolchain, is_repository_url
+from ._config import _CONTEXT_NAME, OUTPUT_RENDERERS, PR_REVIEW_SKILL_V1, SCHEMA, PolicyConfig, Toolchain
 from ._paths import CONFIG_PATH, LOCK_PATH, PathRole, check_authority_path
 
 MAX_LOCK_BYTES = 1024 * 1024

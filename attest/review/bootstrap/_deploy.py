@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..._fs import read_bounded
 from ...attestation._tree import Placement, _placement, _read_mounts, policy_source_inside
 from ...errors import CommonCode, Finding, InputError, VerificationError
-from ...git import is_full_sha
+from ...git import is_full_sha, is_repository_url
 from ._codes import BootstrapCode
 
 if TYPE_CHECKING:
@@ -71,7 +71,6 @@ class DeploymentPins:
         from ...builder import SkillPins
         from ...builder._install import _BUILD_NAME  # lazy: as above
         from ...builder._promote import parse_pins  # lazy: as above
-        from ...policy._config import is_repository_url  # lazy: as above
 
         def bad(detail: str) -> InputError:
             return InputError(BootstrapCode.BAD_RUNTIME_PINS, detail, where)

@@ -386,6 +386,7 @@ RECORD_CASES = [
     (("result",), None, "MERGE_RECORD_MALFORMED", "record.result"),  # complete, no result
     (("failure",), FAILURE, "MERGE_RECORD_MALFORMED", "record.failure"),  # complete, failed
     (("status",), "failed", "MERGE_RECORD_MALFORMED", "record.result"),  # failed, with a result
+    (("confinement",), None, "MERGE_RECORD_MALFORMED", "record.confinement"),  # a result, and no word of how its reviewer ran
 ]
 FAILED = {**RECORD, "status": "failed", "result": None, "failure": FAILURE, "confinement": None,
           "findings": {"blocking": 1, "in_body": 1, "inline": 0, "total": 1}}
@@ -395,6 +396,7 @@ FAILED_CASES = [
     (("failure", "code"), "", "MERGE_RECORD_MALFORMED", "record.failure.code"),
     (("failure", "detail"), None, "MERGE_RECORD_MALFORMED", "record.failure.detail"),
     (("findings",), {"blocking": 2, "in_body": 2, "inline": 0, "total": 2}, "MERGE_RECORD_MALFORMED", "record.findings.total"),
+    (("confinement",), {"confined": True}, "MERGE_RECORD_MALFORMED", "record.confinement"),  # no reviewer ran to a result
 ]
 
 # -- the PEP 751 lock (docs/build.md "Locks"): names, exact versions, specifiers, each refusal by its field ------------

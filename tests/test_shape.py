@@ -196,6 +196,7 @@ RUN_CASES = [
     (("failure",), {"code": "X"}, "REVIEW_STATE_MALFORMED", "run_record.failure"),
     (("result",), "sha256:x", "REVIEW_STATE_MALFORMED", "run_record.result"),
     (("confinement",), True, "REVIEW_STATE_MALFORMED", "run_record.confinement"),
+    (("confinement",), None, "REVIEW_STATE_MALFORMED", "run_record.outcome"),  # a result, and no word of how the reviewer ran
     (("blocking",), DROP, "REVIEW_STATE_MALFORMED", "run_record"),
 ]
 

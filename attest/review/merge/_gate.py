@@ -207,6 +207,8 @@ def parse_review_record(predicate: object, digest: str, where: str | None = None
               "result")
     rec.check((failure is None) == (status != "failed"), f"{'{code, detail}' if status == 'failed' else 'null'} for a {status} "
               "record", "failure")
+    rec.check((confinement is None) == (status == "failed"), f"{'null' if status == 'failed' else 'how the reviewer ran'} for a "
+              f"{status} record", "confinement")
     total, blocking, inline, in_body = counts
     n = len(changes)  # attest's authority findings: each blocking, each in the body
     rec.check(inline + in_body == total, "total = inline + in_body", "findings.total")

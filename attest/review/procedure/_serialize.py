@@ -442,8 +442,8 @@ def parse_run_record(data: bytes, where: str) -> RunRecord:
         failure.string("detail", empty=True)
     result = rec.optional_string("result", pattern=_RESULT_DIGEST, expected="sha256:<64 hex>")
     consistent = {"running": result is None and failure is None and blocking == 0 and confinement is None,
-                  "result": result is not None and failure is None,
-                  "failed": result is None and failure is not None and blocking == 0}[outcome]
+                  "result": result is not None and failure is None and confinement is not None,
+                  "failed": result is None and failure is not None and blocking == 0 and confinement is None}[outcome]
     if not consistent:
         rec.refuse(f"is {outcome!r}, which its result, failure, blocking and confinement contradict", "outcome")
     return RunRecord(review, state, handoff, repository_id, pull_request_id, head, doc["outcome"], result, doc["failure"], blocking,

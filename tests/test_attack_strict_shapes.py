@@ -439,6 +439,14 @@ PYLOCK_CASES = [
     ((*WH, "name"), f"../{WHEEL}", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
     ((*WH, "name"), "foo-1.0.tar.gz", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
     ((*WH, "name"), "foo-1.0-x.whl", "LOCK_NOT_WHEEL", "lock.packages[0].wheels[0].name"),
+    # a URL with credentials (a lock is published, its URLs recorded in attestations), or one that is not a host's
+    ((*WH, "url"), f"https://user:token@files.example.org/{WHEEL}", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
+    ((*WH, "url"), f"https://token@files.example.org/{WHEEL}", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
+    ((*WH, "url"), f"https:///{WHEEL}", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
+    ((*WH, "url"), f"https://files.example.org:99999/{WHEEL}", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
+    ((*WH, "url"), f"http://files.example.org/{WHEEL}", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
+    # a name that is not the file the URL fetches: which one is the wheel installed?
+    ((*WH, "url"), "https://files.example.org/foo-1.0-py2.py3-none-any.whl", "BAD_LOCK", "lock.packages[0].wheels[0].url"),
 ]
 
 # parse_reproduced_outputs, the review's own reader of the handoff's outputs: each refusal named (it was one sentence,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -184,10 +185,27 @@ def _pylock_package(raw: Shape, where: str) -> LockedPackage:
                     "path")
         if url is not None:
             url = w.string("url", empty=True)
-            w.check(url.startswith("https://"), "an https:// URL", "url")
+            _https_url(w, url)
+        located = url if url is not None else path
+        if w.has("name") and located is not None:  # one wheel, one file name: the one the reader installs is the one fetched
+            last = urllib.parse.unquote(urllib.parse.urlsplit(located).path.rsplit("/", 1)[-1]) if url is not None else located.rsplit("/", 1)[-1]
+            w.check(last == filename, f"a {'url' if url is not None else 'path'} whose last part is the wheel's name {filename!r}",
+                    "url" if url is not None else "path")
         size = w.optional_int("size", minimum=0)
         wheels.append(LockedWheel(filename, sha, url, size, path))
     return LockedPackage(str(canonicalize_name(name)), version, marker, tuple(wheels))
+
+
+def _https_url(w: Shape, url: str) -> None:
+    """An https:// URL of a host and a path, with no credentials in it (a lock is published: its URLs are in attestations)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0  # .port raises ValueError for one out of range or not a number
+    except ValueError:
+        w.fail("an https:// URL", "url")
+    w.check(url.startswith("https://") and bool(parts.hostname) and port_ok and url.isprintable() and " " not in url,
+            "an https:// URL", "url")
+    w.check("@" not in parts.netloc, "an https:// URL without credentials (user or password before '@')", "url")
 
 
 def _version(version: str, at: str) -> None:

@@ -1,4 +1,4 @@
-"""`attest bootstrap` with a warm store, step by step, against its 2 s target (issue 12 "Performance", issue 14)."""
+"""`attest bootstrap` with a warm store, step by step, against its 2 s target."""
 
 from __future__ import annotations
 

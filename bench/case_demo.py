@@ -1,4 +1,4 @@
-"""The demo's second run (everything stored) against its 5 s target (issue 14), with a per-step breakdown."""
+"""The demo's second run (everything stored) against its 5 s target, with a per-step breakdown."""
 
 from __future__ import annotations
 

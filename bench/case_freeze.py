@@ -131,7 +131,7 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
     rows += _erofs_rows(out, runtime, freeze_cmd, baseline, counter, runs)
 
     # Reuse: one store, frozen once; every reuse confirms the seal, verifies every byte against the
-    # stored inventory and confirms the seal again (issue 10). Compared in the library (same terms on both sides: the CLI's interpreter start-up,
+    # stored inventory and confirms the seal again. Compared in the library (same terms on both sides: the CLI's interpreter start-up,
     # signature check and inventory parse cost the same for both and are reported in a note).
     from attest.freeze import freeze_tree
     from attest.inventory import inventory_tree

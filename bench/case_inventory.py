@@ -220,7 +220,7 @@ def run(work: Path, args: BenchArgs) -> list[Row]:
 
     for label, tree in (("runtime-like tree", runtime), ("small-file tree", small)):
         target_sum = 0.8 if tree is runtime else 1.0
-        # The exact verifier (issue 27): the tree against its inventory, every byte hashed.
+        # The exact verifier: the tree against its inventory, every byte hashed.
         expected = work / f"{tree.name}.inventory.json"
         subprocess.run([attest, "inventory", str(tree), "-o", str(expected)], check=True, stdout=subprocess.DEVNULL)
         contenders = {

@@ -10,7 +10,7 @@ from .case_inventory import _base_python
 
 DESCRIPTION = (
     "`attest --help`, `attest -h`, `attest freeze --help` (the console script) vs `python3 -c pass` (the real "
-    "interpreter, not the venv's): what each costs over the interpreter's own start-up, against issue 14's +50 ms"
+    "interpreter, not the venv's): what each costs over the interpreter's own start-up, against the +50 ms target"
 )
 
 TARGET_S = 0.050

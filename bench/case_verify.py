@@ -1,4 +1,4 @@
-"""`just verify` with a no-op reviewer, every image already in the store, against its 2 s target (issue "Performance")."""
+"""`just verify` with a no-op reviewer, every image already in the store, against its 2 s target."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def test_a_missing_command_module_is_an_error_not_an_omission() -> None:
 
 
 def test_version_and_short_help(capsys: pytest.CaptureFixture[str]) -> None:
-    """`attest --version` and `-h` everywhere (issue 16, item 5)."""
+    """`attest --version` and `-h` everywhere."""
     from attest import __version__
     from attest.cli import main
 

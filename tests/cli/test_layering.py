@@ -1,4 +1,4 @@
-"""The CLI and the demo use each layer's public surface only (issue 15): no `attest.<layer>._private` import."""
+"""The CLI and the demo use each layer's public surface only: no `attest.<layer>._private` import."""
 
 from __future__ import annotations
 

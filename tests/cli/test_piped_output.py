@@ -1,4 +1,4 @@
-"""Piped output arrives line by line, in order with stderr; a terminal gets a spinner, a pipe none (issue 16, item 8)."""
+"""Piped output arrives line by line, in order with stderr; a terminal gets a spinner, a pipe none."""
 
 from __future__ import annotations
 

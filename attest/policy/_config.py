@@ -41,6 +41,8 @@ PR_REVIEW = "pr-review"
 KNOWN_SKILLS = frozenset({PR_REVIEW})
 
 _CONTEXT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
+
+
 @dataclass(frozen=True, slots=True)
 class Toolchain:
     """The toolchain a repository's authority names: a repository URL and a full commit SHA."""

@@ -9,17 +9,16 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.shapes import DROP, Path_, mutated, names, refused
 
 from attest._json import canonical_bytes
 from attest.builder import load_recipe
 from attest.builder._lock import parse_pylock
-from attest.errors import AttestError
 from attest.review.bootstrap import HostIdentity
 from attest.review.bootstrap._deploy import DeploymentPins
 from attest.review.handoff import HANDOFF_PREDICATE, IMAGE_NAMES, parse_handoff, parse_result
@@ -30,35 +29,6 @@ from attest.review.procedure._start import STATE_FORMAT, review_id
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 H = {n: str(i) * 64 for i, n in enumerate(IMAGE_NAMES, 1)}
-DROP = object()
-Path_ = tuple[str | int, ...]
-
-
-def mutated(doc: Any, at: Path_, value: Any) -> Any:
-    """A deep copy of ``doc`` with the field at ``at`` set to ``value`` (or removed: DROP)."""
-    out = copy.deepcopy(doc)
-    parent = out
-    for key in at[:-1]:
-        parent = parent[key]
-    if value is DROP:
-        del parent[at[-1]]
-    else:
-        parent[at[-1]] = value
-    return out
-
-
-def names(message: str, field: str) -> bool:
-    """Whether ``message`` names exactly ``field`` (not a longer path it is a prefix of)."""
-    return re.search(re.escape(field) + r"(?=[: ]|$)", message) is not None
-
-
-def refused(parse: Callable[[Any], object], doc: Any) -> tuple[str, str]:
-    try:
-        parse(doc)
-    except AttestError as e:
-        assert len(e.findings) == 1, e.findings
-        return e.code, e.detail
-    raise AssertionError("accepted")
 
 
 # -- the pins' [runtime] table (docs/formats.md "Pins": name is <32 hex>-<recipe>) -------------------------------------

@@ -16,6 +16,7 @@ so the exception type and reason code stay the parser's, only the detail gains t
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from collections.abc import Callable, Collection
 from typing import NoReturn
@@ -153,6 +154,15 @@ class Shape:
         if not isinstance(value, str) or (not value and not empty) or (pattern is not None and not pattern.match(value)):
             s.fail(expected or (_describe(pattern) if pattern is not None else "a string" if empty else "a non-empty string"))
         return value
+
+    def absolute_path(self, key: str | None = None) -> str:
+        """A normalized absolute path (no '.', '..', '//' or trailing '/', no NUL): one spelling of one place."""
+        s = self._of(key)
+        path = s.value
+        if not (isinstance(path, str) and os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//")
+                and "\0" not in path):
+            s.fail("a normalized absolute path")
+        return path
 
     def utc_time(self, key: str | None = None) -> str:
         """A UTC time ``YYYY-MM-DDTHH:MM:SSZ`` of a day that exists (not 2026-02-31)."""

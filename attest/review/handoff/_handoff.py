@@ -37,8 +37,8 @@ _BUILD_NAME = re.compile(r"[0-9a-f]{32}-[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 # OWNER/NAME as the identity file has it (bootstrap._identity.FULL_NAME, not imported: this module stays light).
 _FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/(?!\.\.?\Z)[A-Za-z0-9_.-]{1,100}\Z")
 _REPOSITORY = re.compile(r"https://[!-~]+\Z")  # an https:// URL of printable ASCII, no space
-_RENDERER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
-_CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
+RENDERER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+CONTEXT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
 #: The freeze layer's immutability backends (attest.freeze.BACKENDS; a test keeps the two equal).
 BACKEND_NAMES = ("immutable", "readonly", "ro-bind")
 _SHA_EXPECTED = "a full lowercase 40- or 64-hex object id"
@@ -93,14 +93,6 @@ def _bad(detail: str) -> VerificationError:
     return VerificationError(HandoffCode.HANDOFF_MALFORMED, detail)
 
 
-def _absolute(s: Shape, key: str) -> str:
-    """A normalized absolute path (no '.', '..', '//' or trailing '/', no NUL): one spelling of one place."""
-    path = s.string(key)
-    s.check(os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//") and "\0" not in path,
-            "a normalized absolute path", key)
-    return path
-
-
 def _relative(s: Shape, key: str) -> str:
     """A relative path by the inventory's name rules (no '..', '.', empty component, control character, ...)."""
     path = s.string(key)
@@ -118,16 +110,16 @@ def _check_recorded_inputs(pred: Shape) -> None:
         recorded.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
     installation = pred.nested("installation", ("attestation_digest", "installed_root", "installer", "source"))
     installation.string("attestation_digest", pattern=_IDENTITY, expected="sha256:<64 hex>")
-    _absolute(installation, "installed_root")
+    installation.absolute_path("installed_root")
     for key in ("installer", "source"):
         party = installation.nested(key, ("repository", "revision"))
         party.string("repository", pattern=_REPOSITORY, expected="an https:// URL")
         party.string("revision", pattern=_SHA, expected=_SHA_EXPECTED)
     for output in pred.list_of("outputs"):
         output.object(("context", "path", "renderer", "sha256"))
-        output.optional_string("context", pattern=_CONTEXT, expected="a context name or null", present=True)  # null: no context
+        output.optional_string("context", pattern=CONTEXT_NAME, expected="a context name or null", present=True)  # null: no context
         _relative(output, "path")
-        output.string("renderer", pattern=_RENDERER, expected="a renderer name")
+        output.string("renderer", pattern=RENDERER_NAME, expected="a renderer name")
         output.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
 
 
@@ -159,7 +151,7 @@ def parse_handoff(statement: Mapping[str, object], *, attestation_digest: str, s
     images: dict[str, HandoffImage] = {}
     for name in IMAGE_NAMES:
         entry = raw_images.nested(name, ("identity", "path", "backend"))
-        path = _absolute(entry, "path")
+        path = entry.absolute_path("path")
         images[name] = HandoffImage(entry.string("identity", pattern=_IDENTITY, expected="sha256:<64 hex>"), path,
                                     entry.one_of("backend", BACKEND_NAMES))
     # The subjects are what was signed over: exactly the four images, each once, by identity.

@@ -48,7 +48,7 @@ from ...inventory import check_path
 from ..bootstrap import BootstrapCode, HostAdapter, host_adapter
 from ..bootstrap._identity import FULL_NAME
 from ..handoff import IMAGE_NAMES
-from ..handoff._handoff import BACKEND_NAMES
+from ..handoff._handoff import BACKEND_NAMES, CONTEXT_NAME, RENDERER_NAME
 from ._change import ChangeSpec, CheckedDoc, change_reference, freeze_change, prepare_change, review_surface
 from ._codes import RecheckCode, ReviewStartCode
 from ._root import ReviewRoot, reestablish_root
@@ -78,8 +78,6 @@ _ID = re.compile(r"[0-9a-f]{32}\Z")
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{0,99}\Z")  # a reason code
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-_CONTEXT = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")  # the policy's context names
-_RENDERER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 _HTTPS_URL = re.compile(r"https?://[!-~]+\Z")  # --api-url, which host_adapter judges again
 _STATE_KEYS = frozenset({"review", "format", "handoff", "repo", "host", "repository", "pull_request", "base", "head",
                          "merge_base", "images", "config", "lock", "context", "projections", "surface", "authority_changes",
@@ -235,18 +233,10 @@ def _strict_doc(data: bytes, what: str, where: str, max_bytes: int) -> CheckedDo
     return doc
 
 
-def _absolute(s: Shape, key: str) -> str:
-    """A normalized absolute path (no '.', '..', '//' or trailing '/', no NUL), as the writers record them (abspath)."""
-    path = s.string(key)
-    s.check(os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//") and "\0" not in path,
-            "a normalized absolute path", key)
-    return path
-
-
 def _image(image: Shape, identity: str = "sha256:<64 hex>") -> None:
     """``{identity, path, backend}`` of a frozen image: its identity, its store path, a backend of the review chain's."""
     image.string("identity", pattern=_DIGEST, expected=identity)
-    _absolute(image, "path")
+    image.absolute_path("path")
     image.one_of("backend", BACKEND_NAMES)
 
 
@@ -324,33 +314,33 @@ def parse_review_state(data: bytes, review: str, where: str) -> ReviewState:
     for sha in shas:
         sha.check(isinstance(sha.value, str) and is_full_sha(sha.value, fmt), f"a full {fmt} object id")
     handoff = state.nested("handoff", ("path", "digest"))
-    _absolute(handoff, "path")
+    handoff.absolute_path("path")
     handoff.string("digest", pattern=_DIGEST, expected="sha256:<64 hex>")
     for key in ("config", "lock"):
         state.nested(key, ("sha256",)).string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
     images = state.nested("images", IMAGE_NAMES)
     for name in IMAGE_NAMES:
         _image(images.nested(name, ("identity", "path", "backend")))
-    context = state.string("context", pattern=_CONTEXT, expected="a context name")
+    context = state.string("context", pattern=CONTEXT_NAME, expected="a context name")
     projections = state.nested("projections", ("semantic", "adapter"))
     for role in ("semantic", "adapter"):
         kept = projections.nested(role, ("path", "renderer", "context", "sha256", "image", "retained"))
         problem = check_path(kept.string("path"))
         if problem is not None:
             kept.fail(f"a repository-relative path ({problem[1]})", "path")
-        kept.string("renderer", pattern=_RENDERER, expected="a renderer name")
+        kept.string("renderer", pattern=RENDERER_NAME, expected="a renderer name")
         kept.check(kept.get("context") == context, "the state's context", "context")
         kept.string("sha256", pattern=_HEX64, expected="64 lowercase hex digits")
         kept.string("image", pattern=_DIGEST, expected="sha256:<64 hex>")
         kept.string("retained", pattern=_DIGEST, expected="sha256:<64 hex>")
     _image(state.nested("change", ("identity", "path", "backend")), "sha256:<hex> of the change image")
     state.string("change_content", pattern=_DIGEST, expected="the sha256:<hex> of the change image's head tree and diff")
-    repo = _absolute(state, "repo")
+    repo = state.absolute_path("repo")
     host = state.at("host").object()
     adapter = host.string("adapter", empty=True)
     host.object(_HOST_KEYS.get(adapter, {"adapter"}))
     if adapter == "identity":
-        _absolute(host, "path")
+        host.absolute_path("path")
     elif adapter == "github":
         host.string("repository", pattern=FULL_NAME, expected="OWNER/NAME")
         host.positive_int("pr", maximum=MAX_SAFE_INT)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.shapes import DROP, Path_, mutated, names, refused
+from support.shapes import DROP, Path_, mutated, names, refused, rows
 
 from attest._json import canonical_bytes
 from attest.builder import load_recipe
@@ -442,9 +442,7 @@ PARSERS: list[tuple[str, Callable[[Any], object], Any, list[Any]]] = [
     ("reproduced outputs", parse_reproduced_outputs, HANDOFF["predicate"], OUTPUTS_CASES),
 ]
 
-ROWS = [pytest.param(parse, doc, at, value, code, field,
-                     id=f"{name}: {'.'.join(map(str, at))}={'DROP' if value is DROP else repr(value)[:40]}")
-        for name, parse, doc, cases in PARSERS for at, value, code, field in cases]
+ROWS = rows(PARSERS)
 
 
 @pytest.mark.parametrize(("name", "parse", "doc"), [(n, p, d) for n, p, d, _ in PARSERS], ids=[n for n, *_ in PARSERS])

@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from attest.errors import AttestError
 from attest.review.evidence._model import ShapeError
 
@@ -42,3 +44,11 @@ def refused(parse: Callable[[Any], object], doc: Any) -> tuple[str, str]:
     except ShapeError as e:
         return "ShapeError", str(e)
     raise AssertionError("accepted")
+
+
+def rows(parsers: list[tuple[str, Callable[[Any], object], Any, list[tuple[Path_, Any, str, str]]]]) -> list[Any]:
+    """One ``pytest.param(parse, doc, at, value, code, field)`` per case of each ``(name, parse, doc, cases)``, with an id
+    that names the parser, the field and the value (never an object's address: xdist workers must collect the same ids)."""
+    return [pytest.param(parse, doc, at, value, code, field,
+                         id=f"{name}: {'.'.join(map(str, at))}={'DROP' if value is DROP else repr(value)[:40]}")
+            for name, parse, doc, cases in parsers for at, value, code, field in cases]

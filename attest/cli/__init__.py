@@ -15,6 +15,7 @@ from .. import __version__
 TYPE_CHECKING = False  # not typing's: `attest --help` does not import typing
 if TYPE_CHECKING:
     import typer
+    from typer._click import Command  # typer 0.29 vendors click: what typer.main.get_command returns
 
 # The console script's first module: until it knows the command line it imports only what the interpreter's own
 # start-up has loaded (sys, os, the attest package). `attest --version` then needs ._streams alone, `attest --help`
@@ -29,7 +30,7 @@ __all__ = ["COMMAND_MODULES", "build_app", "main"]
 # Every command module; a missing one is an error (ModuleNotFoundError), never a silent omission.
 COMMAND_MODULES = ("_inventory", "_attestation", "_freeze", "_build", "_install", "_bootstrap", "_review", "_merge", "_evidence", "_policy", "_demo", "_init")
 
-_APP: typer.Typer | None = None
+_APP: Command | None = None
 
 
 def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
@@ -44,16 +45,22 @@ def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     return app
 
 
-def _process_app() -> typer.Typer:
-    """The process's app, built on first use and then reused (in-process callers call main often)."""
+def _process_app() -> Command:
+    """The process's whole command, built on first use and then reused (in-process callers call main often).
+
+    The click command, not the typer app: calling a typer app turns it into click's again on every
+    call (every command's signature, a pydantic adapter for each parameter: ~0.1 s a call).
+    """
     global _APP
     if _APP is None:
-        _APP = build_app()
+        import typer  # lazy
+
+        _APP = typer.main.get_command(build_app())
     return _APP
 
 
-def _console_app(args: list[str]) -> typer.Typer | None:
-    """For the console script: an app with only the module of the command named first, or None.
+def _console_app(args: list[str]) -> Command | None:
+    """For the console script: the command of only the module of the command named first, or None.
 
     Turning every command into click's (40 commands, their signatures) is most of what building
     the whole app costs, and a command line runs one command. The module of each command is
@@ -64,7 +71,11 @@ def _console_app(args: list[str]) -> typer.Typer | None:
     from ._fasthelp import command_module  # lazy
 
     module = command_module(args[0])
-    return build_app((module,)) if module is not None else None
+    if module is None:
+        return None
+    import typer  # lazy
+
+    return typer.main.get_command(build_app((module,)))
 
 
 def _on_interrupt(came: list[bool]) -> object:

@@ -132,20 +132,24 @@ def test_remove_tree_root_symlink_is_unlinked_not_entered(layout: tuple[Path, Pa
     assert (outside / "vdir" / "keep").exists()
 
 
-def test_remove_tree_dir_swapped_for_symlink_after_stat(layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remove_tree_dir_swapped_for_symlink_after_it_was_found_a_directory(layout: tuple[Path, Path],
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swap lands between the unlink that found ``sub`` a directory and the open that enters it."""
     tree, outside = layout
-    real_stat = os.stat
+    real_unlink = os.unlink
     done = []
 
-    def stat_(name, *a, dir_fd=None, follow_symlinks=True):  # type: ignore[no-untyped-def]
-        st = real_stat(name, *a, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-        if name == "sub" and dir_fd is not None and not done:
-            done.append(1)
-            os.rename("sub", "sub.old", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            os.symlink(str(outside / "vdir"), "sub", dir_fd=dir_fd)
-        return st
+    def unlink_(name, *a, dir_fd=None):  # type: ignore[no-untyped-def]
+        try:
+            real_unlink(name, *a, dir_fd=dir_fd)
+        except IsADirectoryError:
+            if name == "sub" and dir_fd is not None and not done:
+                done.append(1)
+                os.rename("sub", "sub.old", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                os.symlink(str(outside / "vdir"), "sub", dir_fd=dir_fd)
+            raise
 
-    monkeypatch.setattr(_safefs.os, "stat", stat_)
+    monkeypatch.setattr(_safefs.os, "unlink", unlink_)
     pfd = _dirfd(tree.parent)
     try:
         with pytest.raises(OSError):
@@ -153,6 +157,7 @@ def test_remove_tree_dir_swapped_for_symlink_after_stat(layout: tuple[Path, Path
     finally:
         os.close(pfd)
         monkeypatch.undo()
+    assert done
     assert (outside / "vdir" / "keep").exists()
     assert stat.S_IMODE(os.stat(outside / "vdir").st_mode) == 0o755
 

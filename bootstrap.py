@@ -5,7 +5,8 @@
     python3 bootstrap.py test     # the whole test suite
 
 Creates ./.venv, installs this project with its test extras and `rust-just` from the package
-registry (again only when pyproject.toml changed), then runs `.venv/bin/just RECIPE [ARGS...]`.
+registry (again only when pyproject.toml changed), compiles the bytecode of whatever changed in
+attest/, then runs `.venv/bin/just RECIPE [ARGS...]`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def main() -> int:
         STAMP.write_text(wanted + "\n")
         print(f"bootstrap: .venv ready in {time.monotonic() - started:.0f} s; running `just {' '.join(sys.argv[1:]) or '--list'}`",
               file=sys.stderr, flush=True)
+    # attest is installed editable, imported from ./attest. Where PYTHONDONTWRITEBYTECODE is set (as on many CI machines)
+    # no process caches its bytecode, and every attest command compiles its ~120 modules again: 0.26 s of CPU of a review
+    # command's 0.56 s of imports. Compiling what is out of date here costs about 2 s once, nothing when all is current.
+    run(python, "-m", "compileall", "-q", "attest")
     recipe = sys.argv[1:] or ["--list"]
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(VENV))
     return subprocess.run([os.fspath(VENV / "bin" / "just"), *recipe], cwd=ROOT, env=env).returncode

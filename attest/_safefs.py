@@ -74,6 +74,7 @@ O_OWN_RDWR = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
 FS_IMMUTABLE_FL = 0x10
+FS_APPEND_FL = 0x20
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
 
@@ -397,16 +398,38 @@ def set_flags(fd: int, flags: int) -> None:
     fcntl.ioctl(fd, FS_IOC_SETFLAGS, buf, True)
 
 
-def clear_immutable(fd: int) -> None:
-    """Clear the immutable flag if set; a filesystem without flags has nothing to clear."""
+def clear_immutable(fd: int, also: int = 0) -> None:
+    """Clear the immutable flag (and the flags ``also``) if set; a filesystem without flags has nothing to clear."""
     try:
         flags = get_flags(fd)
     except OSError as e:
         if e.errno in (errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             return
         raise
-    if flags & FS_IMMUTABLE_FL:
-        set_flags(fd, flags & ~FS_IMMUTABLE_FL)
+    if flags & (FS_IMMUTABLE_FL | also):
+        set_flags(fd, flags & ~(FS_IMMUTABLE_FL | also))
+
+
+def mount_id(fd: int) -> int | None:
+    """The id of the mount ``fd`` is on (``mnt_id`` of /proc/self/fdinfo), None where /proc does not say.
+
+    Two bind mounts of one filesystem share ``st_dev``; only the mount id tells them apart.
+    """
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
+            info = f.read(4096)
+    except OSError:
+        return None
+    for line in info.splitlines():
+        if line.startswith(b"mnt_id:"):
+            return int(line.split()[1])
+    return None
+
+
+def _on_mount(fd: int, mount: int | None, name: str) -> None:
+    """Raise EBUSY unless ``fd`` is on ``mount`` (None: not known, nothing to compare)."""
+    if mount is not None and mount_id(fd) != mount:
+        raise OSError(errno.EBUSY, "a mount point inside the tree: not entered, its flags and modes untouched", name)
 
 
 #: How many levels of directory descriptors :func:`remove_tree` holds at once, whatever the tree's depth.
@@ -438,9 +461,12 @@ def remove_tree(parent_fd: int, name: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISDIR(st.st_mode):
-        _unlink_entry(parent_fd, name, st)
+        _unlink_entry(parent_fd, name, st, mount_id(parent_fd))
         return
     root = _open_dir_for_removal(parent_fd, name)
+    # Every entry of the tree is on the mount of its top: anything else is a mount point (a bind of an outside
+    # directory or file), never entered, emptied, chmodded or unflagged.
+    mount = mount_id(root)
     # (dir fd, names still to visit, its name in the level above); iterative: no recursion limit.
     stack: list[tuple[int, list[str], str]] = []
     first: OSError | None = None
@@ -465,14 +491,13 @@ def remove_tree(parent_fd: int, name: str) -> None:
                 continue
             child = pending.pop()
             try:
-                if _unlink_plain(dfd, child):
+                if _unlink_plain(dfd, child, mount):
                     continue
                 if len(stack) >= REMOVE_HELD_DIRS:
-                    moved = _move_up(dfd, child, root)
-                    if moved is not None:
-                        stack[0][1].append(moved)
-                        continue
-                cfd = _open_dir_for_removal(dfd, child)
+                    # Moved up, or left and reported: entering it in place would hold one more descriptor per level.
+                    stack[0][1].append(_move_up(dfd, child, root, mount))
+                    continue
+                cfd = _open_dir_for_removal(dfd, child, mount)
             except FileNotFoundError:
                 continue  # gone meanwhile: nothing to remove
             except OSError as e:
@@ -492,52 +517,59 @@ def remove_tree(parent_fd: int, name: str) -> None:
         raise first
 
 
-def _move_up(dfd: int, child: str, top_fd: int) -> str | None:
-    """Move the directory ``child`` of ``dfd`` to a fresh name in ``top_fd``; the name, or None if it cannot move.
+def _move_up(dfd: int, child: str, top_fd: int, mount: int | None) -> str:
+    """Move the directory ``child`` of ``dfd`` to a fresh name in ``top_fd``; the name.
 
     Renaming a directory into another parent rewrites its ``..``, which needs write access to
     it and no immutable flag: :func:`_open_dir_for_removal` gives both first. If ``child`` was
     swapped for a link meanwhile, the link itself moves (``renameat`` follows nothing) and is
-    unlinked later. None (a mount point, another filesystem): the caller enters it in place.
+    unlinked later.
+
+    Raises:
+        OSError: it cannot move (a mount point, another filesystem, a flag on ``dfd``): the
+            caller reports it and leaves it, never enters it in place.
     """
     import secrets  # lazy: as in create_at
 
-    os.close(_open_dir_for_removal(dfd, child))
+    os.close(_open_dir_for_removal(dfd, child, mount))
+    last: OSError | None = None
     for _ in range(4):
         fresh = f".attest-removing-{secrets.token_hex(16)}"
         try:
             os.rename(child, fresh, src_dir_fd=dfd, dst_dir_fd=top_fd)
             return fresh
-        except FileNotFoundError:
-            raise
-        except (FileExistsError, IsADirectoryError, NotADirectoryError):
-            continue  # that name exists (it never should): draw another
+        except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
+            last = e  # that name exists (it never should): draw another
         except OSError as e:
-            if e.errno == errno.ENOTEMPTY:
-                continue
-            return None
-    return None
+            if e.errno != errno.ENOTEMPTY:
+                raise
+            last = e
+    raise last or OSError(errno.EEXIST, "no fresh name to move the directory up to", child)
 
 
-def _open_dir_for_removal(parent_fd: int, name: str) -> int:
-    """Open a directory so its entries can be unlinked.
+def _open_dir_for_removal(parent_fd: int, name: str, mount: int | None = None) -> int:
+    """Open a directory on ``mount`` (None: any) so its entries can be unlinked.
 
-    Clears the immutable flag and gives the owner rwx back: a `readonly` image's directories
-    are 0555, and its non-root owner could otherwise never remove them. A directory the owner
-    cannot even read is made accessible through an O_PATH descriptor of exactly that inode
-    (``/proc/self/fd``), never by a path that could have been swapped for a link.
+    Clears the immutable and append-only flags (a directory has no second name they could
+    protect) and gives the owner rwx back: a `readonly` image's directories are 0555, and its
+    non-root owner could otherwise never remove them. A directory the owner cannot even read is
+    made accessible through an O_PATH descriptor of exactly that inode (``/proc/self/fd``), never
+    by a path that could have been swapped for a link. A directory on another mount is refused
+    (EBUSY) before any of that.
     """
     try:
         fd = os.open(name, O_DIR, dir_fd=parent_fd)
     except PermissionError:
         pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
         try:
+            _on_mount(pfd, mount, name)
             os.chmod(f"/proc/self/fd/{pfd}", 0o700)
         finally:
             os.close(pfd)
         fd = os.open(name, O_DIR, dir_fd=parent_fd)
     try:
-        clear_immutable(fd)
+        _on_mount(fd, mount, name)
+        clear_immutable(fd, also=FS_APPEND_FL)
         if stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
             os.fchmod(fd, 0o700)
     except BaseException:
@@ -546,7 +578,7 @@ def _open_dir_for_removal(parent_fd: int, name: str) -> int:
     return fd
 
 
-def _unlink_plain(dfd: int, name: str) -> bool:
+def _unlink_plain(dfd: int, name: str, mount: int | None) -> bool:
     """Remove the non-directory ``name`` of ``dfd``; False when it is a directory, which the caller enters.
 
     One ``unlinkat`` for what has no immutable flag (a staging tree's 10,000 files cost 0.4 s,
@@ -564,13 +596,15 @@ def _unlink_plain(dfd: int, name: str) -> bool:
     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     if stat.S_ISDIR(st.st_mode):
         return False
-    _unlink_entry(dfd, name, st)
+    _unlink_entry(dfd, name, st, mount)
     return True
 
 
-def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
+def _unlink_entry(dfd: int, name: str, st: os.stat_result, mount: int | None) -> None:
     # A hard-linked file keeps its flag: clearing it would unseal its other, outside name too
-    # (an immutable one then fails to unlink, which the caller reports).
+    # (an immutable one then fails to unlink, which the caller reports). So does a file that is
+    # not the one-link inode the stat saw by the time it is opened, or not on the tree's mount
+    # (an outside file bind-mounted over the name).
     if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
         try:
             fd = os.open(name, O_FILE, dir_fd=dfd)
@@ -578,7 +612,10 @@ def _unlink_entry(dfd: int, name: str, st: os.stat_result) -> None:
             fd = -1
         if fd >= 0:
             try:
-                clear_immutable(fd)
+                opened = os.fstat(fd)
+                if ((opened.st_dev, opened.st_ino) == (st.st_dev, st.st_ino) and opened.st_nlink == 1
+                        and (mount is None or mount_id(fd) == mount)):
+                    clear_immutable(fd)
             finally:
                 os.close(fd)
     os.unlink(name, dir_fd=dfd)

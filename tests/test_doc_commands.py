@@ -370,7 +370,11 @@ def test_the_two_commands_are_what_ci_and_the_demo_test_run() -> None:
     assert '[os.fspath(VENV / "bin" / "just"), *recipe]' in (ROOT / "bootstrap.py").read_text()
     justfile = (ROOT / "Justfile").read_text()
     assert re.search(r"^demo:\n    attest demo --state-dir \{\{state\}\}\n", justfile, re.M)
-    assert re.search(r"^test \*ARGS: check\n    python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=10 \{\{ARGS\}\}\n", justfile, re.M)
+    assert re.search(r"^test \*ARGS: check-and-collect\n    python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=10 "
+                     r"\{\{ARGS\}\}\n", justfile, re.M)
+    # The static checks run before the tests, and a failing check fails the recipe with its own status.
+    assert re.search(r"^check-and-collect:\n.*\n    \{\{quote\(just_executable\(\)\)\}\} -f \{\{quote\(justfile\(\)\)\}\} check "
+                     r"\|\| \{ status=\$\?;", justfile, re.M)
     assert 'main(["demo", "--state-dir"' in (ROOT / "tests" / "test_demo.py").read_text()
 
 

@@ -411,18 +411,26 @@ def clear_immutable(fd: int, also: int = 0) -> None:
 
 
 def mount_id(fd: int) -> int | None:
-    """The id of the mount ``fd`` is on (``mnt_id`` of /proc/self/fdinfo), None where /proc does not say.
+    """The id of the mount ``fd`` is on (``mnt_id`` of ``/proc/self/fdinfo``), or None when unknown.
 
     Two bind mounts of one filesystem share ``st_dev``; only the mount id tells them apart.
     """
     try:
-        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
-            info = f.read(4096)
+        info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    for line in info.splitlines():
+    try:
+        text = os.read(info, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(info)
+    for line in text.splitlines():
         if line.startswith(b"mnt_id:"):
-            return int(line.split()[1])
+            try:
+                return int(line[7:])
+            except ValueError:
+                return None
     return None
 
 

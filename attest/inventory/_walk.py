@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-from .._safefs import O_DIR, O_FILE, Drift, Kind, classify, drift
+from .._safefs import O_DIR, O_FILE, Drift, Kind, classify, drift, mount_id
 from ..errors import Finding, InputError, VerificationError
 from ._codes import InventoryCode
 from ._fork import CAN_FORK, Child, SplitWalk, fork_walker
@@ -667,27 +667,6 @@ def _scan(
     return result
 
 
-def _mount_id(fd: int) -> int | None:
-    """The id of the mount ``fd`` is on (``mnt_id`` of ``/proc/self/fdinfo``), or None when unknown."""
-    try:
-        info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        text = os.read(info, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(info)
-    for line in text.splitlines():
-        if line.startswith(b"mnt_id:"):
-            try:
-                return int(line[7:])
-            except ValueError:
-                return None
-    return None
-
-
 def _other_mount(fd: int, dfd: int) -> bool:
     """Whether ``fd`` is on another mount than its directory ``dfd``: a mount point, maybe of the same filesystem.
 
@@ -695,7 +674,7 @@ def _other_mount(fd: int, dfd: int) -> bool:
     listing gives the inode a mount point covers); unknown is no, and the entry then stays a
     swap (refused).
     """
-    mine, parent = _mount_id(fd), _mount_id(dfd)
+    mine, parent = mount_id(fd), mount_id(dfd)
     return mine is not None and parent is not None and mine != parent
 
 

@@ -172,6 +172,29 @@ def test_a_build_is_not_reused_from_an_image_of_another_backend(tmp_path: Path) 
     assert same.returncode == 0 and json.loads(same.stdout)["reused"] is True, same.stderr
 
 
+def test_rebuild_freezes_its_first_build_with_the_backend_it_is_given(tmp_path: Path) -> None:
+    """`attest rebuild --backend` as `attest build --backend`: the first build it makes is frozen so, and a rebuild naming
+    another backend than the stored image's is refused, never a silent reuse."""
+    root = tmp_path / "proj"
+    sha = make_toolchain_repo(root / "repo")
+    (root / "builders").mkdir()
+    (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    base = ("rebuild", "builders/skill.toml", "--rev", sha, "--state-dir", str(state), "--json")
+    done = _attest(*base, "--backend", "readonly", cwd=root)
+    _no_traceback(done)
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"] is True, done.stdout + done.stderr
+    built = _attest("build", "skill", "builders/skill.toml", "--skill-rev", sha, "--state-dir", str(state), "--json", "--backend",
+                    "readonly", cwd=root)
+    doc = json.loads(built.stdout)
+    assert built.returncode == 0 and doc["reused"] is True and doc["backend"] == "readonly", doc
+    other = _attest(*base, "--backend", "immutable", cwd=root)
+    _no_traceback(other)
+    doc = json.loads(other.stdout)
+    assert other.returncode == 1 and [e["code"] for e in doc["errors"]] == ["STORE_CONFLICT"], doc
+
+
 @pytest.mark.parametrize("value", [" ", "readonly ", "IMMUTABLE", "\udcff"])
 def test_a_strange_backend_value_is_bad_usage(tmp_path: Path, tree: Path, value: str) -> None:
     env = {**ENV, "ATTEST_BACKEND": value}

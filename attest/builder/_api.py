@@ -133,7 +133,7 @@ def run_build_skill(recipe_path: str, rev: str, state: str, *, installer_rev: st
 
 def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = None, allow_unisolated_network: bool = False,
                 python: str | None = None, installer_rev: str | None = None, key: str | None = None,
-                vsa_out: str | None = None, fmt: str = "dsse") -> tuple[RebuildReport, str | None]:
+                vsa_out: str | None = None, fmt: str = "dsse", freeze_backend: str | None = None) -> tuple[RebuildReport, str | None]:
     """`attest rebuild RECIPE`: the rebuild report, and the path of the signed VSA when ``vsa_out`` is given.
 
     A difference is not raised: it is in the report's ``findings`` (``NOT_REPRODUCIBLE`` and
@@ -150,9 +150,10 @@ def run_rebuild(recipe_path: str, rev: str, state: str, *, cache: str | None = N
         raise InputError(CommonCode.USAGE, "--vsa needs --key to sign it")
     if isinstance(recipe, RuntimeRecipe):
         sandbox = Sandbox.establish(allow_unisolated_network=allow_unisolated_network)
-        report = rebuild_check(recipe, rev, state, cache=cache or default_cache(state), sandbox=sandbox, python=python)
+        report = rebuild_check(recipe, rev, state, cache=cache or default_cache(state), sandbox=sandbox, python=python,
+                               freeze_backend=freeze_backend)
     else:
-        report = rebuild_check(recipe, rev, state, installer_rev=installer_rev or rev)
+        report = rebuild_check(recipe, rev, state, installer_rev=installer_rev or rev, freeze_backend=freeze_backend)
     vsa = sign_vsa(report, load_signer(key), vsa_out, fmt=fmt) if vsa_out is not None and key is not None else None  # key: checked above
     return report, vsa
 

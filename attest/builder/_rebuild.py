@@ -123,21 +123,22 @@ def rebuild_check(
     python: str | None = None,
     installer_rev: str | None = None,
     first: BuildResult | None = None,
+    freeze_backend: str | None = None,
 ) -> RebuildReport:
-    """Build (or reuse) the published output, build again elsewhere, compare."""
+    """Build (or reuse) the published output (frozen with ``freeze_backend``), build again elsewhere, compare."""
     tmp = tempfile.mkdtemp(prefix="attest-rebuild-")
     try:
         staging = os.path.join(tmp, "elsewhere", secrets.token_hex(4))
         if isinstance(recipe, RuntimeRecipe):
             assert sandbox is not None and cache is not None
             if first is None:
-                first = build_runtime(recipe, rev, state, cache, sandbox, python=python)
+                first = build_runtime(recipe, rev, state, cache, sandbox, python=python, freeze_backend=freeze_backend)
             noisy = sandbox.with_umask(REBUILD_UMASK).with_env({"ATTEST_REBUILD_NONCE": secrets.token_hex(8), "LANGUAGE": "de"})
             second = build_runtime(recipe, rev, state, cache, noisy, python=python, staging_parent=staging,
                                    publish_output=False, keep_staging=True)
         else:
             if first is None:
-                first = build_skill(recipe, rev, state, installer_rev=installer_rev)
+                first = build_skill(recipe, rev, state, installer_rev=installer_rev, freeze_backend=freeze_backend)
             second = build_skill(recipe, rev, state, installer_rev=installer_rev, staging_parent=staging,
                                  publish_output=False, umask=REBUILD_UMASK)
         return compare(first, second, second.store_path)

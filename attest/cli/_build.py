@@ -185,6 +185,7 @@ def rebuild(
     allow_network_unisolated: bool = UnisolatedOption,
     python: Optional[str] = PythonOption,
     fmt: str = FormatOption,
+    backend: Optional[str] = BackendOption,
     json_mode: bool = JsonOption,
     _check: bool = flag("--check", hidden=True, help="No effect (the recipe was once its value): `rebuild --check RECIPE` still reads."),
 ) -> None:
@@ -195,7 +196,8 @@ def rebuild(
         recipe = _default_path(recipe, recipe)
     with working(f"rebuilding {recipe} at {rev[:12]}", json_mode):
         report, vsa_path = run_rebuild(recipe, rev, _state(state_dir), cache=cache, allow_unisolated_network=allow_network_unisolated,
-                                       python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt)
+                                       python=python, installer_rev=installer_rev, key=key, vsa_out=vsa, fmt=fmt,
+                                       freeze_backend=backend)
     document = {**report.to_json(), **({"vsa": vsa_path} if vsa_path else {})}
     if not report.ok:
         error = VerificationError(findings=report.findings)

@@ -149,13 +149,19 @@ def test_the_guard_refuses_another_libpython_and_the_launchers_cannot_skip_it(tm
 # -- 2. the backend ---------------------------------------------------------------------------
 
 
-def test_a_build_is_not_reused_from_an_image_of_another_backend(tmp_path: Path) -> None:
+def _skill_project(tmp_path: Path) -> tuple[Path, str, Path]:
+    """A toolchain repository with the skill recipe in builders/, its full SHA, and an empty state directory."""
     root = tmp_path / "proj"
     sha = make_toolchain_repo(root / "repo")
     (root / "builders").mkdir()
     (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
+    return root, sha, state
+
+
+def test_a_build_is_not_reused_from_an_image_of_another_backend(tmp_path: Path) -> None:
+    root, sha, state = _skill_project(tmp_path)
     base = ("build", "skill", "builders/skill.toml", "--skill-rev", sha, "--state-dir", str(state), "--json")
     first = _attest(*base, "--backend", "readonly", cwd=root)
     assert first.returncode == 0, first.stderr
@@ -175,12 +181,7 @@ def test_a_build_is_not_reused_from_an_image_of_another_backend(tmp_path: Path) 
 def test_rebuild_freezes_its_first_build_with_the_backend_it_is_given(tmp_path: Path) -> None:
     """`attest rebuild --backend` as `attest build --backend`: the first build it makes is frozen so, and a rebuild naming
     another backend than the stored image's is refused, never a silent reuse."""
-    root = tmp_path / "proj"
-    sha = make_toolchain_repo(root / "repo")
-    (root / "builders").mkdir()
-    (root / "builders" / "skill.toml").write_text(SKILL_RECIPE)
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    root, sha, state = _skill_project(tmp_path)
     base = ("rebuild", "builders/skill.toml", "--rev", sha, "--state-dir", str(state), "--json")
     done = _attest(*base, "--backend", "readonly", cwd=root)
     _no_traceback(done)

@@ -55,7 +55,9 @@ def _process_app() -> Command:
     if _APP is None:
         import typer  # lazy
 
-        _APP = typer.main.get_command(build_app())
+        from ._coerce import plain_coercion  # lazy: it imports typer
+
+        _APP = plain_coercion(typer.main.get_command(build_app()))
     return _APP
 
 
@@ -75,7 +77,9 @@ def _console_app(args: list[str]) -> Command | None:
         return None
     import typer  # lazy
 
-    return typer.main.get_command(build_app((module,)))
+    from ._coerce import plain_coercion  # lazy: it imports typer
+
+    return plain_coercion(typer.main.get_command(build_app((module,))))
 
 
 def _on_interrupt(came: list[bool]) -> object:

@@ -134,6 +134,10 @@ def _root(
     """
 
 
+#: The names of every command's help option.
+HELP_OPTION_NAMES = ("-h", "--help")
+
+
 def new_app() -> Typer:
     """A fresh top-level app with no commands; ``attest.cli.build_app`` registers them."""
     app = Typer(
@@ -142,7 +146,7 @@ def new_app() -> Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
+        context_settings={"help_option_names": list(HELP_OPTION_NAMES)},
     )
     app.callback()(_root)
     return app

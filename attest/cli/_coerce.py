@@ -1,0 +1,143 @@
+"""The command line's plain values coerced without pydantic, exactly as typer would coerce them.
+
+typer 0.29 coerces every parameter's value through a pydantic ``TypeAdapter`` it builds on first
+use: importing pydantic and building one adapter per parameter cost an ``attest`` process about
+0.15 s of CPU, more than most commands' own work. attest's parameters are plain: ``str``,
+``bool``, ``int``, ``float``, ``Path``, and lists of ``str`` or ``Path``, with no parser, choices,
+range or file mode. :func:`plain_coercion` gives each such parameter a coercion that returns, for
+the values a command line gives (a string, a default), what typer's adapter returns; any value it
+does not take (a string with a lone surrogate, an int written ``+3``, a string where a bool is
+wanted) goes to typer's own coercion, so that an error is typer's own error and message.
+tests/cli/test_coerce.py holds both to the same result over a table of values, for every parameter
+of the app.
+
+It uses typer's coercion classes (``typer._coercion``, ``typer.core._TyperParameter``): typer is
+pinned in pyproject.toml, and that test fails if the classes move.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from typer._click import Context
+from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+from typer._param_types import coerce_cli_path
+from typer.core import _TyperParameter
+
+from ._app import HELP_OPTION_NAMES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from typer._click import Command
+
+__all__ = ["plain_coercion", "plain_leaf"]
+
+#: Not taken here: typer's own coercion decides.
+_TYPERS = object()
+
+# What pydantic's lax int and float read from these strings is exactly int(s) and float(s).
+_INT = re.compile(r"[0-9]{1,18}")
+_FLOAT = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,15})?")
+
+
+def _text(value: object) -> str | None:
+    """``value`` if it is a string pydantic takes as it is (no lone surrogate, no NUL), else None."""
+    if type(value) is not str or "\0" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+def _str(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    text = _text(value)
+    return _TYPERS if text is None else text
+
+
+def _int(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    if type(value) is int:
+        return value
+    text = _text(value)
+    return int(text) if text is not None and _INT.fullmatch(text) else _TYPERS
+
+
+def _float(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    if type(value) is float:
+        return value
+    text = _text(value)
+    return float(text) if text is not None and _FLOAT.fullmatch(text) else _TYPERS
+
+
+def _bool(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    return value if type(value) is bool else _TYPERS
+
+
+def _path(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    if type(value) is str:
+        text = _text(value)
+        if not text:  # '' or a string pydantic may refuse
+            return _TYPERS
+        value = Path(text)
+    if not isinstance(value, Path):
+        return _TYPERS
+    # typer's own checks of a path (exists, file_okay, dir_okay, readable, writable, resolve_path); a Path needs no pydantic.
+    return coerce_cli_path(value, descriptor.parameter_info, path_type=Path, param=param, ctx=ctx)
+
+
+_LEAVES: dict[object, Callable[[object, TypeDescriptor, _TyperParameter, Context], object]] = {
+    str: _str, int: _int, float: _float, bool: _bool, Path: _path, list[str]: _str, list[Path]: _path,
+}
+
+
+def plain_leaf(descriptor: TypeDescriptor) -> Callable[[object, TypeDescriptor, _TyperParameter, Context], object] | None:
+    """The coercion of one value of a parameter of this type, or None when typer's own must do it all."""
+    info = descriptor.parameter_info
+    if (descriptor.file_annotation is not None or info.parser is not None or descriptor.is_choice
+            or descriptor.is_ranged or info.path_type is not None):
+        return None
+    return _LEAVES.get(descriptor.annotation)
+
+
+@dataclass(frozen=True)
+class _PlainRuntimeParam(RuntimeParam):
+    """typer's runtime coercion of one parameter, done by ``leaf`` where it takes the value, else by typer's own."""
+
+    descriptor: TypeDescriptor
+    leaf: Callable[[object, TypeDescriptor, _TyperParameter, Context], object]
+    is_list: bool
+
+    def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
+        if self.is_list:
+            if isinstance(value, (list, tuple)):
+                items = [self.leaf(v, self.descriptor, param, ctx) for v in value]
+                if not any(item is _TYPERS for item in items):
+                    return items
+        else:
+            coerced = self.leaf(value, self.descriptor, param, ctx)
+            if coerced is not _TYPERS:
+                return coerced
+        return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+
+def plain_coercion(command: Command) -> Command:
+    """Give every plain parameter of ``command`` and its subcommands the coercion above; return ``command``.
+
+    The help option too, which click makes on first use and keeps (made here as a context with the app's names would).
+    """
+    help_option = command.get_help_option(Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if isinstance(param, _TyperParameter) and param._runtime_param is None:
+            descriptor = param.type_descriptor
+            leaf = plain_leaf(descriptor)
+            if leaf is not None:
+                param._runtime_param = _PlainRuntimeParam(descriptor.parameter_info, descriptor.annotation, descriptor, leaf,
+                                                          descriptor.is_list)
+    for sub in getattr(command, "commands", {}).values():
+        plain_coercion(sub)
+    return command

@@ -1,0 +1,119 @@
+"""attest's coercion of plain parameters (attest.cli._coerce) gives what typer's own gives, value for value.
+
+typer 0.29 coerces through pydantic adapters; attest installs a coercion without pydantic on every
+plain parameter. For every parameter of the app (the help options too) and a table of values of
+its type, both give an equal value of the same type, or both refuse with the same error and message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer._click import Context
+from typer._coercion import build_runtime_param
+from typer.core import _TyperParameter
+
+from attest.cli import _process_app
+from attest.cli._app import HELP_OPTION_NAMES
+from attest.cli._coerce import _PlainRuntimeParam, plain_coercion, plain_leaf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parameters(root: Any) -> list[tuple[str, Any, _TyperParameter]]:
+    """(command path, command, parameter) for every typer parameter of ``root``, help options included."""
+    found: list[tuple[str, Any, _TyperParameter]] = []
+
+    def walk(command: Any, path: str) -> None:
+        help_option = command.get_help_option(Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+        for p in [*command.params, help_option]:
+            if isinstance(p, _TyperParameter):
+                found.append((path, command, p))
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(sub, f"{path} {name}")
+
+    walk(root, "attest")
+    return found
+
+
+PARAMETERS = _parameters(_process_app())
+
+
+def _flagged_paths() -> Any:
+    """A command whose path parameters carry typer's checks (the app's own carry none today)."""
+    app = typer.Typer(context_settings={"help_option_names": list(HELP_OPTION_NAMES)})
+
+    @app.command()
+    def paths(existing: Path = typer.Option(None, exists=True), no_file: Path = typer.Option(None, file_okay=False),
+              no_dir: Path = typer.Option(None, dir_okay=False), resolved: Path = typer.Option(None, resolve_path=True),
+              many: list[Path] = typer.Option(None, exists=True), dash: Path = typer.Option(None, allow_dash=True)) -> None:
+        """Paths with checks."""
+
+    return plain_coercion(typer.main.get_command(app))
+
+
+def _values(annotation: Any, tmp: Path) -> list[Any]:
+    strings = ["abc", "", " x ", "-", "123", "0123", "+3", " 3", "3.0", "1e3", ".5", "nan", "-1", "1_000", "99999999999999999999",
+               "ünï", "a\udcffb", "a\0b", "yes", "0", "true", str(tmp / "file"), str(tmp / "dir"), str(tmp / "missing"), "rel/x"]
+    scalars = [*strings, 5, 2.5, True, False, Path("/x"), tmp / "file", tmp / "dir", b"bytes"]
+    if annotation in (list[str], list[Path]):
+        return [[], ["a", "b"], ("a",), (str(tmp / "file"), str(tmp / "dir")), ["a", "a\udcffb"], ["a", ""], [Path("/x")], "a"]
+    return scalars
+
+
+def _outcome(run: Any) -> tuple[str, Any]:
+    try:
+        value = run()
+    except Exception as e:  # noqa: BLE001 - the outcome compared is the error itself
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        return (f"raises {type(e).__name__}", message)
+    return (type(value).__name__, repr(value))  # repr: nan is not equal to itself
+
+
+@pytest.mark.parametrize("which", ["the app", "flagged paths"])
+def test_every_plain_parameter_coerces_as_typer_does(tmp_path: Path, which: str) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    checked = 0
+    for path, command, param in (PARAMETERS if which == "the app" else _parameters(_flagged_paths())):
+        plain = param._runtime_param
+        descriptor = param.type_descriptor
+        if plain_leaf(descriptor) is None:
+            assert plain is None or not isinstance(plain, _PlainRuntimeParam), (path, param.name)
+            continue
+        assert isinstance(plain, _PlainRuntimeParam), f"{path} {param.name}: no plain coercion installed"
+        typers = build_runtime_param(descriptor)
+        ctx = Context(command, info_name=path)
+        for value in [None, *_values(descriptor.annotation, tmp_path)]:
+            ours = _outcome(lambda: plain.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
+            theirs = _outcome(lambda: typers.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
+            assert ours == theirs, f"{path} {param.name} ({descriptor.annotation}) of {value!r}: {ours} != typer's {theirs}"
+            checked += 1
+    assert checked > (5000 if which == "the app" else 100)
+
+
+def test_only_a_ranged_or_choice_parameter_keeps_typers_coercion() -> None:
+    kept = [(path, p.name) for path, _, p in PARAMETERS if not isinstance(p._runtime_param, _PlainRuntimeParam)]
+    assert kept == [("attest store gc", "recent")]  # a float with a minimum: typer's own
+
+
+def test_a_command_line_imports_no_pydantic() -> None:
+    code = ("import sys\nfrom attest.cli import main\n"
+            "rc = main(['inventory', '--ignore', 'x', sys.argv[1]])\n"
+            "assert 'pydantic' not in sys.modules, 'pydantic imported'\nsys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "docs")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith('{"entries":')
+
+
+@pytest.mark.parametrize(("value", "message"), [("+x", "unable to parse string as an integer"), ("3.5", "unable to parse string as an integer")])
+def test_a_value_it_does_not_take_gets_typers_own_error(tmp_path: Path, value: str, message: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "attest", "merge-gate", "ci-result", "--repository-id", value], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2 and "Invalid value for '--repository-id'" in proc.stderr, proc.stderr
+    assert message in proc.stderr, proc.stderr

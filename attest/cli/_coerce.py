@@ -17,6 +17,7 @@ pinned in pyproject.toml, and that test fails if the classes move.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,51 +56,57 @@ def _text(value: object) -> str | None:
     return value
 
 
-def _str(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+def _str(value: object) -> object:
     text = _text(value)
     return _TYPERS if text is None else text
 
 
-def _int(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+def _int(value: object) -> object:
     if type(value) is int:
         return value
     text = _text(value)
     return int(text) if text is not None and _INT.fullmatch(text) else _TYPERS
 
 
-def _float(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+def _float(value: object) -> object:
     if type(value) is float:
         return value
     text = _text(value)
     return float(text) if text is not None and _FLOAT.fullmatch(text) else _TYPERS
 
 
-def _bool(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+def _bool(value: object) -> object:
     return value if type(value) is bool else _TYPERS
 
 
-def _path(value: object, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
-    if type(value) is str:
-        text = _text(value)
-        if not text:  # '' or a string pydantic may refuse
-            return _TYPERS
-        value = Path(text)
-    if not isinstance(value, Path):
-        return _TYPERS
-    # typer's own checks of a path (exists, file_okay, dir_okay, readable, writable, resolve_path); a Path needs no pydantic.
-    return coerce_cli_path(value, descriptor.parameter_info, path_type=Path, param=param, ctx=ctx)
+def _path(value: object) -> object:
+    """A path as given (its text or a Path), taken; the checks come after every item is taken (:func:`_checked_path`)."""
+    if isinstance(value, Path):
+        return value
+    return _TYPERS if not _text(value) else value  # '' or a string pydantic may refuse: typer's
 
 
-_LEAVES: dict[object, Callable[[object, TypeDescriptor, _TyperParameter, Context], object]] = {
+def _checked_path(value: str | Path, descriptor: TypeDescriptor, param: _TyperParameter, ctx: Context) -> object:
+    """typer's own checks of a path (exists, file_okay, dir_okay, readable, writable, resolve_path); what typer returns.
+
+    A string is checked as given (so an error names ``./x`` as the user wrote it, as typer's does); neither needs pydantic.
+    """
+    if isinstance(value, Path):
+        return coerce_cli_path(value, descriptor.parameter_info, path_type=Path, param=param, ctx=ctx)
+    checked = coerce_cli_path(value, descriptor.parameter_info, path_type=None, param=param, ctx=ctx)
+    return Path(os.fsdecode(checked))  # as typer's Path(str): a str given, a str checked (resolve_path: its realpath)
+
+
+_LEAVES: dict[object, Callable[[object], object]] = {
     str: _str, int: _int, float: _float, bool: _bool, Path: _path, list[str]: _str, list[Path]: _path,
 }
 
 
-def plain_leaf(descriptor: TypeDescriptor) -> Callable[[object, TypeDescriptor, _TyperParameter, Context], object] | None:
-    """The coercion of one value of a parameter of this type, or None when typer's own must do it all."""
+def plain_leaf(descriptor: TypeDescriptor) -> Callable[[object], object] | None:
+    """What takes one value of a parameter of this type (or returns ``_TYPERS``); None when typer's own does it all."""
     info = descriptor.parameter_info
     if (descriptor.file_annotation is not None or info.parser is not None or descriptor.is_choice
-            or descriptor.is_ranged or info.path_type is not None):
+            or descriptor.is_ranged or info.path_type is not None or info.allow_dash):
         return None
     return _LEAVES.get(descriptor.annotation)
 
@@ -109,19 +116,26 @@ class _PlainRuntimeParam(RuntimeParam):
     """typer's runtime coercion of one parameter, done by ``leaf`` where it takes the value, else by typer's own."""
 
     descriptor: TypeDescriptor
-    leaf: Callable[[object, TypeDescriptor, _TyperParameter, Context], object]
+    leaf: Callable[[object], object]
     is_list: bool
+    is_path: bool
 
     def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
-        if self.is_list:
-            if isinstance(value, (list, tuple)):
-                items = [self.leaf(v, self.descriptor, param, ctx) for v in value]
-                if not any(item is _TYPERS for item in items):
-                    return items
-        else:
-            coerced = self.leaf(value, self.descriptor, param, ctx)
-            if coerced is not _TYPERS:
-                return coerced
+        if not self.is_list:
+            taken = self.leaf(value)
+            if taken is _TYPERS:
+                return self._typers(value, param, ctx)
+            return _checked_path(taken, self.descriptor, param, ctx) if self.is_path else taken  # type: ignore[arg-type]
+        if not isinstance(value, (list, tuple)):
+            return self._typers(value, param, ctx)
+        # Every item is taken before any is checked: typer refuses a list at its first bad item, which may be one it must read.
+        items = [self.leaf(v) for v in value]
+        if any(item is _TYPERS for item in items):
+            return self._typers(value, param, ctx)
+        return [_checked_path(item, self.descriptor, param, ctx) for item in items] if self.is_path else items  # type: ignore[arg-type]
+
+    def _typers(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
+        """typer's own coercion of ``value`` (built now: it imports pydantic)."""
         return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
 
 
@@ -137,7 +151,7 @@ def plain_coercion(command: Command) -> Command:
             leaf = plain_leaf(descriptor)
             if leaf is not None:
                 param._runtime_param = _PlainRuntimeParam(descriptor.parameter_info, descriptor.annotation, descriptor, leaf,
-                                                          descriptor.is_list)
+                                                          descriptor.is_list, leaf is _path)
     for sub in getattr(command, "commands", {}).values():
         plain_coercion(sub)
     return command

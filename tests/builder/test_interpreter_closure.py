@@ -330,6 +330,8 @@ def test_a_planted_stdlib_module_and_pth_are_never_run(built: Built, tmp_path: P
     marker = tmp_path / "ran"
     planted = tmp_path / "stdlib"
     shutil.copytree(interp, planted, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "dist-packages", "test", "__pycache__"))
+    # Debian's sitecustomize.py is a link to /etc/python3.11/: written through, the plant was the host's own file.
+    (planted / "sitecustomize.py").unlink(missing_ok=True)
     (planted / "sitecustomize.py").write_text(_PLANT.format(marker=str(marker), what="sitecustomize"))
     (planted / "site-packages").mkdir()
     (planted / "site-packages" / "00-planted.pth").write_text(

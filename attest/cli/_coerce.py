@@ -2,14 +2,15 @@
 
 typer 0.29 coerces every parameter's value through a pydantic ``TypeAdapter`` it builds on first
 use: importing pydantic and building one adapter per parameter cost an ``attest`` process about
-0.15 s of CPU, more than most commands' own work. attest's parameters are plain: ``str``,
+0.1 s of CPU, more than most commands' own work. attest's parameters are plain: ``str``,
 ``bool``, ``int``, ``float``, ``Path``, and lists of ``str`` or ``Path``, with no parser, choices,
 range or file mode. :func:`plain_coercion` gives each such parameter a coercion that returns, for
 the values a command line gives (a string, a default), what typer's adapter returns; any value it
 does not take (a string with a lone surrogate, an int written ``+3``, a string where a bool is
 wanted) goes to typer's own coercion, so that an error is typer's own error and message.
 tests/cli/test_coerce.py holds both to the same result over a table of values, for every parameter
-of the app.
+of the app, and tests/cli/test_attack_coerce.py over real command lines (non-UTF-8 argv, environment
+variables) through both of attest's builds of the app.
 
 It uses typer's coercion classes (``typer._coercion``, ``typer.core._TyperParameter``): typer is
 pinned in pyproject.toml, and that test fails if the classes move.

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import typer
+from support.coercion import outcome, parameters
 from typer._click import Context
 from typer._coercion import build_runtime_param
-from typer.core import _TyperParameter
 
 from attest.cli import _process_app
 from attest.cli._app import HELP_OPTION_NAMES
@@ -25,23 +25,7 @@ from attest.cli._coerce import _PlainRuntimeParam, plain_coercion, plain_leaf
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _parameters(root: Any) -> list[tuple[str, Any, _TyperParameter]]:
-    """(command path, command, parameter) for every typer parameter of ``root``, help options included."""
-    found: list[tuple[str, Any, _TyperParameter]] = []
-
-    def walk(command: Any, path: str) -> None:
-        help_option = command.get_help_option(Context(command, help_option_names=list(HELP_OPTION_NAMES)))
-        for p in [*command.params, help_option]:
-            if isinstance(p, _TyperParameter):
-                found.append((path, command, p))
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
-            walk(sub, f"{path} {name}")
-
-    walk(root, "attest")
-    return found
-
-
-PARAMETERS = _parameters(_process_app())
+PARAMETERS = parameters(_process_app())
 
 
 def _flagged_paths() -> Any:
@@ -66,21 +50,12 @@ def _values(annotation: Any, tmp: Path) -> list[Any]:
     return scalars
 
 
-def _outcome(run: Any) -> tuple[str, Any]:
-    try:
-        value = run()
-    except Exception as e:  # noqa: BLE001 - the outcome compared is the error itself
-        message = e.format_message() if hasattr(e, "format_message") else str(e)
-        return (f"raises {type(e).__name__}", message)
-    return (type(value).__name__, repr(value))  # repr: nan is not equal to itself
-
-
 @pytest.mark.parametrize("which", ["the app", "flagged paths"])
 def test_every_plain_parameter_coerces_as_typer_does(tmp_path: Path, which: str) -> None:
     (tmp_path / "file").write_text("x")
     (tmp_path / "dir").mkdir()
     checked = 0
-    for path, command, param in (PARAMETERS if which == "the app" else _parameters(_flagged_paths())):
+    for path, command, param in (PARAMETERS if which == "the app" else parameters(_flagged_paths())):
         plain = param._runtime_param
         descriptor = param.type_descriptor
         if plain_leaf(descriptor) is None:
@@ -90,8 +65,8 @@ def test_every_plain_parameter_coerces_as_typer_does(tmp_path: Path, which: str)
         typers = build_runtime_param(descriptor)
         ctx = Context(command, info_name=path)
         for value in [None, *_values(descriptor.annotation, tmp_path)]:
-            ours = _outcome(lambda: plain.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
-            theirs = _outcome(lambda: typers.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
+            ours = outcome(lambda: plain.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
+            theirs = outcome(lambda: typers.coerce(value, param=param, ctx=ctx))  # noqa: B023 - called at once
             assert ours == theirs, f"{path} {param.name} ({descriptor.annotation}) of {value!r}: {ours} != typer's {theirs}"
             checked += 1
     assert checked > (5000 if which == "the app" else 100)

@@ -78,17 +78,23 @@ def test_only_a_ranged_or_choice_parameter_keeps_typers_coercion() -> None:
 
 
 def test_a_command_line_imports_no_pydantic() -> None:
+    """Neither the in-process app nor the console script's one-module app imports pydantic to read a command line."""
     code = ("import sys\nfrom attest.cli import main\n"
             "rc = main(['inventory', '--ignore', 'x', sys.argv[1]])\n"
             "assert 'pydantic' not in sys.modules, 'pydantic imported'\nsys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "docs")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith('{"entries":')
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "attest", "inventory", "--ignore", "x", str(ROOT / "docs")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith('{"entries":'), proc.stderr[-2000:]
+    assert "| typer" in proc.stderr  # the console script did import typer: the check below looks at the right imports
+    assert "pydantic" not in proc.stderr
 
 
-@pytest.mark.parametrize(("value", "message"), [("+x", "unable to parse string as an integer"), ("3.5", "unable to parse string as an integer")])
-def test_a_value_it_does_not_take_gets_typers_own_error(tmp_path: Path, value: str, message: str) -> None:
+@pytest.mark.parametrize("value", ["+x", "3.5"])
+def test_a_value_it_does_not_take_gets_typers_own_error(value: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "attest", "merge-gate", "ci-result", "--repository-id", value], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 2 and "Invalid value for '--repository-id'" in proc.stderr, proc.stderr
-    assert message in proc.stderr, proc.stderr
+    assert "unable to parse string as an integer" in proc.stderr, proc.stderr  # pydantic's words: typer's own coercion ran

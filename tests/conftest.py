@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support import collected
 from support.caps import HAS_IMMUTABLE
-from support.project_runtime import ProjectRuntime, project_runtime, unseal_shared
-from support.tmpfs import release_private_tmpfs, use_private_tmpfs
+from support.project_runtime import ProjectRuntime, project_runtime
+from support.tmpfs import release_private_tmpfs, unseal, use_private_tmpfs
 from support.trees import make_tree
 
 pytest_plugins = ["support.reason_record"]
@@ -24,9 +24,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput"):
-        unseal_shared(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
-        release_private_tmpfs()
+    # Frozen images are immutable. On the private tmpfs they go with it; on disk the flags are cleared once, here, over
+    # every test's directory, so the next run's pytest can remove them (one chattr per test cost the suite 7 s of CPU).
+    if not hasattr(config, "workerinput") and not release_private_tmpfs():
+        unseal(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -81,17 +82,6 @@ def other_libpython(tmp_path: Path) -> dict[str, str]:
         f.write(b"another build")
     return {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(other)}
 
-
-@pytest.fixture(autouse=True)
-def _clear_immutable_flags(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    """Frozen images are immutable; clear the flags so pytest can remove tmp_path afterwards."""
-    # Asking for tmp_path here (not after the yield) orders its teardown after this one's.
-    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
-    yield
-    if tmp is not None:
-        import subprocess
-
-        subprocess.run(["chattr", "-R", "-f", "-i", str(tmp)], check=False, capture_output=True)
 
 
 # The fixtures that cost a real promotion (tests/support/deployment.py and its kin): every test using one is

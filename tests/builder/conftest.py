@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,18 +23,3 @@ def project(tmp_path: Path) -> Project:
     return Project(root, root / "repo", sha, wheels, lock, builders / "runtime.toml", builders / "skill.toml",
                    tmp_path / "cache", tmp_path / "store")
 
-
-def clear_immutable(path: Path) -> None:
-    if path.exists():
-        subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
-
-
-@pytest.fixture(autouse=True)
-def _unfreeze(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    clear_immutable(tmp_path)
-    for dirpath, dirnames, _ in os.walk(tmp_path):
-        for d in dirnames:
-            p = os.path.join(dirpath, d)
-            if not os.path.islink(p):
-                os.chmod(p, 0o755)

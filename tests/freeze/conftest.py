@@ -1,8 +1,7 @@
-"""Fixtures for the freeze tests: real trees, real immutable flags, cleaned up after each test."""
+"""Fixtures for the freeze tests: real trees, real immutable flags (cleared at the end of the run: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,13 +10,6 @@ import pytest
 from support.trees import make_tree
 
 from attest.inventory import Inventory, inventory_tree
-
-
-@pytest.fixture(autouse=True)
-def _clear_immutable_flags(tmp_path: Path) -> Iterator[None]:
-    """Images are immutable; pytest could not remove tmp_path without clearing the flags."""
-    yield
-    subprocess.run(["chattr", "-R", "-f", "-i", str(tmp_path)], check=False, capture_output=True)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from attest.errors import EnvironmentFailure
 from .agent_cli import cache_root
 from .caps import BACKEND
 
-__all__ = ["ProjectRuntime", "shared_root", "unseal_shared"]
+__all__ = ["ProjectRuntime", "shared_root"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _NAME = "project-runtime"
@@ -83,8 +83,3 @@ def project_runtime(factory: pytest.TempPathFactory) -> ProjectRuntime:
         os.close(fd)
     return shared
 
-
-def unseal_shared(base: Path) -> None:
-    """Clear the immutable flags under the session's shared build, so the temporary directory can be removed."""
-    if (base / _NAME).exists():
-        subprocess.run(["chattr", "-R", "-f", "-i", str(base / _NAME)], check=False, capture_output=True)

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import tempfile
+from pathlib import Path
 
-__all__ = ["release_private_tmpfs", "use_private_tmpfs"]
+__all__ = ["release_private_tmpfs", "unseal", "use_private_tmpfs"]
 
 _CLONE_NEWNS = 0x00020000
 _MS_REC = 0x4000
@@ -58,11 +60,22 @@ def use_private_tmpfs() -> str:
     return f"temporary files on a private tmpfs at {path} (ATTEST_TEST_TMPFS=0: on disk)"
 
 
-def release_private_tmpfs() -> None:
-    """Unmount the run's tmpfs (its files go with it) and remove the empty directory it was mounted on."""
+def release_private_tmpfs() -> bool:
+    """Unmount the run's tmpfs (its files go with it) and remove the empty directory it was mounted on.
+
+    Returns whether there was one: without it, the run's files are on disk.
+    """
     libc = ctypes.CDLL(None, use_errno=True)
+    released = bool(_MOUNTED)
     while _MOUNTED:
         path = _MOUNTED.pop()
         if libc.umount2(path.encode(), _MNT_DETACH) != 0:
             raise OSError(ctypes.get_errno(), f"unmounting the suite's tmpfs at {path}")
         os.rmdir(path)
+    return released
+
+
+def unseal(base: Path) -> None:
+    """Clear the immutable flags under ``base`` (only root can have set them), so pytest can remove it later."""
+    if os.geteuid() == 0 and base.exists():
+        subprocess.run(["chattr", "-R", "-f", "-i", str(base)], check=False, capture_output=True)

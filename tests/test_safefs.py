@@ -46,6 +46,8 @@ def test_no_other_module_spells_its_own_nofollow_flags() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "_safefs.py" and path.parent == PACKAGE:
             continue
+        if path == PACKAGE / "builder" / "_confine.py":
+            continue  # run as `python -I -S` in the confinement, it may import nothing of attest (its own test says so)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Attribute) and node.attr == "O_NOFOLLOW":
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")

@@ -96,95 +96,33 @@ def clean_env(home: str, *, source_date_epoch: int = SOURCE_DATE_EPOCH, extra: M
 # only one mapped) with no capabilities (bounding, inheritable and ambient sets emptied) and
 # no_new_privs, restores the step's umask and execs the step in its working directory. Any
 # failure exits 97 before the step runs.
-# Arguments: S C MOUNT FINDMNT CHROOT SETPRIV UID|caller UMASK [file:N:/etc/...]... ro-path|fd:N:/path... -- rw-path... -- argv...
+# The new root is laid out by one process, the interpreter attest runs on (attest/builder/_confine.py, which prints its
+# own "attest-sandbox:" reason and exits 97); this shell then closes its own copies of the descriptors that were bound
+# or copied, brings up the loopback, sets the limits and runs the step.
+# Arguments: S C PYTHON LAYOUT CHROOT SETPRIV UID|caller UMASK [file:N:/etc/...]... ro-path|fd:N:/path... -- rw-path... -- argv...
 _CONFINE = r"""
-S="$1"; C="$2"; MOUNT="$3"; FINDMNT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
+S="$1"; C="$2"; PY="$3"; LAYOUT="$4"; CHROOT="$5"; SETPRIV="$6"; ID="$7"; U="$8"; shift 8
 R="$S/.sandbox-root"
 fail() { echo "attest-sandbox: $1" >&2; exit 97; }
 umask 022
-# Remount MOUNTPOINT ro or rw (ACCESS), nosuid, nodev, keeping the noexec and atime flags it
-# has (OPTIONS, as findmnt lists them): in a user namespace the kernel refuses to clear them.
-remount() {  # MOUNTPOINT ACCESS OPTIONS [,noexec]
-  keep="$4"
-  for f in noexec noatime nodiratime relatime; do
-    case ",$3," in *",$f,"*) keep="$keep,$f" ;; esac
-  done
-  "$MOUNT" -o "remount,bind,$2,nosuid,nodev$keep" "$1"
-}
-options() { "$FINDMNT" -n -r -o VFS-OPTIONS -M "$1"; }
-"$MOUNT" --make-rprivate / || fail "cannot make mounts private"
-"$MOUNT" -t tmpfs -o mode=0755,nosuid,nodev attest-root "$R" || fail "cannot mount the new root"
-# The fresh tmpfs directories come first, so a read-only bind below them (a venv or an
-# interpreter under /tmp) lands on top of the tmpfs instead of being hidden by it.
-mkdir -p "$R/tmp" "$R/var/tmp" "$R/run" || fail "cannot lay out the new root"
-for t in /tmp /var/tmp /run; do
-  "$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R$t" || fail "cannot mount $t"
-done
-bind_ro_dir() {  # SOURCE TARGET-inside-the-new-root [,noexec]
-  mkdir -p "$R$2" && "$MOUNT" --rbind "$1" "$R$2" || fail "cannot bind $2"
-  "$FINDMNT" -R -n -r -o TARGET,VFS-OPTIONS "$R$2" > "$S/.sandbox-mounts" || fail "cannot list mounts under $2"
-  while read -r m o; do
-    remount "$m" ro "$o" "$3" || fail "cannot make $m read-only"
-  done < "$S/.sandbox-mounts"
-}
+"$PY" -I -S -B "$LAYOUT" "$R" "$@" || { s=$?; [ "$s" = 97 ] && exit 97; fail "laying out the new root failed with exit $s"; }
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   P="$1"; shift
   case "$P" in
-    # fd:N:/path binds the directory open as descriptor N (the very one the caller verified;
-    # no path is resolved again) read-only at /path.
-    # The descriptor is closed right after: nothing started later holds a directory outside the new root.
-    fd:*) N="${P#fd:}"; D="${N#*:}"; N="${N%%:*}"
+    # The descriptor is closed: nothing started later holds a directory outside the new root.
+    fd:*|fdnx:*|file:*) N="${P#*:}"; N="${N%%:*}"
           case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
-          bind_ro_dir "/proc/self/fd/$N" "$D"; eval "exec $N<&-"; continue ;;
+          eval "exec $N<&-" ;;
     # lo:IP: bring the new network namespace's loopback up with the program IP, before the step
     # starts (it has no capability to): the reviewer's own 127.0.0.1, reaching nothing else.
-    lo:*) IP="${P#lo:}"; continue ;;
-    # fdnx:N:/path: the same, and noexec (review data: nothing in it runs as a program).
-    fdnx:*) N="${P#fdnx:}"; D="${N#*:}"; N="${N%%:*}"
-          case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
-          bind_ro_dir "/proc/self/fd/$N" "$D" ",noexec"; eval "exec $N<&-"; continue ;;
-    # file:N:/path copies the bytes of descriptor N (a sealed memfd the caller wrote) into a new
-    # regular file at /path on the new root's own tmpfs (read-only with the root, below): the
-    # reviewer's synthesized /etc. Nothing of the host's is bound there, and the host never
-    # reads it back. The descriptor is closed right after.
-    file:*) N="${P#file:}"; D="${N#*:}"; N="${N%%:*}"
-          case "$N" in ''|*[!0-9]*) fail "bad descriptor $N" ;; esac
-          case "$D" in /etc/*) ;; *) fail "a synthesized file must be under /etc: $D" ;; esac
-          [ ! -e "$R$D" ] && [ ! -L "$R$D" ] || fail "$D is synthesized twice"
-          mkdir -p "$R$(dirname -- "$D")" && cat "/proc/self/fd/$N" > "$R$D" || fail "cannot write $D"
-          eval "exec $N<&-"; continue ;;
+    lo:*) IP="${P#lo:}" ;;
   esac
-  if [ -L "$P" ]; then
-    mkdir -p "$R$(dirname -- "$P")" && ln -s "$(readlink -- "$P")" "$R$P" || fail "cannot link $P"
-  elif [ -d "$P" ]; then
-    bind_ro_dir "$P" "$P"
-  elif [ -f "$P" ]; then
-    mkdir -p "$R$(dirname -- "$P")" && : > "$R$P" && "$MOUNT" --bind "$P" "$R$P" \
-      && remount "$R$P" ro "$(options "$R$P")" || fail "cannot bind $P"
-  fi
 done
 [ "$1" = "--" ] || fail "no command"
 shift
-rm -f "$S/.sandbox-mounts"
-while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
-  W="$1"; shift
-  [ -d "$W" ] && [ ! -L "$W" ] || fail "writable $W is not a directory"
-  mkdir -p "$R$W" && "$MOUNT" --bind "$W" "$R$W" && remount "$R$W" rw "$(options "$R$W")" \
-    || fail "cannot bind $W read-write"
-done
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done
 [ "$1" = "--" ] || fail "no command"
 shift
-mkdir -p "$R/dev" "$R/proc" || fail "cannot lay out the new root"
-"$MOUNT" -t tmpfs -o mode=0755,nosuid,noexec attest-dev "$R/dev" || fail "cannot mount /dev"
-for n in null zero full random urandom; do
-  : > "$R/dev/$n" && "$MOUNT" --bind "/dev/$n" "$R/dev/$n" || fail "cannot bind /dev/$n"
-done
-ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin" && ln -s /proc/self/fd/1 "$R/dev/stdout" \
-  && ln -s /proc/self/fd/2 "$R/dev/stderr" && mkdir "$R/dev/shm" || fail "cannot lay out /dev"
-"$MOUNT" -t tmpfs -o mode=1777,nosuid,nodev,size=512m attest-tmp "$R/dev/shm" || fail "cannot mount /dev/shm"
-[ -e "$R/var/run" ] || ln -s /run "$R/var/run" || fail "cannot link /var/run"
-"$MOUNT" -t proc -o nosuid,nodev,noexec proc "$R/proc" || fail "cannot mount a new /proc"
-"$MOUNT" -o remount,bind,ro,nosuid,nodev "$R" || fail "cannot make the new root read-only"
 if [ -n "${IP:-}" ]; then "$IP" link set lo up || fail "cannot bring up the loopback interface"; fi
 umask "$U" || fail "bad umask"
 # Bounds the step cannot raise, against a step that exhausts the machine (docs/build.md
@@ -216,6 +154,8 @@ fi
 wait "$!"
 """
 _TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# The program that lays out a confinement's new root (run by the interpreter attest runs on, -I -S).
+_LAYOUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_confine.py")
 _NAMESPACES = ("net", "mount", "pid", "ipc", "uts")
 _UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts")
 # Rootless: a new user namespace mapping only the caller's uid and gid to themselves (no other
@@ -298,7 +238,7 @@ def _read_sysctls() -> dict[str, str | None]:
 
 
 def _tools() -> tuple[str, ...] | None:
-    found = tuple(shutil.which(t, path=_TOOLS_PATH) for t in ("unshare", "mount", "findmnt", "chroot", "setpriv"))
+    found = tuple(shutil.which(t, path=_TOOLS_PATH) for t in ("unshare", "chroot", "setpriv"))
     return None if any(t is None for t in found) else found  # type: ignore[return-value]
 
 
@@ -319,7 +259,7 @@ def rootless_problem() -> str | None:
         return why
     tools = _tools()
     if tools is None:
-        return "unshare, mount, findmnt, chroot or setpriv is missing"
+        return "unshare, chroot or setpriv is missing"
     with tempfile.TemporaryDirectory(prefix="attest-userns-probe-") as scratch:
         if not _probe([tools[0], "--user", "--map-root-user", "--", "/bin/true"], scratch):
             return "cannot create a user namespace here (unshare --user --map-root-user true failed)"
@@ -465,7 +405,8 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
     binds = [f"fd:{fd}:{target}" for fd, target in fd_binds] + [f"fdnx:{fd}:{target}" for fd, target in fd_binds_noexec]
     if loopback is not None and not network:
         binds.append(f"lo:{loopback}")
-    return [tools[4], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, *tools[1:],
+    return [tools[2], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, sys.executable,
+            _LAYOUT, *tools[1:],
             "caller" if uid is None else str(uid), f"{umask:04o}", *files, *confined_roots(readonly, host_etc=etc is None),
             *binds, "--", *writable, "--", *argv]
 
@@ -497,16 +438,16 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     (over or into it), as the caller asked.
 
     Raises:
-        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, mount, findmnt, chroot or
-            setpriv is missing here.
+        EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, chroot or setpriv is missing
+            here.
         ValueError: a target of ``etc`` is not a normal path under ``/etc``.
     """
     tools = _tools()
     # bash, not dash, runs the script when descriptors are passed: dash cannot close a descriptor above 9.
     bash = shutil.which("bash", path=_TOOLS_PATH) if fd_binds or fd_binds_noexec or etc else "/bin/sh"
     if tools is None or bash is None:
-        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv (and bash, to bind "
-                                 "descriptors) are needed to confine a command")
+        raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, chroot, setpriv (and bash, to bind descriptors) "
+                                 "are needed to confine a command")
     ip = loopback_tool() if loopback and not network else None
     if loopback and not network and ip is None:
         raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "ip (iproute2) is needed to bring up the confinement's loopback")

@@ -902,7 +902,7 @@ def check_run_options(state_dir: str, handoff: Handoff, argv: Sequence[str], *, 
     verify_can_confine(os.geteuid(), unsafe_unconfined=unsafe_unconfined)
     if not unsafe_unconfined:
         if _tools() is None or shutil.which("bash", path=_TOOLS_PATH) is None:
-            raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, mount, findmnt, chroot, setpriv and bash are needed "
+            raise EnvironmentFailure(BuildCode.NETWORK_NOT_ISOLATED, "unshare, chroot, setpriv and bash are needed "
                                      "to confine the reviewer")
     state_fd = open_state(state_dir, create=False)
     try:

@@ -181,8 +181,8 @@ class Root:
             raise Failed(f"{what}: {e.strerror}") from None
 
     def synthesize(self, fd: int, path: str) -> None:
-        if not path.startswith(SYNTHESIZED):
-            raise Failed(f"a synthesized file must be under /etc: {path}")
+        if not path.startswith(SYNTHESIZED) or not normal_target(path):
+            raise Failed(f"a synthesized file must be a normal path under /etc: {path!r}")
         where = self.inside(path)
         if os.path.lexists(where):
             raise Failed(f"{path} is synthesized twice")
@@ -200,10 +200,18 @@ def _mountinfo() -> str:
         return f.read()
 
 
+def normal_target(target: str) -> bool:
+    """Whether ``target`` is a normal absolute path below ``/``: nothing such as ``/../x`` that the new root's own path
+    joined to it would lead out of the root (pure)."""
+    return target.startswith("/") and target != "/" and os.path.normpath(target) == target and "\0" not in target
+
+
 def _descriptor(item: str) -> tuple[int, str]:
     number, _, target = item.partition(":")[2].partition(":")
     if not number.isdigit() or not number.isascii():
         raise Failed(f"bad descriptor {number}")
+    if not normal_target(target):
+        raise Failed(f"a descriptor's target must be a normal absolute path: {target!r}")
     return int(number), target
 
 

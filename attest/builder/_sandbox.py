@@ -45,6 +45,7 @@ from .._session import keyring_statement
 from ..errors import EnvironmentFailure
 from ._capture import run_captured
 from ._codes import BuildCode
+from ._confine import normal_target
 
 # 1980-01-01T00:00:00Z: the earliest time a zip (wheel) can record.
 SOURCE_DATE_EPOCH = 315532800
@@ -382,6 +383,12 @@ def confined_roots(paths: Sequence[str], *, host_etc: bool = True) -> tuple[str,
     return readonly_roots(paths, system=SYSTEM_PATHS if host_etc else tuple(q for q in SYSTEM_PATHS if q != ETC))
 
 
+def _bind_target(target: str) -> str:
+    if not normal_target(target):
+        raise ValueError(f"a descriptor is bound at a normal absolute path, not {target!r}")
+    return target
+
+
 def _etc_target(target: str) -> str:
     if (not target.startswith(ETC + "/") or os.path.normpath(target) != target or "\0" in target
             or any(c in target for c in ":\n")):
@@ -402,7 +409,8 @@ def _confined_argv(tools: tuple[str, ...], staging: str, cwd: str, umask: int, r
     if uid is None:
         flags = (*_USERNS_FLAGS, *flags)
     files = [f"file:{fd}:{_etc_target(target)}" for fd, target in etc or ()]
-    binds = [f"fd:{fd}:{target}" for fd, target in fd_binds] + [f"fdnx:{fd}:{target}" for fd, target in fd_binds_noexec]
+    binds = ([f"fd:{fd}:{_bind_target(target)}" for fd, target in fd_binds]
+             + [f"fdnx:{fd}:{_bind_target(target)}" for fd, target in fd_binds_noexec])
     if loopback is not None and not network:
         binds.append(f"lo:{loopback}")
     return [tools[2], "--pdeathsig", "KILL", "--", tools[0], *flags, "--", shell, "-c", _CONFINE, "sh", staging, cwd, sys.executable,
@@ -440,7 +448,8 @@ def confine_argv(argv: Sequence[str], *, root_parent: str, cwd: str, readonly: S
     Raises:
         EnvironmentFailure: ``NETWORK_NOT_ISOLATED`` when unshare, chroot or setpriv is missing
             here.
-        ValueError: a target of ``etc`` is not a normal path under ``/etc``.
+        ValueError: a target of ``etc`` is not a normal path under ``/etc``, or one of ``fd_binds`` or
+            ``fd_binds_noexec`` not a normal absolute path.
     """
     tools = _tools()
     # bash, not dash, runs the script when descriptors are passed: dash cannot close a descriptor above 9.

@@ -10,13 +10,14 @@ import attest.builder
 
 
 def test_the_parts_the_review_commands_use_import_nothing_else_of_the_layer() -> None:
-    """review start (staging, removal) and review exec (the sandbox's tools, the build codes) import these four; the
-    package's own module used to import every module of the layer with them (packaging's parsers, promotion, rebuilders)."""
+    """review start (staging, removal) and review exec (the sandbox's tools, the build codes) import these four (and the
+    sandbox its step capture and its layout's target check); the package's own module used to import every module of the
+    layer with them (packaging's parsers, promotion, rebuilders)."""
     script = ("import sys\n"
               "import attest.builder._codes, attest.builder._common, attest.builder._outputs, attest.builder._sandbox\n"
               "extra = sorted(m for m in sys.modules if m.startswith(('attest.builder.', 'packaging')) and m not in (\n"
               "    'attest.builder._codes', 'attest.builder._common', 'attest.builder._outputs', 'attest.builder._sandbox',\n"
-              "    'attest.builder._capture'))\n"
+              "    'attest.builder._capture', 'attest.builder._confine'))\n"
               "assert not extra, extra\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert out.returncode == 0, out.stderr

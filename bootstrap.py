@@ -36,12 +36,24 @@ UV = "uv==0.13.10"
 REQUIREMENTS = ("-e", ".[test]", "rust-just")
 
 
+def uv_cache() -> tuple[str, ...]:
+    """uv keeps its downloads in $UV_CACHE_DIR, else $XDG_CACHE_HOME/uv or ~/.cache/uv, and fails where it cannot create
+    that (the system's `nobody` has the home /nonexistent): there it gets a throwaway cache instead."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return ()
+    where = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return () if os.access(where, os.W_OK | os.X_OK) else ("--no-cache",)
+
+
 def install(python: Path) -> None:
     quiet = ("--quiet", "--disable-pip-version-check")
     uv = VENV / "bin" / "uv"
     if subprocess.run([python, "-m", "pip", "install", *quiet, UV], cwd=ROOT).returncode == 0 and subprocess.run(
             # bytecode compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set no process would ever cache it
-            [uv, "pip", "install", "--quiet", "--python", python, "--compile-bytecode", *REQUIREMENTS], cwd=ROOT).returncode == 0:
+            [uv, "pip", "install", "--quiet", *uv_cache(), "--python", python, "--compile-bytecode", *REQUIREMENTS],
+            cwd=ROOT).returncode == 0:
         return
     print("bootstrap: uv could not install them; pip does instead ...", file=sys.stderr, flush=True)
     run(python, "-m", "pip", "install", *quiet, *REQUIREMENTS)

@@ -129,9 +129,21 @@ FAKE_MODEL_SCRIPT = str(Path(__file__).with_name("fake_model.py"))
 
 
 def cache_root() -> Path:
-    """Where fetched CLIs are kept across test sessions: ``$ATTEST_TEST_CACHE`` or ``~/.cache/attest-tests``."""
+    """Where fetched CLIs and wheels are kept across test sessions: ``$ATTEST_TEST_CACHE``, else ``~/.cache/attest-tests``
+    where it can be made, else ``.test-cache`` in this checkout (for a user without a writable home, such as the
+    system's ``nobody``, whose home is /nonexistent)."""
     env = os.environ.get("ATTEST_TEST_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "attest-tests"
+    if env:
+        return Path(env)
+    home = Path.home() / ".cache" / "attest-tests"
+    return home if _can_make(home) else Path(__file__).resolve().parents[2] / ".test-cache"
+
+
+def _can_make(path: Path) -> bool:
+    """Whether ``path`` exists or can be created by this user: its nearest existing ancestor is writable."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return os.access(path, os.W_OK | os.X_OK)
 
 
 def _integrity(path: Path) -> str:
@@ -171,7 +183,9 @@ def _download_npm(pin: Pin, dest: Path, timeout: float, unavailable: type[Except
     if npm is None:
         raise unavailable("npm is not installed: set ATTEST_TEST_NPM_REGISTRY to fetch over HTTP instead")
     try:
-        out = subprocess.run([npm, "pack", pin.spec, "--pack-destination", str(dest), "--json", "--silent"],
+        # npm keeps its cache in ~/.npm; a user without a writable home gets one in the test cache instead
+        cache = () if _can_make(Path.home() / ".npm") else ("--cache", str(cache_root() / "npm"))
+        out = subprocess.run([npm, "pack", pin.spec, "--pack-destination", str(dest), "--json", "--silent", *cache],
                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False, cwd=dest)
     except subprocess.TimeoutExpired as e:
         raise unavailable(f"npm pack {pin.spec} did not finish in {timeout}s") from e

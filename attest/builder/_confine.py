@@ -126,7 +126,6 @@ class Root:
         except OSError as e:
             raise Failed(f"{what}: {e.strerror}") from None
 
-
     def options(self, point: str) -> str:
         """The per-mount options of the mount at ``point`` (the top one)."""
         found = submounts(_mountinfo(), os.path.realpath(point))

@@ -76,6 +76,16 @@ def release_private_tmpfs() -> bool:
 
 
 def unseal(base: Path) -> None:
-    """Clear the immutable flags under ``base`` (only root can have set them), so pytest can remove it later."""
-    if os.geteuid() == 0 and base.exists():
+    """Make ``base`` removable by the next run's pytest: clear the immutable flags under it (only root can have set
+    them), and give back the write bit of every directory of this user's (the readonly backend takes it away)."""
+    if not base.exists():
+        return
+    if os.geteuid() == 0:
         subprocess.run(["chattr", "-R", "-f", "-i", str(base)], check=False, capture_output=True)
+    for dirpath, _, _ in os.walk(base):  # never follows a link to a directory
+        try:
+            st = os.lstat(dirpath)
+            if st.st_uid == os.geteuid() and st.st_mode & 0o700 != 0o700:
+                os.chmod(dirpath, st.st_mode | 0o700)
+        except OSError:
+            continue  # another uid's (a build step's) or gone: not this run's to give back

@@ -83,7 +83,6 @@ def other_libpython(tmp_path: Path) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(other)}
 
 
-
 # The fixtures that cost a real promotion (tests/support/deployment.py and its kin): every test using one is
 # `slow`, as are the modules that promote or run the demo themselves. `just test-fast` runs the rest; CI runs all.
 PROMOTING_FIXTURES = frozenset({"dep", "deployment"})

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -152,8 +153,14 @@ class Root:
             source, held = os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd)
         except OSError as e:
             raise Failed(f"cannot bind {target}: descriptor {fd}: {e.strerror}") from None
+        # A pipe's or socket's link is `pipe:[INO]`, a path relative to the working directory: nothing is bound for it.
+        if not stat.S_ISDIR(held.st_mode) or not source.startswith("/"):
+            raise Failed(f"cannot bind {target}: descriptor {fd} is no directory with a path ({source!r})")
         self.bind_ro_dir(source, target, noexec=noexec)
-        bound = os.stat(self.inside(target))
+        try:
+            bound = os.stat(self.inside(target))
+        except OSError as e:
+            raise Failed(f"cannot bind {target}: {e.strerror}") from None
         if (bound.st_dev, bound.st_ino) != (held.st_dev, held.st_ino):
             raise Failed(f"cannot bind {target}: {source} is no longer the directory of descriptor {fd}")
 

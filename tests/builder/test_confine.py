@@ -88,7 +88,7 @@ def test_the_layout_runs_isolated_on_the_standard_library_alone() -> None:
     # It is run as `python -I -S`: nothing of site-packages or of attest may be imported by it.
     source = Path(_confine.__file__).read_text()
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "ctypes", "os", "sys", "collections.abc"}, imports
+    assert imports <= {"__future__", "ctypes", "os", "stat", "sys", "collections.abc"}, imports
 
 
 @pytest.mark.parametrize("item", ["fd:x:/work", "fd::/work", "fdnx:1x:/work", "file:-1:/etc/x", "fd:\u0661:/work"])
